@@ -1,0 +1,58 @@
+// `mcpmux check [--probe]`: validate the config; with --probe, start every upstream and report.
+
+import type { Params } from '../protocol/mcp.js';
+import { createRuntime, loadOrReport, type GlobalOptions } from './runtime.js';
+
+export async function runCheck(opts: GlobalOptions & { probe?: boolean }): Promise<number> {
+  const config = await loadOrReport(opts);
+  if (!config) return 1;
+  const enabled = config.servers.filter((s) => !s.disabled);
+  process.stdout.write(`${config.path}: ok (${enabled.length} server(s) enabled, ${config.servers.length - enabled.length} disabled)\n`);
+  if (!opts.probe) return 0;
+
+  const { router } = createRuntime(config, { ...opts, logLevel: opts.logLevel ?? 'warn' });
+  router.start();
+  await router.ready();
+  let failed = 0;
+  try {
+    for (const up of router.list()) {
+      if (up.state !== 'ready') {
+        failed++;
+        process.stdout.write(`  ${up.name}: FAILED (${up.reason || up.state})\n`);
+        continue;
+      }
+      const caps = up.capabilities;
+      const counts: string[] = [];
+      for (const [cap, method, key] of [
+        ['tools', 'tools/list', 'tools'],
+        ['prompts', 'prompts/list', 'prompts'],
+        ['resources', 'resources/list', 'resources'],
+      ] as const) {
+        if (caps[cap]) counts.push(`${await countAll(up.request.bind(up), method, key)} ${key}`);
+      }
+      const info = up.info!;
+      process.stdout.write(
+        `  ${up.name}: ok, ${String((info.serverInfo as Params).name ?? '?')} ${String((info.serverInfo as Params).version ?? '')}, ` +
+          `protocol ${info.protocolVersion}, capabilities [${Object.keys(caps).join(', ')}], ${counts.join(', ')}\n`,
+      );
+    }
+  } finally {
+    await router.close();
+  }
+  return failed ? 1 : 0;
+}
+
+async function countAll(
+  request: (method: string, params: Params) => Promise<Params>,
+  method: string,
+  key: string,
+): Promise<number> {
+  let n = 0;
+  let cursor: unknown;
+  do {
+    const page = await request(method, cursor === undefined ? {} : { cursor });
+    n += Array.isArray(page[key]) ? (page[key] as unknown[]).length : 0;
+    cursor = page.nextCursor;
+  } while (typeof cursor === 'string' && cursor !== '');
+  return n;
+}

@@ -1,0 +1,65 @@
+// What every long-running command sets up: config, logger, router; and an orderly shutdown
+// that stops every child process before the process exits.
+
+import { loadConfig } from '../config/load.js';
+import { ConfigError, type Config } from '../config/types.js';
+import { createLogger, type Logger } from '../observe/logger.js';
+import { Router } from '../router/router.js';
+
+export interface Runtime {
+  config: Config;
+  log: Logger;
+  router: Router;
+}
+
+export interface GlobalOptions {
+  config?: string;
+  logLevel?: string;
+}
+
+/** The config path from --config or MCPMUX_CONFIG; a usage error if neither is given. */
+export function configPath(opts: GlobalOptions): string {
+  const p = opts.config ?? process.env.MCPMUX_CONFIG;
+  if (!p) throw new UsageError('no config file: pass --config FILE or set MCPMUX_CONFIG');
+  return p;
+}
+
+export class UsageError extends Error {}
+
+/** Loads the config, printing every problem and returning undefined when it is invalid. */
+export async function loadOrReport(opts: GlobalOptions): Promise<Config | undefined> {
+  try {
+    return await loadConfig(configPath(opts));
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`mcpmux: ${err.message}\n`);
+      return undefined;
+    }
+    throw err;
+  }
+}
+
+export function createRuntime(config: Config, opts: GlobalOptions): Runtime {
+  const log = createLogger(opts.logLevel ?? config.logLevel ?? 'info', config.secrets);
+  const router = new Router(config, log);
+  return { config, log, router };
+}
+
+/**
+ * Runs `stop` once on SIGTERM, SIGINT or SIGHUP-less exit paths, then lets the process end.
+ * A second signal while stopping kills the process group's children and exits at once.
+ */
+export function onShutdownSignals(log: Logger, stop: (why: string) => Promise<void>): void {
+  let stopping = false;
+  const handler = (signal: NodeJS.Signals): void => {
+    if (stopping) {
+      log.warn({ signal }, 'second signal; exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    void stop(signal).finally(() => process.exit(0));
+  };
+  process.on('SIGTERM', handler);
+  process.on('SIGINT', handler);
+}

@@ -1,0 +1,122 @@
+// The validated, defaulted and env-expanded configuration. `loadConfig` (load.ts) is the only
+// producer; everything else reads these types and never looks at raw JSON.
+
+export type TransportKind = 'stdio' | 'http' | 'sse' | 'ws';
+export type Sharing = 'shared' | 'session';
+export type ResourceNamespacing = 'prefix' | 'passthrough';
+
+export interface GlobList {
+  allow: string[];
+  deny: string[];
+}
+
+interface ServerCommon {
+  /** The key under `mcpServers`. */
+  name: string;
+  /** Prefix for tool and prompt names; `""` means no prefix. Defaults to `name`. */
+  prefix: string;
+  disabled: boolean;
+  sharing: Sharing;
+  /** Per-request timeout for this upstream; falls back to `timeouts.requestMs`. */
+  timeoutMs: number;
+  /** Matches the upstream's own tool names (not the public ones). */
+  tools: GlobList;
+  resources: { namespace: ResourceNamespacing };
+  /** Static roots offered to this upstream (as `roots/list` results). */
+  roots: { uri: string; name?: string }[] | undefined;
+  restart: { maxRetries: number; backoffMs: number };
+}
+
+export interface StdioServerConfig extends ServerCommon {
+  transport: 'stdio';
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+  /** Absolute; a relative `cwd` in the file is resolved against the config file's folder. */
+  cwd: string | undefined;
+}
+
+export interface RemoteServerConfig extends ServerCommon {
+  transport: 'http' | 'sse' | 'ws';
+  url: string;
+  headers: Record<string, string>;
+}
+
+export type ServerConfig = StdioServerConfig | RemoteServerConfig;
+
+export interface ClientToken {
+  client: string;
+  /** Name of the environment variable holding the token (never the token itself in the file). */
+  tokenEnv: string;
+  /** The token's value, read from `tokenEnv` at load time. A secret. */
+  token: string;
+}
+
+export interface RateLimitRule {
+  client: string;
+  server: string;
+  tool: string;
+  perMinute: number;
+  burst: number;
+}
+
+export interface Config {
+  /** Absolute path of the file this came from (undefined when built in memory). */
+  path: string | undefined;
+  /** Enabled and disabled servers, in file order. */
+  servers: ServerConfig[];
+  namespace: { separator: string; maxNameLength: number };
+  listen: {
+    host: string;
+    port: number;
+    allowedOrigins: string[];
+    auth: { tokens: ClientToken[] };
+  };
+  policy: {
+    tools: GlobList;
+    clients: Record<string, GlobList>;
+  };
+  rateLimits: RateLimitRule[];
+  audit: { path: string | undefined; arguments: 'redacted' | 'full' | 'none' };
+  timeouts: { requestMs: number; maxMs: number; startupMs: number };
+  limits: { maxMessageBytes: number; maxInFlightPerSession: number; maxSessions: number };
+  logLevel: string | undefined;
+  /**
+   * Every value that came out of a `${VAR}` expansion, plus every header value and token.
+   * Loggers scrub these from every line they write.
+   */
+  secrets: string[];
+}
+
+/** One problem in a config file, located by JSON path (`/mcpServers/fs/args/0`). */
+export interface ConfigIssue {
+  path: string;
+  message: string;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly file: string,
+    readonly issues: ConfigIssue[],
+  ) {
+    super(
+      `invalid config ${file}:\n` + issues.map((i) => `  ${i.path || '/'}: ${i.message}`).join('\n'),
+    );
+    this.name = 'ConfigError';
+  }
+}
+
+export const DEFAULTS = {
+  separator: '__',
+  maxNameLength: 64,
+  host: '127.0.0.1',
+  port: 7330,
+  requestMs: 60_000,
+  maxMs: 600_000,
+  startupMs: 10_000,
+  maxMessageBytes: 16 * 1024 * 1024,
+  maxInFlightPerSession: 4096,
+  maxSessions: 1024,
+  restartMaxRetries: 5,
+  restartBackoffMs: 500,
+} as const;

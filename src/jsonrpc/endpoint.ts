@@ -1,0 +1,229 @@
+// One side of a JSON-RPC connection: sends requests with our own ids and waits for their
+// responses (PendingTable), hands incoming requests and notifications to one handler object, and
+// answers them. Cancellation runs through here in both directions; the protocol that names the
+// cancel notification is passed in, so this file stays free of MCP knowledge.
+
+import { peekHead } from './framing.js';
+import {
+  classify,
+  ErrorCode,
+  RpcError,
+  type Incoming,
+  type JsonRpcId,
+  type JsonRpcMessage,
+  type JsonRpcNotification,
+  type JsonRpcRequest,
+  type JsonRpcResponse,
+} from './message.js';
+import { PendingTable, type PendingOptions } from './pending.js';
+import type { FrameError, Transport } from '../transport/transport.js';
+
+export type Result = Record<string, unknown>;
+
+export interface Handlers {
+  /** Answers one incoming request. Throw RpcError for a JSON-RPC error. */
+  request(req: JsonRpcRequest, signal: AbortSignal): Promise<Result> | Result;
+  notification(n: JsonRpcNotification): void;
+}
+
+/** How the protocol spells "cancel request N" (MCP: notifications/cancelled {requestId, reason}). */
+export interface CancelProtocol {
+  method: string;
+  params(id: JsonRpcId, reason: string): Record<string, unknown>;
+  requestId(params: Record<string, unknown> | undefined): JsonRpcId | undefined;
+}
+
+export interface EndpointOptions {
+  cancel: CancelProtocol;
+  /** Incoming requests answered at once with an error beyond this many in flight. */
+  maxInFlight?: number;
+  /** Whether a batch is acceptable now; a string is the reason it is not. */
+  acceptBatch?: () => true | string;
+  /** Diagnostics for things the peer did wrong that have no response to carry them. */
+  onProtocolError?: (what: string, detail: unknown) => void;
+}
+
+export interface RequestOptions extends PendingOptions {
+  signal?: AbortSignal;
+}
+
+export const TOO_MANY_IN_FLIGHT = -31003;
+
+export class Endpoint {
+  /** Called once when the underlying transport closes. */
+  onclose?: (reason: string) => void;
+
+  private readonly pending: PendingTable;
+  private readonly incoming = new Map<JsonRpcId, AbortController>();
+  private closed = false;
+
+  constructor(
+    private readonly transport: Transport,
+    private readonly handlers: Handlers,
+    private readonly opts: EndpointOptions,
+  ) {
+    this.pending = new PendingTable((id, reason) => this.sendCancel(id, reason));
+    transport.onmessage = (v) => this.receive(v);
+    transport.onframeerror = (e) => this.frameError(e);
+    transport.onclose = (reason) => this.shutdown(reason);
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  get inFlightOut(): number {
+    return this.pending.size;
+  }
+
+  /** Reserve an id before building a request (MCP uses it as the progress token). */
+  allocateId(): number {
+    return this.pending.allocateId();
+  }
+
+  request(id: JsonRpcId, method: string, params: Result | undefined, opts: RequestOptions = {}): Promise<Result> {
+    if (this.closed) return Promise.reject(new RpcError(-32000, 'Connection closed'));
+    const { signal } = opts;
+    if (signal?.aborted) return Promise.reject(abortError(signal));
+    const promise = this.pending.add(id, opts);
+    this.transport.send(params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params });
+    if (signal) {
+      const onAbort = (): void => {
+        if (this.pending.fail(id, abortError(signal))) this.sendCancel(id, reasonOf(signal));
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      promise.then(
+        () => signal.removeEventListener('abort', onAbort),
+        () => signal.removeEventListener('abort', onAbort),
+      );
+    }
+    return promise;
+  }
+
+  notify(method: string, params?: Result): void {
+    if (this.closed) return;
+    this.transport.send(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params });
+  }
+
+  /** Routes a progress notification to the request it names; false if no such request. */
+  progress(id: JsonRpcId, params: Result): boolean {
+    return this.pending.progress(id, params);
+  }
+
+  async close(reason = 'closed'): Promise<void> {
+    this.shutdown(reason);
+    await this.transport.close();
+  }
+
+  private shutdown(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.pending.failAll(new RpcError(-32000, `Connection closed: ${reason}`));
+    for (const ctl of this.incoming.values()) ctl.abort(new Error('connection closed'));
+    this.incoming.clear();
+    this.onclose?.(reason);
+  }
+
+  private sendCancel(id: JsonRpcId, reason: string): void {
+    const c = this.opts.cancel;
+    this.notify(c.method, c.params(id, reason));
+  }
+
+  private receive(value: unknown): void {
+    if (Array.isArray(value)) {
+      void this.receiveBatch(value);
+      return;
+    }
+    const out = this.dispatch(value);
+    if (out instanceof Promise) {
+      out.then((res) => res && this.transport.send(res));
+    } else if (out) {
+      this.transport.send(out);
+    }
+  }
+
+  private async receiveBatch(items: unknown[]): Promise<void> {
+    const verdict = this.opts.acceptBatch?.() ?? true;
+    if (items.length === 0 || verdict !== true) {
+      const why = items.length === 0 ? 'empty batch' : verdict;
+      this.transport.send(failure(null, ErrorCode.InvalidRequest, `Invalid Request: ${why}`));
+      return;
+    }
+    const results = await Promise.all(items.map((item) => this.dispatch(item)));
+    const responses = results.filter((r): r is JsonRpcResponse => r !== undefined);
+    if (responses.length > 0) this.transport.send(responses as JsonRpcMessage[]);
+  }
+
+  /** Handles one message; returns the response to send, if any (a promise for requests). */
+  private dispatch(value: unknown): JsonRpcResponse | undefined | Promise<JsonRpcResponse | undefined> {
+    const c = classify(value);
+    switch (c.kind) {
+      case 'response':
+        if (!this.pending.settle(c.msg)) this.opts.onProtocolError?.('response for unknown or cancelled id', c.msg.id);
+        return undefined;
+      case 'notification':
+        if (c.msg.method === this.opts.cancel.method) {
+          const id = this.opts.cancel.requestId(c.msg.params);
+          // Invalid or late cancellations are ignored, as the spec asks.
+          if (id !== undefined) this.incoming.get(id)?.abort(new Error('cancelled by peer'));
+        }
+        this.handlers.notification(c.msg);
+        return undefined;
+      case 'request':
+        return this.answer(c.msg);
+      case 'invalid':
+        return failure(c.id, ErrorCode.InvalidRequest, `Invalid Request: ${c.reason}`);
+    }
+  }
+
+  private async answer(req: JsonRpcRequest): Promise<JsonRpcResponse | undefined> {
+    const { id } = req;
+    if (this.incoming.has(id)) {
+      return failure(id, ErrorCode.InvalidRequest, `Invalid Request: id ${JSON.stringify(id)} is already in use`);
+    }
+    const max = this.opts.maxInFlight ?? Infinity;
+    if (this.incoming.size >= max) {
+      return failure(id, TOO_MANY_IN_FLIGHT, `Too many requests in flight (limit ${max})`);
+    }
+    const ctl = new AbortController();
+    this.incoming.set(id, ctl);
+    try {
+      const result = await this.handlers.request(req, ctl.signal);
+      return ctl.signal.aborted ? undefined : { jsonrpc: '2.0', id, result };
+    } catch (err) {
+      // A cancelled request gets no response at all.
+      if (ctl.signal.aborted) return undefined;
+      if (err instanceof RpcError) return { jsonrpc: '2.0', id, error: err.toJSON() };
+      this.opts.onProtocolError?.('handler failed', err);
+      return failure(id, ErrorCode.InternalError, `Internal error: ${(err as Error)?.message ?? String(err)}`);
+    } finally {
+      this.incoming.delete(id);
+    }
+  }
+
+  private frameError(e: FrameError): void {
+    if (e.error === 'parse') {
+      this.transport.send(failure(null, ErrorCode.ParseError, `Parse error: ${e.detail}`));
+      return;
+    }
+    const message = `Message of ${e.bytes} bytes exceeds the limit`;
+    const head = peekHead(e.head);
+    if (head && !head.isRequest && this.pending.fail(head.id, new RpcError(ErrorCode.InternalError, `Response too large: ${message}`))) {
+      return;
+    }
+    this.transport.send(failure(head?.isRequest ? head.id : null, ErrorCode.InvalidRequest, message, { bytes: e.bytes }));
+  }
+}
+
+function failure(id: JsonRpcId | null, code: number, message: string, data?: unknown): JsonRpcResponse {
+  return { jsonrpc: '2.0', id, error: data === undefined ? { code, message } : { code, message, data } } as JsonRpcResponse;
+}
+
+function reasonOf(signal: AbortSignal): string {
+  const r = signal.reason as unknown;
+  return r instanceof Error ? r.message : typeof r === 'string' ? r : 'cancelled';
+}
+
+function abortError(signal: AbortSignal): RpcError {
+  return new RpcError(-32800, `Request cancelled: ${reasonOf(signal)}`);
+}

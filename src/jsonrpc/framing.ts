@@ -1,0 +1,95 @@
+// Newline-delimited JSON framing (the MCP stdio transport) with a maximum message size.
+//
+// Chunks are kept as Buffers until a newline completes a line, so a 10 MB message is copied
+// once (Buffer.concat) and decoded once, instead of being re-scanned on every chunk.
+
+const NEWLINE = 0x0a;
+
+export type Frame =
+  | { ok: true; value: unknown }
+  | { ok: false; error: 'parse'; detail: string }
+  | { ok: false; error: 'too-large'; bytes: number; head: string };
+
+/** How much of an oversized line is kept, to find its id and answer it (see `peekHead`). */
+const HEAD_BYTES = 1024;
+
+export class LineDecoder {
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+  /** While true, bytes are dropped until the next newline (the current line is over the limit). */
+  private skipping = false;
+  private skippedBytes = 0;
+  private head = '';
+
+  constructor(private readonly maxBytes: number) {}
+
+  /** Feeds bytes; calls `emit` once per complete line, in order. */
+  push(chunk: Buffer, emit: (frame: Frame) => void): void {
+    let start = 0;
+    while (start < chunk.length) {
+      const nl = chunk.indexOf(NEWLINE, start);
+      const end = nl === -1 ? chunk.length : nl;
+      const piece = start === 0 && end === chunk.length ? chunk : chunk.subarray(start, end);
+      if (this.skipping) {
+        this.skippedBytes += piece.length;
+      } else if (this.buffered + piece.length > this.maxBytes) {
+        this.skipping = true;
+        this.skippedBytes = this.buffered + piece.length;
+        this.head = Buffer.concat([...this.chunks, piece.subarray(0, HEAD_BYTES)]).subarray(0, HEAD_BYTES).toString('utf8');
+        this.chunks = [];
+        this.buffered = 0;
+      } else if (piece.length > 0) {
+        this.chunks.push(piece);
+        this.buffered += piece.length;
+      }
+      if (nl === -1) return;
+      this.finishLine(emit);
+      start = nl + 1;
+    }
+  }
+
+  private finishLine(emit: (frame: Frame) => void): void {
+    if (this.skipping) {
+      const bytes = this.skippedBytes;
+      const head = this.head;
+      this.skipping = false;
+      this.skippedBytes = 0;
+      this.head = '';
+      emit({ ok: false, error: 'too-large', bytes, head });
+      return;
+    }
+    const line = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.buffered);
+    this.chunks = [];
+    this.buffered = 0;
+    emit(parseLine(line));
+  }
+}
+
+function parseLine(line: Buffer): Frame {
+  let text = line.toString('utf8');
+  if (text.endsWith('\r')) text = text.slice(0, -1);
+  if (text.trim() === '') return { ok: true, value: undefined };
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch (e) {
+    return { ok: false, error: 'parse', detail: (e as Error).message };
+  }
+}
+
+/** Serialises one message (or batch) as a single line. */
+export function encodeLine(msg: unknown): string {
+  return JSON.stringify(msg) + '\n';
+}
+
+/**
+ * Best effort at the id and kind of a message we refused to read whole: its first bytes.
+ * Only an `"id"` key that comes before any nested object or array is trusted, so an id inside
+ * `params` is never mistaken for the message's own.
+ */
+export function peekHead(head: string): { id: string | number; isRequest: boolean } | undefined {
+  const m = /^\s*\{[^{}[\]]*?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")/.exec(head);
+  if (!m) return undefined;
+  const raw = m[1]!;
+  const id = raw.startsWith('"') ? (JSON.parse(raw) as string) : Number(raw);
+  return { id, isRequest: /^\s*\{[^{}[\]]*?"method"\s*:/.test(head) };
+}

@@ -1,0 +1,144 @@
+// The four merged lists (tools, prompts, resources, resource templates) and their pagination.
+//
+// A host page is built by walking the upstreams in config order from where the host's cursor
+// points, taking ONE page from each, and stopping at the first upstream that has more: its
+// cursor goes into ours. So no request ever holds more than one page per upstream, and paging
+// upstreams are paged through rather than read whole.
+//
+// Upstream pages are cached (already namespaced) for upstreams that promise `listChanged`;
+// the cache key carries a generation that a list_changed notification bumps.
+
+import { LRUCache } from 'lru-cache';
+import { RpcError, ErrorCode } from '../jsonrpc/message.js';
+import type { Params } from '../protocol/mcp.js';
+import type { Upstream } from '../upstream/upstream.js';
+import { decodeCursor, encodeCursor } from './cursor.js';
+
+export type ListMethod = 'tools/list' | 'prompts/list' | 'resources/list' | 'resources/templates/list';
+
+export interface ListKind {
+  method: ListMethod;
+  /** Key of the item array in the result. */
+  key: 'tools' | 'prompts' | 'resources' | 'resourceTemplates';
+  /** Server capability that offers this list. */
+  capability: 'tools' | 'prompts' | 'resources';
+  /** Turns an upstream item into what hosts see (a new object), or undefined to hide it. */
+  present(up: Upstream, item: Params): Params | undefined;
+}
+
+interface Page {
+  items: Params[];
+  next: string | undefined;
+}
+
+const MAX_CACHED_ITEMS = 200_000;
+
+export class Catalogue {
+  private readonly cache = new LRUCache<string, Page>({
+    maxSize: MAX_CACHED_ITEMS,
+    sizeCalculation: (p) => p.items.length + 1,
+  });
+  private readonly inflight = new Map<string, Promise<Page>>();
+  /** Per upstream connection and list: bumped by list_changed, so old pages are never served. */
+  private readonly generations = new WeakMap<Upstream, Record<string, number>>();
+  private readonly ids = new WeakMap<Upstream, number>();
+  private nextId = 1;
+
+  /** Forget cached pages of one list (or all lists) of an upstream. */
+  invalidate(up: Upstream, capability?: ListKind['capability']): void {
+    const gen = this.generationsOf(up);
+    for (const k of capability ? [capability] : ['tools', 'prompts', 'resources']) gen[k] = (gen[k] ?? 0) + 1;
+  }
+
+  /** One merged host page. `upstreams` are the live ones for this session, in config order. */
+  async list(kind: ListKind, upstreams: readonly Upstream[], params: Params | undefined, signal: AbortSignal): Promise<Params> {
+    const offering = upstreams.filter((u) => u.state === 'ready' && u.capabilities[kind.capability] !== undefined);
+    let start = 0;
+    let innerCursor: string | undefined;
+    if (params?.cursor !== undefined) {
+      const state = decodeCursor(kind.method, params.cursor);
+      start = offering.findIndex((u) => u.name === state.server);
+      if (start < 0) throw new RpcError(ErrorCode.InvalidParams, `Invalid cursor: server "${state.server}" is no longer available`);
+      innerCursor = state.cursor;
+    }
+    if (offering.length === 0) return { [kind.key]: [] };
+
+    // The cursor's upstream first: if it has more pages, that page is the whole answer.
+    const first = await this.page(kind, offering[start]!, innerCursor, signal);
+    if (first.next !== undefined) return this.result(kind, first.items, offering[start]!, first.next);
+
+    // Otherwise the following upstreams' first pages, fetched together, until one has more.
+    const rest = offering.slice(start + 1);
+    const pages = await Promise.all(rest.map((u) => this.page(kind, u, undefined, signal).catch((err) => this.skip(u, kind, err))));
+    const items = first.items.slice();
+    for (let i = 0; i < pages.length; i++) {
+      const p = pages[i]!;
+      for (const item of p.items) items.push(item);
+      if (p.next !== undefined) return this.result(kind, items, rest[i]!, p.next);
+    }
+    return { [kind.key]: items };
+  }
+
+  private result(kind: ListKind, items: Params[], up: Upstream, next: string): Params {
+    return { [kind.key]: items, nextCursor: encodeCursor({ list: kind.method, server: up.name, cursor: next }) };
+  }
+
+  /** A dead upstream must not take the whole list down with it: its items are left out. */
+  private skip(up: Upstream, kind: ListKind, err: unknown): Page {
+    up.log.warn({ err: (err as Error).message, method: kind.method }, 'list failed; leaving this server out');
+    return { items: [], next: undefined };
+  }
+
+  private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: AbortSignal): Promise<Page> {
+    const cacheable = (up.capabilities[kind.capability] as Params | undefined)?.listChanged === true;
+    if (!cacheable) return this.fetch(kind, up, cursor, signal);
+    const key = `${this.idOf(up)}:${this.generationsOf(up)[kind.capability] ?? 0}:${kind.method}:${cursor ?? ''}`;
+    const hit = this.cache.get(key);
+    if (hit) return hit;
+    let pending = this.inflight.get(key);
+    if (!pending) {
+      // Shared by every host asking at once, so it is not tied to any one host's cancellation.
+      pending = this.fetch(kind, up, cursor, undefined).then(
+        (p) => {
+          this.inflight.delete(key);
+          this.cache.set(key, p);
+          return p;
+        },
+        (err: unknown) => {
+          this.inflight.delete(key);
+          throw err;
+        },
+      );
+      this.inflight.set(key, pending);
+    }
+    return pending;
+  }
+
+  private async fetch(kind: ListKind, up: Upstream, cursor: string | undefined, signal: AbortSignal | undefined): Promise<Page> {
+    const res = await up.request(kind.method, cursor === undefined ? {} : { cursor }, { signal });
+    const raw = res[kind.key];
+    if (!Array.isArray(raw)) {
+      throw new RpcError(ErrorCode.InternalError, `Upstream "${up.name}" answered ${kind.method} without a ${kind.key} array`);
+    }
+    const items: Params[] = [];
+    for (const item of raw) {
+      if (typeof item !== 'object' || item === null) continue;
+      const shown = kind.present(up, item as Params);
+      if (shown) items.push(shown);
+    }
+    const next = typeof res.nextCursor === 'string' && res.nextCursor !== '' ? res.nextCursor : undefined;
+    return { items, next };
+  }
+
+  private generationsOf(up: Upstream): Record<string, number> {
+    let g = this.generations.get(up);
+    if (!g) this.generations.set(up, (g = {}));
+    return g;
+  }
+
+  private idOf(up: Upstream): number {
+    let id = this.ids.get(up);
+    if (id === undefined) this.ids.set(up, (id = this.nextId++));
+    return id;
+  }
+}

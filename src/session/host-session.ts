@@ -1,0 +1,130 @@
+// One host connection (stdio, or later one HTTP session, SSE stream or WebSocket): the server
+// side of the handshake, the host's negotiated version and capabilities, its log level. All the
+// routing is the router's; this file is what is particular to one host.
+
+import { randomUUID } from 'node:crypto';
+import { Endpoint, type Result } from '../jsonrpc/endpoint.js';
+import { ErrorCode, RpcError, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
+import type { Logger } from '../observe/logger.js';
+import { cancelProtocol, type LogLevel, type Params } from '../protocol/mcp.js';
+import { LATEST_VERSION, negotiateVersion, versionAtLeast, type ProtocolVersion } from '../protocol/versions.js';
+import type { Router, SessionPort } from '../router/router.js';
+import type { Transport } from '../transport/transport.js';
+
+export interface HostSessionOptions {
+  log: Logger;
+  maxInFlight: number;
+  /** Hard cap on how long a server-initiated request may wait for the host. */
+  maxMs: number;
+  serverInfo: Params;
+  /** A name for the client, from its token (HTTP) or undefined. */
+  client?: string;
+}
+
+export class HostSession implements SessionPort {
+  readonly id = randomUUID();
+  protocolVersion: ProtocolVersion = LATEST_VERSION;
+  clientCapabilities: Params = {};
+  clientInfo: Params = {};
+  logLevel: LogLevel | undefined;
+  /** Called once when the host connection is gone. */
+  onclose?: (reason: string) => void;
+
+  private initialized = false;
+  /** Set while the first initialize is being answered; requests pipelined behind it wait. */
+  private initializing: Promise<Result> | undefined;
+  private readonly endpoint: Endpoint;
+  private readonly log: Logger;
+
+  constructor(
+    transport: Transport,
+    private readonly router: Router,
+    private readonly opts: HostSessionOptions,
+  ) {
+    this.log = opts.log.child({ session: this.id });
+    this.endpoint = new Endpoint(
+      transport,
+      { request: (req, signal) => this.request_(req, signal), notification: (n) => this.notification(n) },
+      {
+        cancel: cancelProtocol,
+        maxInFlight: opts.maxInFlight,
+        acceptBatch: () => this.acceptBatch(),
+        onProtocolError: (what, detail) => this.log.debug({ detail: String(detail) }, what),
+      },
+    );
+    this.endpoint.onclose = (reason) => {
+      this.log.info({ reason }, 'host session closed');
+      this.router.detach(this);
+      this.onclose?.(reason);
+    };
+    router.attach(this);
+  }
+
+  close(): Promise<void> {
+    return this.endpoint.close();
+  }
+
+  // ---- SessionPort: the router's way back to this host --------------------------------
+
+  notify(method: string, params?: Params): void {
+    if (this.initialized) this.endpoint.notify(method, params);
+  }
+
+  request(method: string, params: Params | undefined, signal: AbortSignal): Promise<Result> {
+    return this.endpoint.request(this.endpoint.allocateId(), method, params, { signal, maxTotalMs: this.opts.maxMs });
+  }
+
+  // ---- what the host sends ------------------------------------------------------------
+
+  private async request_(req: JsonRpcRequest, signal: AbortSignal): Promise<Result> {
+    switch (req.method) {
+      case 'initialize':
+        if (this.initializing) throw new RpcError(ErrorCode.InvalidRequest, 'Invalid Request: the session is already initialized');
+        return (this.initializing = this.initialize(req.params ?? {}));
+      case 'ping':
+        return {};
+    }
+    if (!this.initializing) {
+      throw new RpcError(ErrorCode.InvalidRequest, `Invalid Request: ${req.method} before initialize`);
+    }
+    if (!this.initialized) await this.initializing;
+    return this.router.handle(this, req, signal);
+  }
+
+  private async initialize(params: Params): Promise<Result> {
+    this.protocolVersion = negotiateVersion(params.protocolVersion);
+    this.clientCapabilities = (params.capabilities as Params) ?? {};
+    this.clientInfo = (params.clientInfo as Params) ?? {};
+    // The first answer waits for the upstreams (bounded), so the host's first lists are complete.
+    await this.router.ready();
+    this.initialized = true;
+    this.log.info({ protocolVersion: this.protocolVersion, clientInfo: this.clientInfo }, 'host initialized');
+    const { capabilities, instructions } = this.router.greet(this);
+    return {
+      protocolVersion: this.protocolVersion,
+      capabilities,
+      serverInfo: this.opts.serverInfo,
+      ...(instructions ? { instructions } : {}),
+    };
+  }
+
+  private notification(n: JsonRpcNotification): void {
+    switch (n.method) {
+      case 'notifications/initialized':
+      case 'notifications/cancelled': // the endpoint already aborted the request
+        return;
+      case 'notifications/roots/list_changed':
+        this.router.rootsChanged();
+        return;
+      default:
+        this.log.debug({ method: n.method }, 'notification from host not routed');
+    }
+  }
+
+  /** Batches existed in JSON-RPC for 2024-11-05 and 2025-03-26; 2025-06-18 removed them. */
+  private acceptBatch(): true | string {
+    if (!this.initialized) return 'initialize must not be part of a batch';
+    if (versionAtLeast(this.protocolVersion, '2025-06-18')) return `batches are not part of protocol version ${this.protocolVersion}`;
+    return true;
+  }
+}

@@ -1,0 +1,89 @@
+// A stdio upstream: a child process spawned with execa (never through a shell), its stdout and
+// stdin as the MCP stream, its stderr into our logs, and the spec's shutdown order on close.
+
+import { execa, type ResultPromise } from 'execa';
+import type { StdioServerConfig } from '../config/types.js';
+import type { Logger } from '../observe/logger.js';
+import { StreamTransport } from '../transport/stream.js';
+import type { Transport } from '../transport/transport.js';
+
+/** How long a child gets after stdin closes, and again after SIGTERM, before the next step. */
+const GRACE_MS = 2000;
+const MAX_STDERR_LINE = 4096;
+
+export interface ChildHandle {
+  transport: Transport;
+  pid: number | undefined;
+  /** Resolves when the process has exited, with a description of how. */
+  exited: Promise<string>;
+  /** Close stdin, wait; SIGTERM, wait; SIGKILL. Resolves once the process is gone. */
+  stop(): Promise<void>;
+}
+
+export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log: Logger): ChildHandle {
+  // A child must never inherit systemd's notify socket (it could report readiness for us).
+  const { NOTIFY_SOCKET: _notify, ...inherited } = process.env;
+  const proc: ResultPromise = execa(cfg.command, cfg.args, {
+    cwd: cfg.cwd,
+    env: { ...inherited, ...cfg.env },
+    extendEnv: false,
+    stdin: 'pipe',
+    stdout: 'pipe',
+    stderr: 'pipe',
+    buffer: false,
+    reject: false,
+    cleanup: true,
+    windowsHide: true,
+  });
+  log.info({ command: cfg.command, args: cfg.args, pid: proc.pid }, 'spawned upstream');
+
+  const exited = proc.then((r) => {
+    if (r.failed && r.exitCode === undefined && r.signal === undefined) return `failed to start: ${r.shortMessage ?? r.message}`;
+    if (r.signal) return `killed by ${r.signal}`;
+    return `exited with code ${r.exitCode}`;
+  });
+
+  pipeStderr(proc, log);
+  const transport = new StreamTransport(proc.stdout!, proc.stdin!, maxMessageBytes, false);
+  void exited.then((how) => transport.finish(how));
+  // A write to a child that already died must not become an unhandled 'error'.
+  proc.stdin!.on('error', () => {});
+
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> =>
+    (stopping ??= (async () => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      proc.stdin?.end();
+      if (await exitsWithin(exited, GRACE_MS)) return;
+      proc.kill('SIGTERM');
+      if (await exitsWithin(exited, GRACE_MS)) return;
+      proc.kill('SIGKILL');
+      await exited;
+    })());
+
+  return { transport, pid: proc.pid, exited, stop };
+}
+
+function exitsWithin(exited: Promise<string>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const t = setTimeout(() => resolve(false), ms);
+    void exited.then(() => {
+      clearTimeout(t);
+      resolve(true);
+    });
+  });
+}
+
+function pipeStderr(proc: ResultPromise, log: Logger): void {
+  let rest = '';
+  proc.stderr?.setEncoding('utf8');
+  proc.stderr?.on('data', (chunk: string) => {
+    const lines = (rest + chunk).split('\n');
+    rest = lines.pop() ?? '';
+    if (rest.length > MAX_STDERR_LINE) rest = rest.slice(0, MAX_STDERR_LINE);
+    for (const line of lines) if (line.trim()) log.info({ stderr: line.slice(0, MAX_STDERR_LINE) }, 'upstream stderr');
+  });
+  proc.stderr?.on('end', () => {
+    if (rest.trim()) log.info({ stderr: rest }, 'upstream stderr');
+  });
+}

@@ -1,0 +1,193 @@
+// One connection to one upstream MCP server: the client side of the handshake, the capability
+// record, our own id space (ids and progress tokens), and the lifecycle. It knows nothing about
+// hosts or the router: what the upstream says unprompted goes to one listener.
+
+import type { ServerConfig } from '../config/types.js';
+import { Endpoint, type Result } from '../jsonrpc/endpoint.js';
+import { RpcError, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
+import type { Logger } from '../observe/logger.js';
+import { cancelProtocol, MuxError, type Params } from '../protocol/mcp.js';
+import { LATEST_VERSION, isSupportedVersion, type ProtocolVersion } from '../protocol/versions.js';
+import { connectUpstream, type Connection } from './connect.js';
+
+export type UpstreamState = 'starting' | 'ready' | 'failed' | 'closed';
+
+export interface ServerInfo {
+  protocolVersion: ProtocolVersion;
+  capabilities: Params;
+  serverInfo: Params;
+  instructions: string | undefined;
+}
+
+/** Where an upstream's unprompted traffic goes (the router). */
+export interface UpstreamListener {
+  notification(up: Upstream, n: JsonRpcNotification): void;
+  request(up: Upstream, req: JsonRpcRequest, signal: AbortSignal): Promise<Result>;
+  stateChanged(up: Upstream): void;
+}
+
+export interface UpstreamDeps {
+  log: Logger;
+  listener: UpstreamListener;
+  maxMessageBytes: number;
+  startupMs: number;
+  maxMs: number;
+  clientCapabilities: Params;
+  clientInfo: Params;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal;
+  /** Present when the host asked for progress: relays the upstream's progress params. */
+  onProgress?: (params: Params) => void;
+}
+
+export class Upstream {
+  state: UpstreamState = 'starting';
+  /** Why the upstream is failed or closed. */
+  reason = '';
+  info: ServerInfo | undefined;
+  readonly log: Logger;
+  private endpoint: Endpoint | undefined;
+  private connection: Connection | undefined;
+  private started: Promise<void> | undefined;
+
+  constructor(
+    readonly config: ServerConfig,
+    private readonly deps: UpstreamDeps,
+  ) {
+    this.log = deps.log.child({ server: config.name });
+  }
+
+  get name(): string {
+    return this.config.name;
+  }
+
+  get capabilities(): Params {
+    return this.info?.capabilities ?? {};
+  }
+
+  get pid(): number | undefined {
+    return this.connection?.pid;
+  }
+
+  /** Connects and initializes; resolves when ready or failed (never rejects). */
+  start(): Promise<void> {
+    return (this.started ??= this.run());
+  }
+
+  private async run(): Promise<void> {
+    try {
+      const conn = connectUpstream(this.config, this.deps.maxMessageBytes, this.log);
+      this.connection = conn;
+      const ep = new Endpoint(conn.transport, this.handlers, {
+        cancel: cancelProtocol,
+        onProtocolError: (what, detail) => this.log.debug({ detail }, what),
+      });
+      this.endpoint = ep;
+      ep.onclose = (reason) => void this.lost(reason);
+
+      const id = ep.allocateId();
+      const result = await ep.request(
+        id,
+        'initialize',
+        {
+          protocolVersion: LATEST_VERSION,
+          capabilities: this.deps.clientCapabilities,
+          clientInfo: this.deps.clientInfo,
+        },
+        // initialize is never cancelled; it only times out.
+        { timeoutMs: this.deps.startupMs },
+      );
+      const version = result.protocolVersion;
+      if (!isSupportedVersion(version)) {
+        throw new Error(`unsupported protocol version ${JSON.stringify(version)}`);
+      }
+      this.info = {
+        protocolVersion: version,
+        capabilities: (result.capabilities as Params) ?? {},
+        serverInfo: (result.serverInfo as Params) ?? {},
+        instructions: typeof result.instructions === 'string' ? result.instructions : undefined,
+      };
+      ep.notify('notifications/initialized');
+      if (this.state !== 'starting') return; // died during the handshake
+      this.state = 'ready';
+      this.log.info({ protocolVersion: version, serverInfo: this.info.serverInfo }, 'upstream ready');
+      this.deps.listener.stateChanged(this);
+    } catch (err) {
+      await this.fail(`initialize failed: ${(err as Error).message}`);
+    }
+  }
+
+  /** Sends a request with a fresh id; the host's progress token, if any, becomes that id. */
+  request(method: string, params: Params | undefined, opts: CallOptions = {}): Promise<Result> {
+    const ep = this.endpoint;
+    if (this.state !== 'ready' || !ep) {
+      return Promise.reject(new RpcError(MuxError.UpstreamUnavailable, `Upstream "${this.name}" is not available${this.reason ? `: ${this.reason}` : ''}`));
+    }
+    const id = ep.allocateId();
+    if (opts.onProgress && params) {
+      const meta = params._meta as Params | undefined;
+      params._meta = meta ? { ...meta, progressToken: id } : { progressToken: id };
+    }
+    return ep.request(id, method, params, {
+      signal: opts.signal,
+      onProgress: opts.onProgress,
+      timeoutMs: this.config.timeoutMs,
+      maxTotalMs: this.deps.maxMs,
+    });
+  }
+
+  notify(method: string, params?: Params): void {
+    if (this.state === 'ready') this.endpoint?.notify(method, params);
+  }
+
+  async close(): Promise<void> {
+    if (this.state === 'closed') return;
+    this.setState('closed', 'closed by mcpmux');
+    await this.connection?.stop();
+  }
+
+  private readonly handlers = {
+    request: (req: JsonRpcRequest, signal: AbortSignal): Promise<Result> | Result => {
+      // ping is answered here: mcpmux is the upstream's direct peer.
+      if (req.method === 'ping') return {};
+      return this.deps.listener.request(this, req, signal);
+    },
+    notification: (n: JsonRpcNotification): void => {
+      if (n.method === 'notifications/progress') {
+        const token = n.params?.progressToken;
+        if ((typeof token === 'number' || typeof token === 'string') && this.endpoint?.progress(token, n.params!)) return;
+        this.log.debug({ token }, 'progress for an unknown token dropped');
+        return;
+      }
+      if (n.method === 'notifications/cancelled') return; // handled by the endpoint
+      this.deps.listener.notification(this, n);
+    },
+  };
+
+  private async lost(how: string): Promise<void> {
+    if (this.state === 'closed' || this.state === 'failed') return;
+    const wasReady = this.state === 'ready';
+    this.log.warn({ how }, wasReady ? 'upstream connection lost' : 'upstream failed to start');
+    this.setState(wasReady ? 'closed' : 'failed', how);
+    await this.connection?.stop();
+  }
+
+  private async fail(reason: string): Promise<void> {
+    if (this.state === 'closed' || this.state === 'failed') return;
+    this.log.error({ reason }, 'upstream failed');
+    this.setState('failed', reason);
+    await this.connection?.stop();
+  }
+
+  private setState(state: UpstreamState, reason: string): void {
+    this.state = state;
+    this.reason = reason;
+    const ep = this.endpoint;
+    // In-flight requests fail fast with a clear reason instead of waiting for their timeout.
+    if (ep && !ep.isClosed) void ep.close(`upstream "${this.name}" ${reason}`);
+    this.deps.listener.stateChanged(this);
+  }
+}
+
