@@ -71,6 +71,8 @@ export interface Config {
     port: number;
     allowedOrigins: string[];
     auth: { tokens: ClientToken[] };
+    /** A separate listener for /metrics, /healthz, /readyz (0 or undefined: served on `port`). */
+    adminPort?: number;
   };
   policy: {
     tools: GlobList;

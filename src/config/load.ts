@@ -1,0 +1,453 @@
+// Reads, expands, validates and defaults a config file into a `Config`.
+//
+// Pipeline: read -> JSON.parse -> `${VAR}` expansion -> JSON Schema (ajv, every error) ->
+// semantic checks the schema cannot express -> defaults. Every problem found along the way is
+// collected and thrown together as one `ConfigError`, each issue located by its JSON path.
+
+import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { Ajv, type ErrorObject } from 'ajv';
+import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
+import {
+  ConfigError,
+  DEFAULTS,
+  type ClientToken,
+  type Config,
+  type ConfigIssue,
+  type GlobList,
+  type RateLimitRule,
+  type ServerConfig,
+  type TransportKind,
+} from './types.js';
+
+/** Where the published schema lives; src/config and dist/config are both two levels down. */
+export const SCHEMA_URL = new URL('../../schema/config.schema.json', import.meta.url);
+
+const schema = JSON.parse(readFileSync(SCHEMA_URL, 'utf8')) as object;
+// verbose: errors carry the offending value, so type errors can say what they got.
+const validate = new Ajv({ allErrors: true, verbose: true }).compile(schema);
+
+// ---- the file's shape once the schema has accepted it (everything optional) ----
+
+interface RawGlobList { allow?: string[]; deny?: string[] }
+interface RawServer {
+  command?: string; args?: string[]; env?: Record<string, string>; cwd?: string;
+  url?: string; headers?: Record<string, string>;
+  type?: string; transport?: string; prefix?: string; disabled?: boolean;
+  sharing?: 'shared' | 'session'; timeoutMs?: number; tools?: RawGlobList;
+  resources?: { namespace?: 'prefix' | 'passthrough' };
+  roots?: { uri: string; name?: string }[];
+  restart?: { maxRetries?: number; backoffMs?: number };
+}
+interface RawConfig {
+  mcpServers?: Record<string, RawServer>;
+  namespace?: { separator?: string; maxNameLength?: number };
+  listen?: {
+    host?: string; port?: number; allowedOrigins?: string[]; adminPort?: number;
+    auth?: { tokens?: { client: string; tokenEnv: string }[] };
+  };
+  policy?: { tools?: RawGlobList; clients?: Record<string, RawGlobList> };
+  rateLimits?: { client?: string; server?: string; tool?: string; perMinute: number; burst?: number }[];
+  audit?: { path?: string; arguments?: 'redacted' | 'full' | 'none' };
+  timeouts?: { requestMs?: number; maxMs?: number; startupMs?: number };
+  limits?: { maxMessageBytes?: number; maxInFlightPerSession?: number; maxSessions?: number };
+  logLevel?: string;
+}
+
+/** Reads and loads a config file. Throws `ConfigError` with every issue found. */
+export async function loadConfig(file: string, env: NodeJS.ProcessEnv = process.env): Promise<Config> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    const why = e.code === 'ENOENT' ? 'file not found' : e.code === 'EISDIR' ? 'is a directory' : e.message;
+    throw new ConfigError(file, [{ path: '/', message: `cannot read config file: ${why}` }]);
+  }
+  return parseConfig(text, file, env);
+}
+
+/** Parses config text; `file` names it in errors and anchors relative paths. */
+export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv): Config {
+  const source = text.replace(/^\uFEFF/, ''); // editors on Windows may write a BOM
+  let json: unknown;
+  try {
+    json = JSON.parse(source);
+  } catch (err) {
+    throw new ConfigError(file, [{ path: '/', message: describeJsonError(source, err as Error) }]);
+  }
+
+  const expanded = expandEnv(json, env);
+  // A missing variable expands to "", which the schema may then call empty or malformed: that
+  // is the same problem, reported once (as the missing variable).
+  const missing = new Set(expanded.issues.map((i) => i.path));
+  const consequence = (e: ErrorObject) =>
+    missing.has(e.instancePath) && ['minLength', 'pattern', 'enum'].includes(e.keyword);
+  const schemaIssues = validate(expanded.value)
+    ? []
+    : (validate.errors ?? [])
+        // ajv reports a bad server name twice (propertyNames + its inner pattern); keep the first.
+        .filter((e) => e.propertyName === undefined && !consequence(e))
+        .map((e) => toIssue(e, expanded.secrets));
+  // Semantic checks only look at parts the schema accepted, so they can trust the shapes and do
+  // not repeat a problem the schema already reported.
+  const clean = (p: string) => !schemaIssues.some((i) => i.path === p || i.path.startsWith(p + '/'));
+  const issues: ConfigIssue[] = [...expanded.issues, ...schemaIssues];
+  if (!clean('/')) throw new ConfigError(file, issues); // the root is not an object
+
+  const config = build(expanded.value as RawConfig, path.resolve(file), env, { clean, missing }, issues);
+  if (issues.length > 0) throw new ConfigError(file, issues);
+  config.secrets = collectSecrets(config, expanded.secrets);
+  return config;
+}
+
+// ---- JSON syntax errors ----
+
+/** "invalid JSON at line 3, column 5: Unexpected token '}'" (1-based line and column). */
+function describeJsonError(text: string, err: Error): string {
+  const msg = err.message;
+  let pos: number;
+  let reason: string;
+  const at = /^(.*) in JSON at position (\d+)/.exec(msg);
+  if (at) {
+    reason = at[1]!;
+    pos = Number(at[2]);
+  } else if (/^Unexpected token/.test(msg)) {
+    // Node 20 omits the position for this message (and quotes the text, which may hold secrets).
+    reason = /^Unexpected token '.+?'(?=, )/.exec(msg)?.[0] ?? 'Unexpected token';
+    pos = firstUnexpectedToken(text);
+  } else {
+    reason = msg.replace(/ \(line \d+ column \d+\)$/, '');
+    pos = text.length; // "Unexpected end of JSON input"
+  }
+  // A cut-off file fails in many ways ("Unterminated string", "Expected property name"...);
+  // point just after its last character and say what happened.
+  const end = text.trimEnd().length;
+  if (pos >= end) {
+    pos = end;
+    reason = 'Unexpected end of JSON input';
+  }
+  const before = text.slice(0, pos).split('\n');
+  return `invalid JSON at line ${before.length}, column ${before.at(-1)!.length + 1}: ${reason}`;
+}
+
+/** The offset of the character JSON.parse rejects: the shortest prefix that fails the same way. */
+function firstUnexpectedToken(text: string): number {
+  const fails = (n: number) => {
+    try {
+      JSON.parse(text.slice(0, n));
+      return false;
+    } catch (e) {
+      // A cut-off prefix fails with "end of input"-like messages, never "Unexpected token".
+      return /^Unexpected token/.test((e as Error).message);
+    }
+  };
+  let lo = 1;
+  let hi = text.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (fails(mid)) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo - 1;
+}
+
+// ---- ajv errors -> issues ----
+
+function toIssue(e: ErrorObject, secrets: string[]): ConfigIssue {
+  const at = e.instancePath || '/';
+  const p = e.params as Record<string, unknown>;
+  switch (e.keyword) {
+    case 'additionalProperties': {
+      const key = String(p.additionalProperty);
+      return { path: `${e.instancePath}/${pointerSegment(key)}`, message: `unknown key ${JSON.stringify(key)}` };
+    }
+    case 'required': {
+      const key = String(p.missingProperty);
+      return { path: `${e.instancePath}/${pointerSegment(key)}`, message: `missing required key ${JSON.stringify(key)}` };
+    }
+    case 'propertyNames': {
+      // Only used for server names.
+      const key = String(p.propertyName);
+      return {
+        path: `${e.instancePath}/${pointerSegment(key)}`,
+        message: `invalid server name ${JSON.stringify(key)}: use only letters, digits, "_", "." and "-"`,
+      };
+    }
+    case 'type':
+      return { path: at, message: `expected ${String(p.type)}, got ${typeName(e.data)}` };
+    case 'enum':
+      return {
+        path: at,
+        message: `must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}, got ${show(e.data, secrets)}`,
+      };
+    case 'pattern':
+      return { path: at, message: `must match ${String(p.pattern)}, got ${show(e.data, secrets)}` };
+    case 'minimum':
+    case 'maximum':
+    case 'exclusiveMinimum':
+    case 'exclusiveMaximum':
+      return { path: at, message: `must be ${String(p.comparison)} ${String(p.limit)}, got ${show(e.data, secrets)}` };
+    case 'minLength':
+      return { path: at, message: p.limit === 1 ? 'must not be empty' : `must be at least ${String(p.limit)} characters` };
+    default:
+      return { path: at, message: e.message ?? `fails ${e.keyword}` };
+  }
+}
+
+function typeName(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  if (typeof v === 'number' && !Number.isInteger(v)) return `number ${v}`;
+  return typeof v;
+}
+
+/** Quotes a value for an error message, unless it carries a secret from the environment. */
+function show(v: unknown, secrets: string[]): string {
+  if (typeof v === 'string' && secrets.some((s) => v.includes(s))) return 'a value from the environment';
+  return JSON.stringify(v);
+}
+
+// ---- semantic checks and defaults ----
+
+function build(
+  raw: RawConfig,
+  file: string,
+  env: NodeJS.ProcessEnv,
+  checked: { clean: (p: string) => boolean; missing: Set<string> },
+  issues: ConfigIssue[],
+): Config {
+  const { clean, missing } = checked;
+  const issue = (p: string, message: string) => issues.push({ path: p, message });
+  const dir = path.dirname(file);
+  const separator = (clean('/namespace/separator') ? raw.namespace?.separator : undefined) ?? DEFAULTS.separator;
+  const timeouts = {
+    requestMs: raw.timeouts?.requestMs ?? DEFAULTS.requestMs,
+    maxMs: raw.timeouts?.maxMs ?? DEFAULTS.maxMs,
+    startupMs: raw.timeouts?.startupMs ?? DEFAULTS.startupMs,
+  };
+  if (clean('/timeouts') && timeouts.maxMs < timeouts.requestMs) {
+    issue('/timeouts/maxMs', `must be >= timeouts.requestMs (${timeouts.requestMs}), got ${timeouts.maxMs}`);
+  }
+
+  // -- servers --
+  const servers: ServerConfig[] = [];
+  const prefixOwners = new Map<string, string[]>(); // non-empty prefix -> paths of enabled servers
+  const rawServers = isObject(raw.mcpServers) ? raw.mcpServers : {};
+  for (const [name, s] of Object.entries(rawServers)) {
+    const at = jsonPointer(['mcpServers', name]);
+    if (!clean(at)) continue;
+    const ctx = { separator, requestMs: timeouts.requestMs, maxMs: timeouts.maxMs, dir, checkUrl: !missing.has(`${at}/url`) };
+    const server = buildServer(name, s, at, ctx, issue);
+    if (!server) continue;
+    servers.push(server);
+    if (!server.disabled && server.prefix !== '') {
+      const owners = prefixOwners.get(server.prefix) ?? [];
+      owners.push(s.prefix === undefined ? at : `${at}/prefix`);
+      prefixOwners.set(server.prefix, owners);
+    }
+  }
+  for (const [prefix, owners] of prefixOwners) {
+    if (owners.length < 2) continue;
+    for (const p of owners) {
+      const others = owners.filter((o) => o !== p).join(', ');
+      issue(p, `prefix ${JSON.stringify(prefix)} is also used by ${others}; give one of them another "prefix"`);
+    }
+  }
+
+  // -- listen and tokens --
+  const tokens: ClientToken[] = [];
+  const tokenOwners = new Map<string, string>(); // token value -> path of its first user
+  arrayOf(raw.listen?.auth?.tokens).forEach((t, i) => {
+    const at = `/listen/auth/tokens/${i}`;
+    if (!clean(at)) return;
+    const token = env[t.tokenEnv];
+    if (token === undefined || token === '') {
+      issue(`${at}/tokenEnv`, `environment variable ${t.tokenEnv} is ${token === undefined ? 'not set' : 'empty'}`);
+      return;
+    }
+    // The token identifies the client, so two clients must not share one.
+    const first = tokenOwners.get(token);
+    if (first !== undefined) issue(`${at}/tokenEnv`, `same token value as ${first}`);
+    else tokenOwners.set(token, `${at}/tokenEnv`);
+    tokens.push({ client: t.client, tokenEnv: t.tokenEnv, token });
+  });
+  const port = raw.listen?.port ?? DEFAULTS.port;
+  const adminPort = raw.listen?.adminPort;
+  if (clean('/listen') && adminPort !== undefined && adminPort !== 0 && adminPort === port) {
+    issue('/listen/adminPort', `must differ from listen.port (${port})`);
+  }
+
+  // -- rate limits: a plain (non-glob) server name must exist --
+  const rateLimits: RateLimitRule[] = [];
+  arrayOf(raw.rateLimits).forEach((r, i) => {
+    if (!clean(`/rateLimits/${i}`)) return;
+    const server = r.server ?? '*';
+    if (isObject(raw.mcpServers) && !/[*?]/.test(server) && !Object.hasOwn(rawServers, server)) {
+      issue(`/rateLimits/${i}/server`, `no server named ${JSON.stringify(server)} in mcpServers`);
+    }
+    rateLimits.push({
+      client: r.client ?? '*',
+      server,
+      tool: r.tool ?? '*',
+      perMinute: r.perMinute,
+      burst: r.burst ?? Math.ceil(r.perMinute),
+    });
+  });
+
+  const auditPath = raw.audit?.path;
+  return {
+    path: file,
+    servers,
+    namespace: { separator, maxNameLength: raw.namespace?.maxNameLength ?? DEFAULTS.maxNameLength },
+    listen: {
+      host: raw.listen?.host ?? DEFAULTS.host,
+      port,
+      allowedOrigins: raw.listen?.allowedOrigins ?? [],
+      auth: { tokens },
+      // Not in the `Config` type (yet); carried so `serve` can find it.
+      ...(adminPort !== undefined ? { adminPort } : {}),
+    },
+    policy: {
+      tools: globList(raw.policy?.tools),
+      clients: Object.fromEntries(Object.entries(raw.policy?.clients ?? {}).map(([k, v]) => [k, globList(v)])),
+    },
+    rateLimits,
+    audit: {
+      path: typeof auditPath === 'string' ? path.resolve(dir, auditPath) : undefined,
+      arguments: raw.audit?.arguments ?? 'redacted',
+    },
+    timeouts,
+    limits: {
+      maxMessageBytes: raw.limits?.maxMessageBytes ?? DEFAULTS.maxMessageBytes,
+      maxInFlightPerSession: raw.limits?.maxInFlightPerSession ?? DEFAULTS.maxInFlightPerSession,
+      maxSessions: raw.limits?.maxSessions ?? DEFAULTS.maxSessions,
+    },
+    logLevel: raw.logLevel,
+    secrets: [],
+  };
+}
+
+interface ServerContext { separator: string; requestMs: number; maxMs: number; dir: string; checkUrl: boolean }
+
+function buildServer(
+  name: string,
+  s: RawServer,
+  at: string,
+  ctx: ServerContext,
+  issue: (p: string, message: string) => void,
+): ServerConfig | undefined {
+  const prefix = s.prefix ?? name;
+  if (prefix.includes(ctx.separator)) {
+    // A public name is split at the first separator to find its server.
+    issue(s.prefix === undefined ? at : `${at}/prefix`,
+      `prefix ${JSON.stringify(prefix)} contains the separator ${JSON.stringify(ctx.separator)}` +
+        (s.prefix === undefined ? '; set "prefix" to a name without it' : ''));
+  }
+  const timeoutMs = s.timeoutMs ?? ctx.requestMs;
+  // (a defaulted timeoutMs is covered by the requestMs <= maxMs check)
+  if (s.timeoutMs !== undefined && timeoutMs > ctx.maxMs) issue(`${at}/timeoutMs`, `must be <= timeouts.maxMs (${ctx.maxMs}), got ${timeoutMs}`);
+
+  const common = {
+    name,
+    prefix,
+    disabled: s.disabled ?? false,
+    sharing: s.sharing ?? 'shared',
+    timeoutMs,
+    tools: globList(s.tools),
+    resources: { namespace: s.resources?.namespace ?? 'prefix' },
+    roots: s.roots?.map((r) => ({ ...r })),
+    restart: {
+      maxRetries: s.restart?.maxRetries ?? DEFAULTS.restartMaxRetries,
+      backoffMs: s.restart?.backoffMs ?? DEFAULTS.restartBackoffMs,
+    },
+  };
+
+  const declared = declaredTransport(s, at, issue);
+  if ((s.command === undefined) === (s.url === undefined)) {
+    issue(at, s.command === undefined ? 'needs "command" (local process) or "url" (remote server)' : 'has both "command" and "url"; use one');
+    return undefined;
+  }
+
+  if (s.command !== undefined) {
+    if (s.headers !== undefined) issue(`${at}/headers`, '"headers" applies to url servers, not to "command" servers');
+    if (declared !== undefined && declared !== 'stdio') {
+      issue(`${at}/${s.type !== undefined ? 'type' : 'transport'}`, `is ${JSON.stringify(declared)} but the server has a "command" (stdio)`);
+    }
+    return {
+      ...common,
+      transport: 'stdio',
+      command: s.command,
+      args: s.args ?? [],
+      env: s.env ?? {},
+      cwd: s.cwd === undefined ? undefined : path.resolve(ctx.dir, s.cwd),
+    };
+  }
+
+  for (const key of ['args', 'env', 'cwd'] as const) {
+    if (s[key] !== undefined) issue(`${at}/${key}`, `"${key}" applies to "command" servers, not to url servers`);
+  }
+  const url = s.url!;
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    if (ctx.checkUrl) issue(`${at}/url`, 'is not a valid URL');
+  }
+  let transport: 'http' | 'sse' | 'ws' = 'http';
+  if (parsed) {
+    const isWs = parsed.protocol === 'ws:' || parsed.protocol === 'wss:';
+    const isHttp = parsed.protocol === 'http:' || parsed.protocol === 'https:';
+    if (!isWs && !isHttp) {
+      issue(`${at}/url`, `unsupported scheme ${JSON.stringify(parsed.protocol)}; use http(s):// or ws(s)://`);
+    } else if (isWs) {
+      transport = 'ws';
+    } else if (declared === 'http' || declared === 'sse') {
+      transport = declared; // an explicit type wins over the /sse path heuristic
+    } else {
+      transport = /\/sse\/?$/.test(parsed.pathname) ? 'sse' : 'http';
+    }
+    if (declared !== undefined && declared !== transport && (isWs || isHttp)) {
+      issue(`${at}/${s.type !== undefined ? 'type' : 'transport'}`,
+        `is ${JSON.stringify(declared)} but the url ${isWs ? 'is a WebSocket (ws:// or wss://) URL' : 'is an http(s):// URL'}`);
+    }
+  }
+  return { ...common, transport, url, headers: s.headers ?? {} };
+}
+
+/** `type` / `transport` with the desktop hosts' aliases folded; both given must agree. */
+function declaredTransport(s: RawServer, at: string, issue: (p: string, m: string) => void): TransportKind | undefined {
+  const norm = (t: string | undefined) =>
+    t === undefined ? undefined : t === 'streamable-http' || t === 'streamableHttp' ? 'http' : (t as TransportKind);
+  const type = norm(s.type);
+  const transport = norm(s.transport);
+  if (type !== undefined && transport !== undefined && type !== transport) {
+    issue(`${at}/transport`, `is ${JSON.stringify(s.transport)} but "type" is ${JSON.stringify(s.type)}`);
+  }
+  return type ?? transport;
+}
+
+function isObject(v: unknown): v is object {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** The array if it is one (the schema reported it otherwise). */
+function arrayOf<T>(v: T[] | undefined): T[] {
+  return Array.isArray(v) ? v : [];
+}
+
+function globList(raw: RawGlobList | undefined): GlobList {
+  return { allow: raw?.allow ?? ['*'], deny: raw?.deny ?? [] };
+}
+
+/** Expanded values, header and env values of every server, and every client token. */
+function collectSecrets(config: Config, expanded: string[]): string[] {
+  const all = new Set(expanded);
+  for (const s of config.servers) {
+    for (const v of Object.values(s.transport === 'stdio' ? s.env : s.headers)) all.add(v);
+  }
+  for (const t of config.listen.auth.tokens) all.add(t.token);
+  all.delete('');
+  return [...all];
+}

@@ -1,0 +1,540 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expandEnv, jsonPointer } from '../src/config/expand.js';
+import { loadConfig, parseConfig } from '../src/config/load.js';
+import { ConfigError, type ConfigIssue, type RemoteServerConfig, type StdioServerConfig } from '../src/config/types.js';
+
+let dir: string;
+let n = 0;
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'mcpmux-config-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** Writes `content` (JSON value or raw text) to a fresh file in the temp folder. */
+async function write(content: unknown): Promise<string> {
+  const file = path.join(dir, `config-${++n}.json`);
+  await writeFile(file, typeof content === 'string' ? content : JSON.stringify(content, null, 2));
+  return file;
+}
+
+async function load(content: unknown, env: NodeJS.ProcessEnv = {}) {
+  return loadConfig(await write(content), env);
+}
+
+/** Loads and expects a ConfigError; returns its issues. */
+async function issuesOf(content: unknown, env: NodeJS.ProcessEnv = {}): Promise<ConfigIssue[]> {
+  const file = await write(content);
+  const err = await loadConfig(file, env).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ConfigError);
+  expect((err as ConfigError).file).toBe(file);
+  return (err as ConfigError).issues;
+}
+
+// The DESIGN section 3 example, as strict JSON.
+const designExample = {
+  mcpServers: {
+    fs: { command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/srv'], env: {}, cwd: '/srv' },
+    remote: { url: 'https://mcp.example.com/mcp', headers: { Authorization: 'Bearer ${REMOTE_TOKEN}' } },
+    legacy: { url: 'http://127.0.0.1:9000/sse', type: 'sse' },
+    sock: { url: 'ws://127.0.0.1:9001/mcp' },
+  },
+  namespace: { separator: '__', maxNameLength: 64 },
+  listen: {
+    host: '127.0.0.1',
+    port: 7330,
+    allowedOrigins: [],
+    auth: { tokens: [{ client: 'ci', tokenEnv: 'MCPMUX_CI_TOKEN' }] },
+  },
+  policy: { tools: { allow: ['*'], deny: ['fs__write_*'] }, clients: { ci: { deny: ['*__delete_*'] } } },
+  rateLimits: [{ client: '*', server: 'remote', tool: '*', perMinute: 60, burst: 10 }],
+  audit: { path: '/var/log/mcpmux/audit.jsonl', arguments: 'redacted' },
+  timeouts: { requestMs: 60000, maxMs: 600000 },
+};
+const exampleEnv = { REMOTE_TOKEN: 'remote-secret', MCPMUX_CI_TOKEN: 'ci-secret' };
+
+describe('loadConfig: the DESIGN example', () => {
+  it('loads with inferred transports and every default filled', async () => {
+    const file = await write(designExample);
+    const c = await loadConfig(file, exampleEnv);
+
+    expect(c.path).toBe(path.resolve(file));
+    expect(c.servers.map((s) => [s.name, s.transport])).toEqual([
+      ['fs', 'stdio'],
+      ['remote', 'http'],
+      ['legacy', 'sse'],
+      ['sock', 'ws'],
+    ]);
+    const fs = c.servers[0] as StdioServerConfig;
+    expect(fs).toEqual({
+      name: 'fs',
+      prefix: 'fs',
+      disabled: false,
+      sharing: 'shared',
+      timeoutMs: 60000,
+      tools: { allow: ['*'], deny: [] },
+      resources: { namespace: 'prefix' },
+      roots: undefined,
+      restart: { maxRetries: 5, backoffMs: 500 },
+      transport: 'stdio',
+      command: 'npx',
+      args: ['-y', '@modelcontextprotocol/server-filesystem', '/srv'],
+      env: {},
+      cwd: '/srv',
+    });
+    const remote = c.servers[1] as RemoteServerConfig;
+    expect(remote.url).toBe('https://mcp.example.com/mcp');
+    expect(remote.headers).toEqual({ Authorization: 'Bearer remote-secret' });
+    expect((c.servers[3] as RemoteServerConfig).headers).toEqual({});
+
+    expect(c.namespace).toEqual({ separator: '__', maxNameLength: 64 });
+    expect(c.listen).toEqual({
+      host: '127.0.0.1',
+      port: 7330,
+      allowedOrigins: [],
+      auth: { tokens: [{ client: 'ci', tokenEnv: 'MCPMUX_CI_TOKEN', token: 'ci-secret' }] },
+    });
+    expect(c.policy).toEqual({
+      tools: { allow: ['*'], deny: ['fs__write_*'] },
+      clients: { ci: { allow: ['*'], deny: ['*__delete_*'] } },
+    });
+    expect(c.rateLimits).toEqual([{ client: '*', server: 'remote', tool: '*', perMinute: 60, burst: 10 }]);
+    expect(c.audit).toEqual({ path: '/var/log/mcpmux/audit.jsonl', arguments: 'redacted' });
+    expect(c.timeouts).toEqual({ requestMs: 60000, maxMs: 600000, startupMs: 10000 });
+    expect(c.limits).toEqual({ maxMessageBytes: 16 * 1024 * 1024, maxInFlightPerSession: 4096, maxSessions: 1024 });
+    expect(c.logLevel).toBeUndefined();
+  });
+
+  it('fills defaults for a minimal file', async () => {
+    const c = await load({ mcpServers: {} });
+    expect(c.servers).toEqual([]);
+    expect(c.namespace).toEqual({ separator: '__', maxNameLength: 64 });
+    expect(c.listen).toEqual({ host: '127.0.0.1', port: 7330, allowedOrigins: [], auth: { tokens: [] } });
+    expect(c.policy).toEqual({ tools: { allow: ['*'], deny: [] }, clients: {} });
+    expect(c.rateLimits).toEqual([]);
+    expect(c.audit).toEqual({ path: undefined, arguments: 'redacted' });
+    expect(c.secrets).toEqual([]);
+  });
+
+  it('keeps disabled servers in file order and applies per-server options', async () => {
+    const c = await load({
+      $schema: './schema/config.schema.json',
+      mcpServers: {
+        b: { command: 'b', disabled: true, sharing: 'session', timeoutMs: 5000 },
+        a: {
+          url: 'https://a.example/mcp',
+          prefix: '',
+          tools: { deny: ['rm'] },
+          resources: { namespace: 'passthrough' },
+          roots: [{ uri: 'file:///srv', name: 'srv' }],
+          restart: { maxRetries: 0 },
+        },
+      },
+      timeouts: { requestMs: 1000 },
+      logLevel: 'debug',
+    });
+    expect(c.servers.map((s) => s.name)).toEqual(['b', 'a']);
+    expect(c.servers[0]).toMatchObject({ disabled: true, sharing: 'session', timeoutMs: 5000 });
+    expect(c.servers[1]).toMatchObject({
+      prefix: '',
+      timeoutMs: 1000,
+      tools: { allow: ['*'], deny: ['rm'] },
+      resources: { namespace: 'passthrough' },
+      roots: [{ uri: 'file:///srv', name: 'srv' }],
+      restart: { maxRetries: 0, backoffMs: 500 },
+    });
+    expect(c.logLevel).toBe('debug');
+  });
+});
+
+describe('loadConfig: schema errors', () => {
+  it('refuses an unknown key at top level and inside a server, naming it', async () => {
+    const issues = await issuesOf({ mcpServers: { fs: { comand: 'npx' } }, listn: {} });
+    expect(issues).toContainEqual({ path: '/listn', message: 'unknown key "listn"' });
+    expect(issues).toContainEqual({ path: '/mcpServers/fs/comand', message: 'unknown key "comand"' });
+  });
+
+  it('refuses wrong types with the path, expected and actual type', async () => {
+    const issues = await issuesOf({ mcpServers: { fs: { command: 'x', args: 'x' } }, listen: { port: '80' } });
+    expect(issues).toEqual([
+      { path: '/mcpServers/fs/args', message: 'expected array, got string' },
+      { path: '/listen/port', message: 'expected integer, got string' },
+    ]);
+  });
+
+  it('refuses a missing mcpServers, bad enums, out-of-range numbers and a bad separator', async () => {
+    const issues = await issuesOf({
+      namespace: { separator: '::', maxNameLength: 8 },
+      listen: { port: 70000 },
+      audit: { arguments: 'some' },
+      logLevel: 'verbose',
+    });
+    expect(issues).toContainEqual({ path: '/mcpServers', message: 'missing required key "mcpServers"' });
+    expect(issues).toContainEqual({ path: '/namespace/separator', message: 'must match ^[A-Za-z0-9_.-]{1,4}$, got "::"' });
+    expect(issues).toContainEqual({ path: '/namespace/maxNameLength', message: 'must be >= 16, got 8' });
+    expect(issues).toContainEqual({ path: '/listen/port', message: 'must be <= 65535, got 70000' });
+    expect(issues).toContainEqual({
+      path: '/audit/arguments',
+      message: 'must be one of "redacted", "full", "none", got "some"',
+    });
+    expect(issues.find((i) => i.path === '/logLevel')?.message).toMatch(/^must be one of "fatal", .*"silent", got "verbose"$/);
+  });
+
+  it('refuses an invalid server name once', async () => {
+    const issues = await issuesOf({ mcpServers: { 'my server': { command: 'x' } } });
+    expect(issues).toEqual([
+      { path: '/mcpServers/my server', message: 'invalid server name "my server": use only letters, digits, "_", "." and "-"' },
+    ]);
+  });
+
+  it('does not echo values that came from the environment', async () => {
+    const issues = await issuesOf({ mcpServers: {}, logLevel: '${LEVEL}' }, { LEVEL: 'hunter2' });
+    expect(issues).toHaveLength(1);
+    expect(issues[0]!.message).not.toContain('hunter2');
+    expect(issues[0]!.message).toContain('got a value from the environment');
+  });
+});
+
+describe('loadConfig: environment expansion', () => {
+  it('refuses a missing ${VAR} at the path of its string', async () => {
+    const issues = await issuesOf(designExample, { MCPMUX_CI_TOKEN: 'ci-secret' });
+    expect(issues).toEqual([
+      { path: '/mcpServers/remote/headers/Authorization', message: 'environment variable REMOTE_TOKEN is not set' },
+    ]);
+  });
+
+  it('uses ${VAR:-default} when unset or empty, and $${ as a literal ${', async () => {
+    const c = await load(
+      {
+        mcpServers: {
+          a: { command: '${CMD:-node}', args: ['${EMPTY:-fallback}', '$${NOT_EXPANDED}', 'x-${SET:-no}'] },
+          b: { url: 'http://${HOST:-localhost}:${PORT:-8080}/mcp' },
+        },
+      },
+      { EMPTY: '', SET: 'yes' },
+    );
+    const a = c.servers[0] as StdioServerConfig;
+    expect(a.command).toBe('node');
+    expect(a.args).toEqual(['fallback', '${NOT_EXPANDED}', 'x-yes']);
+    expect((c.servers[1] as RemoteServerConfig).url).toBe('http://localhost:8080/mcp');
+    expect(c.secrets).toEqual(['yes']); // defaults are in the file, not secrets
+  });
+
+  it('reports a missing variable once, not again as an empty value', async () => {
+    const issues = await issuesOf({ mcpServers: { r: { url: '${URL}' } } });
+    expect(issues).toEqual([{ path: '/mcpServers/r/url', message: 'environment variable URL is not set' }]);
+  });
+
+  it('expandEnv: keys are not expanded, malformed references are issues', () => {
+    const r = expandEnv({ '${K}': ['${A}', 'a${', '${1X}'] }, { K: 'k', A: 'a' });
+    expect(r.value).toEqual({ '${K}': ['a', 'a${', '${1X}'] });
+    expect(r.issues.map((i) => i.path)).toEqual(['/${K}/1', '/${K}/2']);
+    expect(r.issues[0]!.message).toMatch(/^malformed \$\{\.\.\.\} reference/);
+    expect(r.secrets).toEqual(['a']);
+  });
+});
+
+describe('loadConfig: several errors at once', () => {
+  it('reports schema, expansion and semantic issues together', async () => {
+    const file = await write({
+      mcpServers: {
+        a: { command: 'x', prefix: 'p', extra: true },
+        b: { command: 'y', prefix: 'p' },
+        c: { url: 'https://c.example/mcp', headers: { 'X-Key': '${KEY}' } },
+      },
+      listen: { port: -1 },
+      timeouts: { requestMs: 5000, maxMs: 1000 },
+    });
+    const err = (await loadConfig(file, {}).catch((e: unknown) => e)) as ConfigError;
+    expect(err).toBeInstanceOf(ConfigError);
+    expect(err.issues.map((i) => i.path).sort()).toEqual(
+      [
+        '/mcpServers/a/extra',
+        '/mcpServers/c/headers/X-Key',
+        '/listen/port',
+        '/timeouts/maxMs',
+        // a has a schema error, so its semantic checks wait; b alone owns prefix "p" so far
+      ].sort(),
+    );
+    // The Error's message lists every issue, with file and path.
+    expect(err.message).toContain(`invalid config ${file}:`);
+    expect(err.message).toContain('  /mcpServers/a/extra: unknown key "extra"');
+    expect(err.message).toContain('  /timeouts/maxMs: must be >= timeouts.requestMs (5000), got 1000');
+    expect(err.message).toContain('  /listen/port: must be >= 0, got -1');
+  });
+
+  it('reports semantic issues of several servers together', async () => {
+    const issues = await issuesOf({
+      mcpServers: {
+        a: { command: 'x', url: 'http://x/mcp' },
+        b: {},
+        c: { url: 'ftp://c.example/' },
+        d: { url: 'not a url' },
+      },
+    });
+    expect(issues).toEqual([
+      { path: '/mcpServers/a', message: 'has both "command" and "url"; use one' },
+      { path: '/mcpServers/b', message: 'needs "command" (local process) or "url" (remote server)' },
+      { path: '/mcpServers/c/url', message: 'unsupported scheme "ftp:"; use http(s):// or ws(s)://' },
+      { path: '/mcpServers/d/url', message: 'is not a valid URL' },
+    ]);
+  });
+});
+
+describe('loadConfig: file and JSON errors', () => {
+  it('reports a missing file at path /', async () => {
+    const file = path.join(dir, 'nope.json');
+    const err = (await loadConfig(file, {}).catch((e: unknown) => e)) as ConfigError;
+    expect(err).toBeInstanceOf(ConfigError);
+    expect(err.file).toBe(file);
+    expect(err.issues).toEqual([{ path: '/', message: 'cannot read config file: file not found' }]);
+  });
+
+  it('reports line and column of an unexpected token', async () => {
+    const issues = await issuesOf('{\n  "mcpServers": {\n    "a": [1,]\n  }\n}\n');
+    expect(issues).toEqual([{ path: '/', message: "invalid JSON at line 3, column 13: Unexpected token ']'" }]);
+  });
+
+  it('reports line and column of a missing comma', async () => {
+    const issues = await issuesOf('{\n  "mcpServers": {}\n  "listen": {}\n}');
+    expect(issues).toHaveLength(1);
+    expect(issues[0]!.message).toMatch(/^invalid JSON at line 3, column 3: /);
+  });
+
+  it('reports a truncated file at its end', async () => {
+    const issues = await issuesOf('{\n  "mcpServers": {\n');
+    expect(issues).toEqual([{ path: '/', message: 'invalid JSON at line 2, column 18: Unexpected end of JSON input' }]);
+  });
+
+  it('refuses a file whose root is not an object', async () => {
+    expect(await issuesOf('[]')).toEqual([{ path: '/', message: 'expected object, got array' }]);
+    expect(await issuesOf('')).toEqual([{ path: '/', message: 'invalid JSON at line 1, column 1: Unexpected end of JSON input' }]);
+  });
+
+  it('accepts a UTF-8 byte order mark', async () => {
+    const c = await load('\uFEFF{"mcpServers": {"a": {"command": "x"}}}');
+    expect(c.servers.map((s) => s.name)).toEqual(['a']);
+  });
+});
+
+describe('loadConfig: semantic checks', () => {
+  it('refuses a prefix shared by two enabled servers, at both paths', async () => {
+    const issues = await issuesOf({
+      mcpServers: {
+        one: { command: 'x', prefix: 'tools' },
+        tools: { command: 'y' },
+        off: { command: 'z', prefix: 'tools', disabled: true },
+        none1: { command: 'z', prefix: '' },
+        none2: { command: 'z', prefix: '' },
+      },
+    });
+    expect(issues).toEqual([
+      {
+        path: '/mcpServers/one/prefix',
+        message: 'prefix "tools" is also used by /mcpServers/tools; give one of them another "prefix"',
+      },
+      {
+        path: '/mcpServers/tools',
+        message: 'prefix "tools" is also used by /mcpServers/one/prefix; give one of them another "prefix"',
+      },
+    ]);
+  });
+
+  it('refuses a prefix that contains the separator', async () => {
+    const issues = await issuesOf({
+      mcpServers: { 'my__fs': { command: 'x' }, b: { command: 'y', prefix: 'b.x' } },
+      namespace: { separator: '.' },
+    });
+    expect(issues).toEqual([
+      { path: '/mcpServers/b/prefix', message: 'prefix "b.x" contains the separator "."' },
+    ]);
+    const issues2 = await issuesOf({ mcpServers: { 'my__fs': { command: 'x' } } });
+    expect(issues2).toEqual([
+      { path: '/mcpServers/my__fs', message: 'prefix "my__fs" contains the separator "__"; set "prefix" to a name without it' },
+    ]);
+  });
+
+  it('infers transports, accepts the desktop aliases, and refuses mismatches', async () => {
+    const c = await load({
+      mcpServers: {
+        a: { url: 'https://x.example/sse' },
+        b: { url: 'https://x.example/sse', type: 'http' },
+        c: { url: 'https://x.example/mcp', type: 'streamable-http' },
+        d: { url: 'https://x.example/mcp', transport: 'streamableHttp' },
+        e: { url: 'wss://x.example/ws', type: 'ws' },
+        f: { command: 'x', type: 'stdio' },
+      },
+    });
+    expect(c.servers.map((s) => s.transport)).toEqual(['sse', 'http', 'http', 'http', 'ws', 'stdio']);
+
+    const issues = await issuesOf({
+      mcpServers: {
+        a: { url: 'https://x.example/mcp', type: 'stdio' },
+        b: { url: 'http://x.example/mcp', type: 'ws' },
+        c: { url: 'ws://x.example/mcp', transport: 'sse' },
+        d: { command: 'x', type: 'http' },
+        e: { url: 'https://x.example/mcp', type: 'http', transport: 'sse' },
+      },
+    });
+    expect(issues).toEqual([
+      { path: '/mcpServers/a/type', message: 'is "stdio" but the url is an http(s):// URL' },
+      { path: '/mcpServers/b/type', message: 'is "ws" but the url is an http(s):// URL' },
+      { path: '/mcpServers/c/transport', message: 'is "sse" but the url is a WebSocket (ws:// or wss://) URL' },
+      { path: '/mcpServers/d/type', message: 'is "http" but the server has a "command" (stdio)' },
+      { path: '/mcpServers/e/transport', message: 'is "sse" but "type" is "http"' },
+    ]);
+  });
+
+  it('refuses keys of the other kind of server', async () => {
+    const issues = await issuesOf({
+      mcpServers: { a: { command: 'x', headers: {} }, b: { url: 'http://b/mcp', args: [], cwd: '.' } },
+    });
+    expect(issues).toEqual([
+      { path: '/mcpServers/a/headers', message: '"headers" applies to url servers, not to "command" servers' },
+      { path: '/mcpServers/b/args', message: '"args" applies to "command" servers, not to url servers' },
+      { path: '/mcpServers/b/cwd', message: '"cwd" applies to "command" servers, not to url servers' },
+    ]);
+  });
+
+  it('resolves a relative cwd and audit path against the config file folder', async () => {
+    const file = await write({
+      mcpServers: { a: { command: 'x', cwd: 'work/../srv' }, b: { command: 'y', cwd: '/abs' }, c: { command: 'z' } },
+      audit: { path: 'logs/audit.jsonl' },
+    });
+    const c = await loadConfig(file, {});
+    expect((c.servers[0] as StdioServerConfig).cwd).toBe(path.join(dir, 'srv'));
+    expect((c.servers[1] as StdioServerConfig).cwd).toBe('/abs');
+    expect((c.servers[2] as StdioServerConfig).cwd).toBeUndefined();
+    expect(c.audit.path).toBe(path.join(dir, 'logs', 'audit.jsonl'));
+  });
+
+  it('needs every tokenEnv to be set, non-empty and unique', async () => {
+    const issues = await issuesOf(
+      {
+        mcpServers: {},
+        listen: {
+          auth: {
+            tokens: [
+              { client: 'a', tokenEnv: 'TOKEN_A' },
+              { client: 'b', tokenEnv: 'TOKEN_B' },
+              { client: 'c', tokenEnv: 'TOKEN_C' },
+              { client: 'd', tokenEnv: 'TOKEN_D' },
+            ],
+          },
+        },
+      },
+      { TOKEN_B: '', TOKEN_C: 'same', TOKEN_D: 'same' },
+    );
+    expect(issues).toEqual([
+      { path: '/listen/auth/tokens/0/tokenEnv', message: 'environment variable TOKEN_A is not set' },
+      { path: '/listen/auth/tokens/1/tokenEnv', message: 'environment variable TOKEN_B is empty' },
+      { path: '/listen/auth/tokens/3/tokenEnv', message: 'same token value as /listen/auth/tokens/2/tokenEnv' },
+    ]);
+  });
+
+  it('defaults timeoutMs to timeouts.requestMs and keeps it within maxMs', async () => {
+    const c = await load({ mcpServers: { a: { command: 'x' } }, timeouts: { requestMs: 1234 } });
+    expect(c.servers[0]!.timeoutMs).toBe(1234);
+    const issues = await issuesOf({ mcpServers: { a: { command: 'x', timeoutMs: 900000 } } });
+    expect(issues).toEqual([{ path: '/mcpServers/a/timeoutMs', message: 'must be <= timeouts.maxMs (600000), got 900000' }]);
+  });
+
+  it('checks rate-limit server names and defaults the rest of a rule', async () => {
+    const c = await load({ mcpServers: { a: { command: 'x' } }, rateLimits: [{ perMinute: 30 }, { server: 'a*', perMinute: 0.5 }] });
+    expect(c.rateLimits).toEqual([
+      { client: '*', server: '*', tool: '*', perMinute: 30, burst: 30 },
+      { client: '*', server: 'a*', tool: '*', perMinute: 0.5, burst: 1 },
+    ]);
+    const issues = await issuesOf({ mcpServers: { a: { command: 'x' } }, rateLimits: [{ server: 'b', perMinute: 1 }] });
+    expect(issues).toEqual([{ path: '/rateLimits/0/server', message: 'no server named "b" in mcpServers' }]);
+  });
+});
+
+describe('loadConfig: listen.adminPort', () => {
+  it('is carried on listen and must differ from port', async () => {
+    const c = await load({ mcpServers: {}, listen: { port: 8000, adminPort: 8001 } });
+    expect(c.listen).toMatchObject({ port: 8000, adminPort: 8001 });
+    const issues = await issuesOf({ mcpServers: {}, listen: { port: 8000, adminPort: 8000 } });
+    expect(issues).toEqual([{ path: '/listen/adminPort', message: 'must differ from listen.port (8000)' }]);
+  });
+});
+
+describe('parseConfig: robustness', () => {
+  // Replace every value of the DESIGN example, one at a time, by values of the wrong kind:
+  // loading must end in a Config or a ConfigError naming that path, never in a crash.
+  it('throws only ConfigError, at the path of the damage', () => {
+    const paths: (string | number)[][] = [];
+    const collect = (v: unknown, at: (string | number)[]) => {
+      if (at.length > 0) paths.push(at);
+      if (v !== null && typeof v === 'object') for (const [k, x] of Object.entries(v)) collect(x, [...at, Array.isArray(v) ? Number(k) : k]);
+    };
+    collect(designExample, []);
+    let refused = 0;
+    for (const at of paths) {
+      for (const bad of [null, 5, 'x', [], {}]) {
+        // (an empty mcpServers is valid; the rate limit naming "remote" is then refused)
+        if (at.join('/') === 'mcpServers' && JSON.stringify(bad) === '{}') continue;
+        const copy = structuredClone(designExample) as Record<string | number, unknown>;
+        let node = copy;
+        for (const k of at.slice(0, -1)) node = node[k] as Record<string | number, unknown>;
+        node[at.at(-1)!] = bad;
+        try {
+          parseConfig(JSON.stringify(copy), '/etc/mcpmux.json', exampleEnv);
+        } catch (e) {
+          expect(e).toBeInstanceOf(ConfigError);
+          const pointer = jsonPointer(at);
+          for (const i of (e as ConfigError).issues) expect(i.path.startsWith(pointer), `${pointer} -> ${i.path}`).toBe(true);
+          refused++;
+        }
+      }
+    }
+    expect(paths.length).toBeGreaterThan(40);
+    expect(refused).toBeGreaterThan(paths.length * 3);
+  });
+});
+
+describe('loadConfig: secrets', () => {
+  it('collects expanded values, header and env values and tokens, deduplicated and non-empty', async () => {
+    const c = await load(
+      {
+        mcpServers: {
+          a: { command: 'x', env: { API_KEY: 'inline-key', EMPTY: '', SAME: '${SHARED}' } },
+          b: { url: 'https://b.example/mcp', headers: { Authorization: 'Bearer ${B_TOKEN}', 'X-Plain': 'plain' } },
+          c: { command: '${CMD}', disabled: true },
+        },
+        listen: { auth: { tokens: [{ client: 'ci', tokenEnv: 'CI_TOKEN' }] } },
+      },
+      { SHARED: 'shared-value', B_TOKEN: 'b-secret', CMD: 'node', CI_TOKEN: 'ci-token', UNUSED: 'unused' },
+    );
+    expect([...c.secrets].sort()).toEqual(
+      ['shared-value', 'b-secret', 'node', 'inline-key', 'Bearer b-secret', 'plain', 'ci-token'].sort(),
+    );
+  });
+});
+
+describe('config.schema.json', () => {
+  it('gives every property a title or description (editor help)', async () => {
+    const schema = JSON.parse(await readFile(new URL('../schema/config.schema.json', import.meta.url), 'utf8'));
+    const missing: string[] = [];
+    const walk = (node: unknown, at: string) => {
+      if (Array.isArray(node)) return node.forEach((x, i) => walk(x, `${at}/${i}`));
+      if (node === null || typeof node !== 'object') return;
+      const props = (node as { properties?: Record<string, Record<string, unknown>> }).properties;
+      for (const [k, p] of Object.entries(props ?? {})) {
+        if (!p.title && !p.description) missing.push(`${at}/properties/${k}`);
+      }
+      for (const [k, v] of Object.entries(node)) walk(v, `${at}/${k}`);
+    };
+    walk(schema, '');
+    expect(missing).toEqual([]);
+    expect(schema.$schema).toBe('http://json-schema.org/draft-07/schema#');
+    expect(schema.additionalProperties).toBe(false);
+  });
+});
