@@ -20,10 +20,14 @@ import type { FrameError, Transport } from '../transport/transport.js';
 
 export type Result = Record<string, unknown>;
 
+/**
+ * `related` is, where the transport knows it, the id of one of OUR outgoing requests that the
+ * incoming message belongs to (a sampling request sent on the stream of our tools/call).
+ */
 export interface Handlers {
   /** Answers one incoming request. Throw RpcError for a JSON-RPC error. */
-  request(req: JsonRpcRequest, signal: AbortSignal): Promise<Result> | Result;
-  notification(n: JsonRpcNotification): void;
+  request(req: JsonRpcRequest, signal: AbortSignal, related: JsonRpcId | undefined): Promise<Result> | Result;
+  notification(n: JsonRpcNotification, related: JsonRpcId | undefined): void;
 }
 
 /** How the protocol spells "cancel request N" (MCP: notifications/cancelled {requestId, reason}). */
@@ -45,6 +49,8 @@ export interface EndpointOptions {
 
 export interface RequestOptions extends PendingOptions {
   signal?: AbortSignal;
+  /** The peer's request this one belongs to (see Transport.send). */
+  related?: JsonRpcId;
 }
 
 export const TOO_MANY_IN_FLIGHT = -31003;
@@ -63,7 +69,7 @@ export class Endpoint {
     private readonly opts: EndpointOptions,
   ) {
     this.pending = new PendingTable((id, reason) => this.sendCancel(id, reason));
-    transport.onmessage = (v) => this.receive(v);
+    transport.onmessage = (v, related) => this.receive(v, related);
     transport.onframeerror = (e) => this.frameError(e);
     transport.onclose = (reason) => this.shutdown(reason);
   }
@@ -86,7 +92,7 @@ export class Endpoint {
     const { signal } = opts;
     if (signal?.aborted) return Promise.reject(abortError(signal));
     const promise = this.pending.add(id, opts);
-    this.transport.send(params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params });
+    this.transport.send(params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params }, opts.related);
     if (signal) {
       const onAbort = (): void => {
         if (this.pending.fail(id, abortError(signal))) this.sendCancel(id, reasonOf(signal));
@@ -100,9 +106,14 @@ export class Endpoint {
     return promise;
   }
 
-  notify(method: string, params?: Result): void {
+  notify(method: string, params?: Result, related?: JsonRpcId): void {
     if (this.closed) return;
-    this.transport.send(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params });
+    this.transport.send(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }, related);
+  }
+
+  /** The context given with an outgoing request still in flight (see PendingOptions.context). */
+  contextOf(id: JsonRpcId): unknown {
+    return this.pending.contextOf(id);
   }
 
   /** Routes a progress notification to the request it names; false if no such request. */
@@ -129,33 +140,33 @@ export class Endpoint {
     this.notify(c.method, c.params(id, reason));
   }
 
-  private receive(value: unknown): void {
+  private receive(value: unknown, related: JsonRpcId | undefined): void {
     if (Array.isArray(value)) {
-      void this.receiveBatch(value);
+      void this.receiveBatch(value, related);
       return;
     }
-    const out = this.dispatch(value);
+    const out = this.dispatch(value, related);
     if (out instanceof Promise) {
-      out.then((res) => res && this.transport.send(res));
+      out.then((res) => res && this.transport.send(res, res.id ?? undefined));
     } else if (out) {
-      this.transport.send(out);
+      this.transport.send(out, out.id ?? undefined);
     }
   }
 
-  private async receiveBatch(items: unknown[]): Promise<void> {
+  private async receiveBatch(items: unknown[], related: JsonRpcId | undefined): Promise<void> {
     const verdict = this.opts.acceptBatch?.() ?? true;
     if (items.length === 0 || verdict !== true) {
       const why = items.length === 0 ? 'empty batch' : verdict;
       this.transport.send(failure(null, ErrorCode.InvalidRequest, `Invalid Request: ${why}`));
       return;
     }
-    const results = await Promise.all(items.map((item) => this.dispatch(item)));
+    const results = await Promise.all(items.map((item) => this.dispatch(item, related)));
     const responses = results.filter((r): r is JsonRpcResponse => r !== undefined);
-    if (responses.length > 0) this.transport.send(responses as JsonRpcMessage[]);
+    if (responses.length > 0) this.transport.send(responses as JsonRpcMessage[], responses[0]!.id ?? undefined);
   }
 
   /** Handles one message; returns the response to send, if any (a promise for requests). */
-  private dispatch(value: unknown): JsonRpcResponse | undefined | Promise<JsonRpcResponse | undefined> {
+  private dispatch(value: unknown, related: JsonRpcId | undefined): JsonRpcResponse | undefined | Promise<JsonRpcResponse | undefined> {
     const c = classify(value);
     switch (c.kind) {
       case 'response':
@@ -167,16 +178,16 @@ export class Endpoint {
           // Invalid or late cancellations are ignored, as the spec asks.
           if (id !== undefined) this.incoming.get(id)?.abort(new Error('cancelled by peer'));
         }
-        this.handlers.notification(c.msg);
+        this.handlers.notification(c.msg, related);
         return undefined;
       case 'request':
-        return this.answer(c.msg);
+        return this.answer(c.msg, related);
       case 'invalid':
         return failure(c.id, ErrorCode.InvalidRequest, `Invalid Request: ${c.reason}`);
     }
   }
 
-  private async answer(req: JsonRpcRequest): Promise<JsonRpcResponse | undefined> {
+  private async answer(req: JsonRpcRequest, related: JsonRpcId | undefined): Promise<JsonRpcResponse | undefined> {
     const { id } = req;
     if (this.incoming.has(id)) {
       return failure(id, ErrorCode.InvalidRequest, `Invalid Request: id ${JSON.stringify(id)} is already in use`);
@@ -188,7 +199,7 @@ export class Endpoint {
     const ctl = new AbortController();
     this.incoming.set(id, ctl);
     try {
-      const result = await this.handlers.request(req, ctl.signal);
+      const result = await this.handlers.request(req, ctl.signal, related);
       return ctl.signal.aborted ? undefined : { jsonrpc: '2.0', id, result };
     } catch (err) {
       // A cancelled request gets no response at all.

@@ -14,9 +14,12 @@ export interface PendingOptions {
   maxTotalMs?: number;
   /** Called for each progress notification that names this request's token. */
   onProgress?: (params: Record<string, unknown>) => void;
+  /** Anything the owner wants back for messages related to this request (see contextOf). */
+  context?: unknown;
 }
 
 interface Entry {
+  context: unknown;
   resolve(result: Record<string, unknown>): void;
   reject(err: Error): void;
   onProgress: ((params: Record<string, unknown>) => void) | undefined;
@@ -45,6 +48,7 @@ export class PendingTable {
       const timeoutMs = opts.timeoutMs ?? 0;
       const maxTotal = opts.maxTotalMs ?? 0;
       const entry: Entry = {
+        context: opts.context,
         resolve,
         reject,
         onProgress: opts.onProgress,
@@ -55,6 +59,10 @@ export class PendingTable {
       this.entries.set(id, entry);
       this.arm(id, entry, timeoutMs > 0 ? timeoutMs : maxTotal);
     });
+  }
+
+  contextOf(id: JsonRpcId): unknown {
+    return this.entries.get(id)?.context;
   }
 
   /** Settles the request a response belongs to. Returns false for unknown (late or foreign) ids. */

@@ -8,7 +8,7 @@
 import type { Config, ServerConfig } from '../config/types.js';
 import { compileAllowDeny, type Matcher } from '../governance/glob.js';
 import type { Result } from '../jsonrpc/endpoint.js';
-import { ErrorCode, RpcError, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
+import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
 import { logLevelRank, McpError, MuxError, progressTokenOf, type LogLevel, type Params } from '../protocol/mcp.js';
 import type { ProtocolVersion } from '../protocol/versions.js';
@@ -25,14 +25,17 @@ export interface SessionPort {
   readonly clientCapabilities: Params;
   /** Set by logging/setLevel; undefined means "everything". */
   logLevel: LogLevel | undefined;
-  notify(method: string, params?: Params): void;
+  /** `related`: the host's request this message belongs to, if any (picks the HTTP stream). */
+  notify(method: string, params?: Params, related?: JsonRpcId): void;
   /** A server-initiated request to the host (sampling, elicitation, roots). */
-  request(method: string, params: Params | undefined, signal: AbortSignal): Promise<Result>;
+  request(method: string, params: Params | undefined, signal: AbortSignal, related?: JsonRpcId): Promise<Result>;
 }
 
 /** One forwarded request, as policy, rate limits and observers see it. */
 export interface Call {
   session: SessionPort;
+  /** The host's id for the request this call serves. */
+  hostRequestId: JsonRpcId;
   upstream: Upstream;
   method: string;
   params: Params;
@@ -236,17 +239,17 @@ export class Router {
       case 'resources/templates/list':
         return this.catalogue.list(this.kinds.templates, this.live(), params, signal);
       case 'tools/call':
-        return this.callTool(session, params, signal);
+        return this.callTool(session, req.id, params, signal);
       case 'prompts/get':
-        return this.getPrompt(session, params, signal);
+        return this.getPrompt(session, req.id, params, signal);
       case 'resources/read':
-        return this.readResource(session, params, signal);
+        return this.readResource(session, req.id, params, signal);
       case 'resources/subscribe':
-        return this.subscribe(session, params, signal);
+        return this.subscribe(session, req.id, params, signal);
       case 'resources/unsubscribe':
         return this.unsubscribe(session, params);
       case 'completion/complete':
-        return this.complete(session, params, signal);
+        return this.complete(session, req.id, params, signal);
       case 'logging/setLevel':
         return this.setLevel(session, params);
       default:
@@ -254,37 +257,37 @@ export class Router {
     }
   }
 
-  private async callTool(session: SessionPort, params: Params, signal: AbortSignal): Promise<Result> {
+  private async callTool(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: AbortSignal): Promise<Result> {
     const publicName = requireString(params, 'name');
     const { up, name } = await this.resolveNamed('tools', publicName);
     params.name = name;
-    const result = await this.forward({ session, upstream: up, method: 'tools/call', params, publicName, upstreamName: name, signal, ...this.progressRelay(session, params) });
+    const result = await this.forward({ session, hostRequestId, upstream: up, method: 'tools/call', params, publicName, upstreamName: name, signal, ...this.progressRelay(session, hostRequestId, params) });
     return up.config.resources.namespace === 'prefix' ? rewriteToolResult(result, (u) => wrapUri(up.name, u)) : result;
   }
 
-  private async getPrompt(session: SessionPort, params: Params, signal: AbortSignal): Promise<Result> {
+  private async getPrompt(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: AbortSignal): Promise<Result> {
     const publicName = requireString(params, 'name');
     const { up, name } = await this.resolveNamed('prompts', publicName);
     params.name = name;
-    const result = await this.forward({ session, upstream: up, method: 'prompts/get', params, publicName, upstreamName: name, signal, ...this.progressRelay(session, params) });
+    const result = await this.forward({ session, hostRequestId, upstream: up, method: 'prompts/get', params, publicName, upstreamName: name, signal, ...this.progressRelay(session, hostRequestId, params) });
     return up.config.resources.namespace === 'prefix' ? rewritePromptResult(result, (u) => wrapUri(up.name, u)) : result;
   }
 
-  private async readResource(session: SessionPort, params: Params, signal: AbortSignal): Promise<Result> {
+  private async readResource(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: AbortSignal): Promise<Result> {
     const { up, uri } = this.resolveUri(requireString(params, 'uri'));
     params.uri = uri;
-    const result = await this.forward({ session, upstream: up, method: 'resources/read', params, signal, ...this.progressRelay(session, params) });
+    const result = await this.forward({ session, hostRequestId, upstream: up, method: 'resources/read', params, signal, ...this.progressRelay(session, hostRequestId, params) });
     return up.config.resources.namespace === 'prefix' ? rewriteReadResult(result, (u) => wrapUri(up.name, u)) : result;
   }
 
-  private async subscribe(session: SessionPort, params: Params, signal: AbortSignal): Promise<Result> {
+  private async subscribe(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: AbortSignal): Promise<Result> {
     const { up, uri } = this.resolveUri(requireString(params, 'uri'));
     const key = up.name + '\0' + uri;
     let subs = this.subscriptions.get(key);
     if (!subs) {
       // The first subscriber subscribes upstream; later ones only join the set.
       params.uri = uri;
-      await this.forward({ session, upstream: up, method: 'resources/subscribe', params, signal });
+      await this.forward({ session, hostRequestId, upstream: up, method: 'resources/subscribe', params, signal });
       subs = this.subscriptions.get(key) ?? new Set();
       this.subscriptions.set(key, subs);
     }
@@ -304,7 +307,7 @@ export class Router {
     return {};
   }
 
-  private async complete(session: SessionPort, params: Params, signal: AbortSignal): Promise<Result> {
+  private async complete(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: AbortSignal): Promise<Result> {
     const ref = params.ref as Params | undefined;
     let up: Upstream;
     if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
@@ -320,7 +323,7 @@ export class Router {
     }
     // A server without completions simply has none to offer; hosts handle an empty list better than an error.
     if (!up.capabilities.completions) return { completion: { values: [], hasMore: false } };
-    return this.forward({ session, upstream: up, method: 'completion/complete', params, signal });
+    return this.forward({ session, hostRequestId, upstream: up, method: 'completion/complete', params, signal });
   }
 
   private async setLevel(session: SessionPort, params: Params): Promise<Result> {
@@ -348,10 +351,10 @@ export class Router {
     );
   }
 
-  private progressRelay(session: SessionPort, params: Params): { onProgress?: (p: Params) => void } {
+  private progressRelay(session: SessionPort, hostRequestId: JsonRpcId, params: Params): { onProgress?: (p: Params) => void } {
     const token = progressTokenOf(params);
     if (token === undefined) return {};
-    return { onProgress: (p) => session.notify('notifications/progress', { ...p, progressToken: token }) };
+    return { onProgress: (p) => session.notify('notifications/progress', { ...p, progressToken: token }, hostRequestId) };
   }
 
   /** The base of the forward chain: one request to one upstream, tracked for reverse routing. */
@@ -362,7 +365,7 @@ export class Router {
     users.set(session, (users.get(session) ?? 0) + 1);
     this.lastUser.set(up, session);
     try {
-      return await up.request(call.method, call.params, { signal: call.signal, onProgress: call.onProgress });
+      return await up.request(call.method, call.params, { signal: call.signal, onProgress: call.onProgress, context: call });
     } finally {
       const n = (users.get(session) ?? 1) - 1;
       if (n === 0) users.delete(session);
@@ -439,12 +442,16 @@ export class Router {
   // ---- upstream -> host ---------------------------------------------------------------
 
   private readonly listener: UpstreamListener = {
-    notification: (up, n) => this.upstreamNotification(up, n),
-    request: (up, req, signal) => this.upstreamRequest(up, req, signal),
+    notification: (up, n, context) => this.upstreamNotification(up, n, context as Call | undefined),
+    request: (up, req, signal, context) => this.upstreamRequest(up, req, signal, context as Call | undefined),
     stateChanged: (up) => {
       this.catalogue.invalidate(up);
       this.sentLevels.delete(up.name);
-      if (up.state === 'ready') void this.syncLogLevels();
+      if (up.state === 'ready') {
+        // A restarted or re-initialized upstream gets back what hosts had asked of it.
+        void this.syncLogLevels();
+        this.resubscribe(up);
+      }
       // Hosts learn about servers that came or went through list_changed.
       const c = up.capabilities;
       if (c.tools) this.listChanged('tools');
@@ -453,7 +460,15 @@ export class Router {
     },
   };
 
-  private upstreamNotification(up: Upstream, n: JsonRpcNotification): void {
+  private resubscribe(up: Upstream): void {
+    for (const key of this.subscriptions.keys()) {
+      const [server, uri] = key.split('\0') as [string, string];
+      if (server !== up.name) continue;
+      up.request('resources/subscribe', { uri }).catch((err: Error) => up.log.warn({ err: err.message, uri }, 're-subscribe failed'));
+    }
+  }
+
+  private upstreamNotification(up: Upstream, n: JsonRpcNotification, call: Call | undefined): void {
     const params = n.params ?? {};
     switch (n.method) {
       case 'notifications/tools/list_changed':
@@ -500,17 +515,20 @@ export class Router {
     }, LIST_CHANGED_DEBOUNCE_MS);
   }
 
-  /** A server-initiated request goes to the host session it belongs to, if that host can take it. */
-  private async upstreamRequest(up: Upstream, req: JsonRpcRequest, signal: AbortSignal): Promise<Result> {
+  /**
+   * A server-initiated request goes to the host session it belongs to, if that host can take it:
+   * exactly the session of the call it came with (HTTP upstreams say which), else a best guess.
+   */
+  private async upstreamRequest(up: Upstream, req: JsonRpcRequest, signal: AbortSignal, call: Call | undefined): Promise<Result> {
     const needs = CAPABILITY_FOR[req.method];
     if (req.method === 'roots/list' && up.config.roots) return { roots: up.config.roots };
     if (!needs) throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${req.method}`);
-    const session = this.sessionFor(up);
+    const session = call && this.sessions.has(call.session) ? call.session : this.sessionFor(up);
     if (!session) throw new RpcError(ErrorCode.MethodNotFound, `No host session is connected to take ${req.method}`);
     if (session.clientCapabilities[needs] === undefined) {
       throw new RpcError(ErrorCode.MethodNotFound, `The host does not support ${req.method} (it did not declare the ${needs} capability)`);
     }
-    return session.request(req.method, req.params, signal);
+    return session.request(req.method, req.params, signal, call?.hostRequestId);
   }
 
   /** The session with requests in flight to this upstream; else the one that used it last. */

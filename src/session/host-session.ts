@@ -4,7 +4,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { Endpoint, type Result } from '../jsonrpc/endpoint.js';
-import { ErrorCode, RpcError, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
+import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, type LogLevel, type Params } from '../protocol/mcp.js';
 import { LATEST_VERSION, negotiateVersion, versionAtLeast, type ProtocolVersion } from '../protocol/versions.js';
@@ -66,12 +66,12 @@ export class HostSession implements SessionPort {
 
   // ---- SessionPort: the router's way back to this host --------------------------------
 
-  notify(method: string, params?: Params): void {
-    if (this.initialized) this.endpoint.notify(method, params);
+  notify(method: string, params?: Params, related?: JsonRpcId): void {
+    if (this.initialized) this.endpoint.notify(method, params, related);
   }
 
-  request(method: string, params: Params | undefined, signal: AbortSignal): Promise<Result> {
-    return this.endpoint.request(this.endpoint.allocateId(), method, params, { signal, maxTotalMs: this.opts.maxMs });
+  request(method: string, params: Params | undefined, signal: AbortSignal, related?: JsonRpcId): Promise<Result> {
+    return this.endpoint.request(this.endpoint.allocateId(), method, params, { signal, related, maxTotalMs: this.opts.maxMs });
   }
 
   // ---- what the host sends ------------------------------------------------------------

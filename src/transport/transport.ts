@@ -2,18 +2,27 @@
 // A transport moves parsed JSON values; it knows framing, not JSON-RPC semantics.
 
 import type { Frame } from '../jsonrpc/framing.js';
-import type { Incoming } from '../jsonrpc/message.js';
+import type { Incoming, JsonRpcId } from '../jsonrpc/message.js';
 
 /** A frame the transport could not turn into a value (bad JSON, over the size limit). */
 export type FrameError = Exclude<Frame, { ok: true }>;
 
+/**
+ * `related` is the id of the peer's request a message belongs to (the request a response
+ * answers, or the request a progress notification or a server-initiated request is part of).
+ * Transports that have a stream per request (Streamable HTTP) use it to pick the stream; the
+ * others ignore it.
+ */
 export interface Transport {
   /** Sends one message or a batch. Never throws; a dead transport drops and reports via onclose. */
-  send(msg: Incoming): void;
+  send(msg: Incoming, related?: JsonRpcId): void;
   /** Closes the transport; resolves once it is closed. Idempotent. */
   close(): Promise<void>;
-  /** A parsed value arrived (not yet checked to be JSON-RPC). */
-  onmessage?: (value: unknown) => void;
+  /**
+   * A parsed value arrived (not yet checked to be JSON-RPC). `related` is the id of OUR request
+   * on whose response stream it came, where the transport knows it (Streamable HTTP).
+   */
+  onmessage?: (value: unknown, related?: JsonRpcId) => void;
   onframeerror?: (err: FrameError) => void;
   /** The transport is gone; called once. */
   onclose?: (reason: string) => void;

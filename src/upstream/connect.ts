@@ -13,6 +13,11 @@ export interface Connection {
   exited: Promise<string>;
   /** Ends the connection (for a child: the spec's shutdown order). */
   stop(): Promise<void>;
+  /**
+   * Set by remote transports when the server ended our session (HTTP 404): the upstream is
+   * re-initialized at once instead of after a backoff.
+   */
+  expired?: boolean;
 }
 
 export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log: Logger): Connection {

@@ -4,7 +4,7 @@
 
 import type { ServerConfig } from '../config/types.js';
 import { Endpoint, type Result } from '../jsonrpc/endpoint.js';
-import { RpcError, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
+import { RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError, type Params } from '../protocol/mcp.js';
 import { LATEST_VERSION, isSupportedVersion, type ProtocolVersion } from '../protocol/versions.js';
@@ -19,10 +19,13 @@ export interface ServerInfo {
   instructions: string | undefined;
 }
 
-/** Where an upstream's unprompted traffic goes (the router). */
+/**
+ * Where an upstream's unprompted traffic goes (the router). `context` is what was passed with
+ * the request of ours that the message belongs to, when the transport can tell (HTTP streams).
+ */
 export interface UpstreamListener {
-  notification(up: Upstream, n: JsonRpcNotification): void;
-  request(up: Upstream, req: JsonRpcRequest, signal: AbortSignal): Promise<Result>;
+  notification(up: Upstream, n: JsonRpcNotification, context: unknown): void;
+  request(up: Upstream, req: JsonRpcRequest, signal: AbortSignal, context: unknown): Promise<Result>;
   stateChanged(up: Upstream): void;
 }
 
@@ -40,7 +43,12 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Present when the host asked for progress: relays the upstream's progress params. */
   onProgress?: (params: Params) => void;
+  /** Handed back to the listener with messages related to this request. */
+  context?: unknown;
 }
+
+/** Restart delays grow from restart.backoffMs, doubling, up to this. */
+const MAX_BACKOFF_MS = 30_000;
 
 export class Upstream {
   state: UpstreamState = 'starting';
@@ -48,9 +56,12 @@ export class Upstream {
   reason = '';
   info: ServerInfo | undefined;
   readonly log: Logger;
+  /** Restarts so far since the last time the upstream was ready. */
+  restarts = 0;
   private endpoint: Endpoint | undefined;
   private connection: Connection | undefined;
   private started: Promise<void> | undefined;
+  private restartTimer: NodeJS.Timeout | undefined;
 
   constructor(
     readonly config: ServerConfig,
@@ -77,6 +88,7 @@ export class Upstream {
   }
 
   private async run(): Promise<void> {
+    this.state = 'starting';
     try {
       const conn = connectUpstream(this.config, this.deps.maxMessageBytes, this.log);
       this.connection = conn;
@@ -85,7 +97,7 @@ export class Upstream {
         onProtocolError: (what, detail) => this.log.debug({ detail }, what),
       });
       this.endpoint = ep;
-      ep.onclose = (reason) => void this.lost(reason);
+      ep.onclose = (reason) => void this.lost(conn, reason);
 
       const id = ep.allocateId();
       const result = await ep.request(
@@ -112,11 +124,30 @@ export class Upstream {
       ep.notify('notifications/initialized');
       if (this.state !== 'starting') return; // died during the handshake
       this.state = 'ready';
+      this.reason = '';
+      this.restarts = 0;
       this.log.info({ protocolVersion: version, serverInfo: this.info.serverInfo }, 'upstream ready');
       this.deps.listener.stateChanged(this);
     } catch (err) {
       await this.fail(`initialize failed: ${(err as Error).message}`);
     }
+  }
+
+  /** After a loss: try again with exponential backoff, up to restart.maxRetries times in a row. */
+  private scheduleRestart(immediately: boolean): void {
+    const { maxRetries, backoffMs } = this.config.restart;
+    if (this.restarts >= maxRetries) {
+      if (maxRetries > 0) this.log.error({ restarts: this.restarts }, 'giving up on upstream after repeated failures');
+      return;
+    }
+    const delay = immediately ? 0 : Math.min(MAX_BACKOFF_MS, backoffMs * 2 ** this.restarts);
+    this.restarts++;
+    this.log.info({ delay, attempt: this.restarts }, 'restarting upstream');
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      if (this.state !== 'closed') void this.run();
+    }, delay);
+    this.restartTimer.unref?.();
   }
 
   /** Sends a request with a fresh id; the host's progress token, if any, becomes that id. */
@@ -133,6 +164,7 @@ export class Upstream {
     return ep.request(id, method, params, {
       signal: opts.signal,
       onProgress: opts.onProgress,
+      context: opts.context,
       timeoutMs: this.config.timeoutMs,
       maxTotalMs: this.deps.maxMs,
     });
@@ -143,18 +175,19 @@ export class Upstream {
   }
 
   async close(): Promise<void> {
+    clearTimeout(this.restartTimer);
     if (this.state === 'closed') return;
     this.setState('closed', 'closed by mcpmux');
     await this.connection?.stop();
   }
 
   private readonly handlers = {
-    request: (req: JsonRpcRequest, signal: AbortSignal): Promise<Result> | Result => {
+    request: (req: JsonRpcRequest, signal: AbortSignal, related: JsonRpcId | undefined): Promise<Result> | Result => {
       // ping is answered here: mcpmux is the upstream's direct peer.
       if (req.method === 'ping') return {};
-      return this.deps.listener.request(this, req, signal);
+      return this.deps.listener.request(this, req, signal, this.contextOf(related));
     },
-    notification: (n: JsonRpcNotification): void => {
+    notification: (n: JsonRpcNotification, related: JsonRpcId | undefined): void => {
       if (n.method === 'notifications/progress') {
         const token = n.params?.progressToken;
         if ((typeof token === 'number' || typeof token === 'string') && this.endpoint?.progress(token, n.params!)) return;
@@ -162,23 +195,31 @@ export class Upstream {
         return;
       }
       if (n.method === 'notifications/cancelled') return; // handled by the endpoint
-      this.deps.listener.notification(this, n);
+      this.deps.listener.notification(this, n, this.contextOf(related));
     },
   };
 
-  private async lost(how: string): Promise<void> {
-    if (this.state === 'closed' || this.state === 'failed') return;
+  private contextOf(related: JsonRpcId | undefined): unknown {
+    return related === undefined ? undefined : this.endpoint?.contextOf(related);
+  }
+
+  /** The connection ended on its own. A remote session that expired is re-initialized at once. */
+  private async lost(conn: Connection, how: string): Promise<void> {
+    if (conn !== this.connection || this.state === 'closed' || this.state === 'failed') return;
     const wasReady = this.state === 'ready';
     this.log.warn({ how }, wasReady ? 'upstream connection lost' : 'upstream failed to start');
-    this.setState(wasReady ? 'closed' : 'failed', how);
-    await this.connection?.stop();
+    this.setState('failed', how);
+    await conn.stop();
+    this.scheduleRestart(wasReady && conn.expired === true);
   }
 
   private async fail(reason: string): Promise<void> {
     if (this.state === 'closed' || this.state === 'failed') return;
     this.log.error({ reason }, 'upstream failed');
     this.setState('failed', reason);
-    await this.connection?.stop();
+    const conn = this.connection;
+    await conn?.stop();
+    this.scheduleRestart(false);
   }
 
   private setState(state: UpstreamState, reason: string): void {
