@@ -14,14 +14,14 @@ import type { Params } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 
-export type ListMethod = 'tools/list' | 'prompts/list' | 'resources/list' | 'resources/templates/list';
+export type ListMethod = 'tools/list' | 'prompts/list' | 'resources/list' | 'resources/templates/list' | 'tasks/list';
 
 export interface ListKind {
   method: ListMethod;
   /** Key of the item array in the result. */
-  key: 'tools' | 'prompts' | 'resources' | 'resourceTemplates';
+  key: 'tools' | 'prompts' | 'resources' | 'resourceTemplates' | 'tasks';
   /** Server capability that offers this list. */
-  capability: 'tools' | 'prompts' | 'resources';
+  capability: 'tools' | 'prompts' | 'resources' | 'tasks';
   /** Turns an upstream item into what hosts see (a new object), or undefined to hide it. */
   present(up: Upstream, item: Params): Params | undefined;
 }
@@ -47,7 +47,7 @@ export class Catalogue {
   /** Forget cached pages of one list (or all lists) of an upstream. */
   invalidate(up: Upstream, capability?: ListKind['capability']): void {
     const gen = this.generationsOf(up);
-    for (const k of capability ? [capability] : ['tools', 'prompts', 'resources']) gen[k] = (gen[k] ?? 0) + 1;
+    for (const k of capability ? [capability] : ['tools', 'prompts', 'resources', 'tasks']) gen[k] = (gen[k] ?? 0) + 1;
   }
 
   /** One merged host page. `upstreams` are the live ones for this session, in config order. */

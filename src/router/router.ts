@@ -5,18 +5,21 @@
 // subscriptions and log levels across sessions. Host sessions reach it through `handle`; it
 // reaches them only through the small `SessionPort` interface they register with `attach`.
 
-import type { Config, ServerConfig } from '../config/types.js';
+import type { Config } from '../config/types.js';
 import { compileAllowDeny, type Matcher } from '../governance/glob.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
 import { logLevelRank, McpError, MuxError, progressTokenOf, type LogLevel, type Params } from '../protocol/mcp.js';
 import type { ProtocolVersion } from '../protocol/versions.js';
-import { Upstream, type UpstreamListener } from '../upstream/upstream.js';
-import { VERSION } from '../version.js';
+import type { Upstream, UpstreamListener } from '../upstream/upstream.js';
 import { Catalogue, type ListKind } from './catalogue.js';
+import { adaptForHost, hostCanTake } from './downgrade.js';
+import { mapRelatedTask, mapTaskResult, unwrapId, wrapId } from './ids.js';
 import { NameIndex, unwrapUri, wrapUri, type NamedKind } from './naming.js';
+import { UpstreamPool } from './pool.js';
 import { rewritePromptResult, rewriteReadResult, rewriteToolResult } from './rewrite.js';
+import { Subscriptions } from './subscriptions.js';
 
 /** What the router needs of a host session. Implemented by HostSession. */
 export interface SessionPort {
@@ -46,49 +49,46 @@ export interface Call {
   onProgress?: (p: Params) => void;
 }
 export type Forward = (call: Call) => Promise<Result>;
+export type Interceptor = (next: Forward) => Forward;
 
 const LIST_CHANGED_DEBOUNCE_MS = 10;
-const CLIENT_INFO = { name: 'mcpmux', version: VERSION };
-
-/** Capabilities mcpmux declares to upstreams: what it can route back to some host. */
-const UPSTREAM_CLIENT_CAPABILITIES: Params = {
-  roots: { listChanged: true },
-  sampling: {},
-  elicitation: { form: {}, url: {} },
-};
+type ChangeKind = 'tools' | 'prompts' | 'resources';
 
 export class Router {
-  private readonly upstreams = new Map<string, Upstream>();
+  private readonly pool: UpstreamPool;
   private readonly sessions = new Set<SessionPort>();
   private readonly catalogue = new Catalogue();
   private readonly names: NameIndex;
   private readonly toolFilters = new Map<string, Matcher>();
-  /** `${server}\0${uri}` -> sessions subscribed to that upstream resource. */
-  private readonly subscriptions = new Map<string, Set<SessionPort>>();
-  /** Level last sent to each upstream, to avoid repeating it. */
-  private readonly sentLevels = new Map<string, LogLevel>();
-  /** Per upstream: sessions with requests in flight to it, and the last session that used it. */
+  private readonly subscriptions = new Subscriptions();
+  /** Level last sent to each upstream connection, to avoid repeating it. */
+  private readonly sentLevels = new WeakMap<Upstream, LogLevel>();
+  /** Per shared upstream: sessions with requests in flight to it, and the last session that used it. */
   private readonly inflight = new Map<Upstream, Map<SessionPort, number>>();
   private readonly lastUser = new Map<Upstream, SessionPort>();
+  /** Host-visible (namespaced) id -> session, for messages that must reach only their originator. */
+  private readonly taskOwners = new Map<string, SessionPort>();
+  private readonly elicitationOwners = new Map<string, SessionPort>();
   /** Kind -> sequence number of its latest change, waiting for the debounce timer. */
-  private readonly pendingListChanged = new Map<string, number>();
+  private readonly pendingListChanged = new Map<ChangeKind, number>();
   /** Session -> sequence number of the catalogue state it was greeted with. */
   private readonly greeted = new Map<SessionPort, number>();
   private changeSeq = 0;
   private listChangedTimer: NodeJS.Timeout | undefined;
   private startup: Promise<void> = Promise.resolve();
   readonly forward: Forward;
-
-  private readonly kinds: Record<'tools' | 'prompts' | 'resources' | 'templates', ListKind>;
+  private readonly kinds: Record<'tools' | 'prompts' | 'resources' | 'templates' | 'tasks', ListKind>;
 
   constructor(
     private readonly config: Config,
     private readonly log: Logger,
-    interceptors: readonly ((next: Forward) => Forward)[] = [],
+    interceptors: readonly Interceptor[] = [],
   ) {
     this.names = new NameIndex(config.namespace.separator, config.namespace.maxNameLength, (kind, owner, from, to) =>
       this.log.warn({ kind, server: owner.server, name: owner.name, from, to }, 'public name taken by another server; renamed'),
     );
+    for (const s of config.servers) this.toolFilters.set(s.name, compileAllowDeny(s.tools));
+    this.pool = new UpstreamPool(config, log, this.listener);
     this.forward = interceptors.reduceRight<Forward>((next, wrap) => wrap(next), (call) => this.send(call));
     this.kinds = {
       tools: { method: 'tools/list', key: 'tools', capability: 'tools', present: (up, item) => this.presentNamed('tools', up, item) },
@@ -100,19 +100,20 @@ export class Router {
         capability: 'resources',
         present: (up, item) => this.presentUri(up, item, 'uriTemplate'),
       },
+      tasks: {
+        method: 'tasks/list',
+        key: 'tasks',
+        capability: 'tasks',
+        present: (up, item) => (typeof item.taskId === 'string' ? { ...item, taskId: wrapId(up.name, item.taskId) } : undefined),
+      },
     };
   }
 
   // ---- lifecycle ------------------------------------------------------------------------
 
-  /** Starts every enabled upstream; `ready()` waits for them (bounded by timeouts.startupMs). */
+  /** Starts every shared upstream; `ready()` waits for them (bounded by timeouts.startupMs). */
   start(): void {
-    const starts: Promise<void>[] = [];
-    for (const cfg of this.config.servers) {
-      if (cfg.disabled) continue;
-      starts.push(this.addUpstream(cfg).start());
-    }
-    this.startup = boundedAll(starts, this.config.timeouts.startupMs);
+    this.startup = boundedAll(this.pool.startShared(), this.config.timeouts.startupMs);
   }
 
   ready(): Promise<void> {
@@ -121,26 +122,12 @@ export class Router {
 
   async close(): Promise<void> {
     clearTimeout(this.listChangedTimer);
-    await Promise.all([...this.upstreams.values()].map((u) => u.close()));
+    await this.pool.closeAll();
   }
 
+  /** Shared upstream connections in config order (for `check` and `tools`). */
   list(): Upstream[] {
-    return [...this.upstreams.values()];
-  }
-
-  private addUpstream(cfg: ServerConfig): Upstream {
-    const up = new Upstream(cfg, {
-      log: this.log,
-      listener: this.listener,
-      maxMessageBytes: this.config.limits.maxMessageBytes,
-      startupMs: this.config.timeouts.startupMs,
-      maxMs: this.config.timeouts.maxMs,
-      clientCapabilities: UPSTREAM_CLIENT_CAPABILITIES,
-      clientInfo: CLIENT_INFO,
-    });
-    this.upstreams.set(cfg.name, up);
-    this.toolFilters.set(cfg.name, compileAllowDeny(cfg.tools));
-    return up;
+    return this.pool.sharedList();
   }
 
   attach(session: SessionPort): void {
@@ -150,39 +137,40 @@ export class Router {
   detach(session: SessionPort): void {
     this.sessions.delete(session);
     this.greeted.delete(session);
-    for (const [key, subs] of this.subscriptions) {
-      if (subs.delete(session) && subs.size === 0) {
-        this.subscriptions.delete(key);
-        const [server, uri] = key.split('\0') as [string, string];
-        this.upstreams.get(server)?.request('resources/unsubscribe', { uri }).catch(() => {});
-      }
+    for (const { up, uri } of this.subscriptions.dropSession(session)) {
+      if (up.state === 'ready') up.request('resources/unsubscribe', { uri }).catch(() => {});
     }
     for (const users of this.inflight.values()) users.delete(session);
     for (const [up, s] of this.lastUser) if (s === session) this.lastUser.delete(up);
+    for (const owners of [this.taskOwners, this.elicitationOwners]) for (const [id, s] of owners) if (s === session) owners.delete(id);
+    void this.pool.closeFor(session);
     void this.syncLogLevels();
   }
 
-  /** The host's roots changed: every upstream may want to ask again. */
-  rootsChanged(): void {
-    for (const up of this.live()) up.notify('notifications/roots/list_changed');
+  /**
+   * What a host is told at initialize: capabilities and instructions once shared upstreams have
+   * started and this session's own ones (`sharing: "session"`) too. Changes that happened
+   * before this moment are not announced to it again with list_changed.
+   */
+  async greet(session: SessionPort): Promise<{ capabilities: Params; instructions: string | undefined }> {
+    const own = this.pool.startFor(session);
+    await Promise.all([this.startup, boundedAll(own, this.config.timeouts.startupMs)]);
+    this.greeted.set(session, this.changeSeq);
+    return { capabilities: this.capabilities(session), instructions: this.instructions(session) };
+  }
+
+  /** The host's roots changed: every upstream it uses may want to ask again. */
+  rootsChanged(session: SessionPort): void {
+    for (const up of this.live(session)) up.notify('notifications/roots/list_changed');
   }
 
   // ---- the merged view ----------------------------------------------------------------
 
-  /**
-   * What a host is told at initialize: capabilities and instructions as of now. Changes that
-   * happened before this moment are not announced to it again with list_changed.
-   */
-  greet(session: SessionPort): { capabilities: Params; instructions: string | undefined } {
-    this.greeted.set(session, this.changeSeq);
-    return { capabilities: this.capabilities(), instructions: this.instructions() };
-  }
-
-  /** The union of what the live upstreams offer. */
-  capabilities(): Params {
+  /** The union of what the session's live upstreams offer. */
+  capabilities(session?: SessionPort): Params {
     const caps: Params = {};
     let subscribe = false;
-    for (const up of this.live()) {
+    for (const up of this.live(session)) {
       const c = up.capabilities;
       if (c.tools) caps.tools = { listChanged: true };
       if (c.prompts) caps.prompts = { listChanged: true };
@@ -192,23 +180,30 @@ export class Router {
       }
       if (c.logging) caps.logging = {};
       if (c.completions) caps.completions = {};
+      // Tasks arrived in 2025-11-25; older hosts are not offered them.
+      if (c.tasks && (!session || session.protocolVersion >= '2025-11-25')) caps.tasks = mergeDeep((caps.tasks as Params) ?? {}, c.tasks as Params);
     }
     if (caps.resources && subscribe) (caps.resources as Params).subscribe = true;
     return caps;
   }
 
   /** Every live upstream's instructions under a heading with its name. */
-  instructions(): string | undefined {
+  instructions(session?: SessionPort): string | undefined {
     const parts: string[] = [];
-    for (const up of this.live()) {
+    for (const up of this.live(session)) {
       const text = up.info?.instructions;
       if (text) parts.push(`## ${up.name}\n\n${text.trim()}`);
     }
     return parts.length ? parts.join('\n\n') : undefined;
   }
 
-  private live(): Upstream[] {
-    return [...this.upstreams.values()].filter((u) => u.state === 'ready');
+  /** Every tool as hosts see it, all pages walked (for `mcpmux tools`). */
+  allTools(): Promise<Params[]> {
+    return this.walk(undefined, this.kinds.tools);
+  }
+
+  private live(session: SessionPort | undefined): Upstream[] {
+    return this.pool.forSession(session).filter((u) => u.state === 'ready');
   }
 
   private presentNamed(kind: NamedKind, up: Upstream, item: Params): Params | undefined {
@@ -227,80 +222,131 @@ export class Router {
   // ---- host requests ------------------------------------------------------------------
 
   /** Answers one host request that is not session business (initialize, ping). */
-  handle(session: SessionPort, req: JsonRpcRequest, signal: AbortSignal): Promise<Result> {
+  async handle(session: SessionPort, req: JsonRpcRequest, signal: AbortSignal): Promise<Result> {
     const params = req.params ?? {};
+    const id = req.id;
     switch (req.method) {
       case 'tools/list':
-        return this.catalogue.list(this.kinds.tools, this.live(), params, signal);
+        return this.catalogue.list(this.kinds.tools, this.live(session), params, signal);
       case 'prompts/list':
-        return this.catalogue.list(this.kinds.prompts, this.live(), params, signal);
+        return this.catalogue.list(this.kinds.prompts, this.live(session), params, signal);
       case 'resources/list':
-        return this.catalogue.list(this.kinds.resources, this.live(), params, signal);
+        return this.catalogue.list(this.kinds.resources, this.live(session), params, signal);
       case 'resources/templates/list':
-        return this.catalogue.list(this.kinds.templates, this.live(), params, signal);
+        return this.catalogue.list(this.kinds.templates, this.live(session), params, signal);
+      case 'tasks/list':
+        return this.catalogue.list(this.kinds.tasks, this.live(session), params, signal);
       case 'tools/call':
-        return this.callTool(session, req.id, params, signal);
+        return this.callNamed(session, id, 'tools', params, signal);
       case 'prompts/get':
-        return this.getPrompt(session, req.id, params, signal);
-      case 'resources/read':
-        return this.readResource(session, req.id, params, signal);
+        return this.callNamed(session, id, 'prompts', params, signal);
+      case 'resources/read': {
+        const { up, uri } = this.resolveUri(session, requireString(params, 'uri'));
+        params.uri = uri;
+        const result = await this.forward(this.call(session, id, up, req.method, params, signal));
+        return this.adaptResult(session, up, rewriteReadResult, result);
+      }
       case 'resources/subscribe':
-        return this.subscribe(session, req.id, params, signal);
+        return this.subscribe(session, id, params, signal);
       case 'resources/unsubscribe':
         return this.unsubscribe(session, params);
       case 'completion/complete':
-        return this.complete(session, req.id, params, signal);
+        return this.complete(session, id, params, signal);
       case 'logging/setLevel':
         return this.setLevel(session, params);
+      case 'tasks/get':
+      case 'tasks/result':
+      case 'tasks/cancel':
+        return this.taskRequest(session, req, params, signal);
       default:
-        return Promise.reject(new RpcError(ErrorCode.MethodNotFound, `Method not found: ${req.method}`));
+        throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${req.method}`);
     }
   }
 
-  private async callTool(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: AbortSignal): Promise<Result> {
-    const publicName = requireString(params, 'name');
-    const { up, name } = await this.resolveNamed('tools', publicName);
-    params.name = name;
-    const result = await this.forward({ session, hostRequestId, upstream: up, method: 'tools/call', params, publicName, upstreamName: name, signal, ...this.progressRelay(session, hostRequestId, params) });
-    return up.config.resources.namespace === 'prefix' ? rewriteToolResult(result, (u) => wrapUri(up.name, u)) : result;
+  private call(session: SessionPort, hostRequestId: JsonRpcId, upstream: Upstream, method: string, params: Params, signal: AbortSignal): Call {
+    const call: Call = { session, hostRequestId, upstream, method, params, signal };
+    const token = progressTokenOf(params);
+    if (token !== undefined) {
+      call.onProgress = (p) => session.notify('notifications/progress', { ...p, progressToken: token }, hostRequestId);
+    }
+    // A related-task id the host saw as `<server>:<id>` goes upstream as `<id>`.
+    mapRelatedTask(params, (t) => unwrapId(t)?.id ?? t);
+    return call;
   }
 
-  private async getPrompt(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: AbortSignal): Promise<Result> {
+  /** tools/call and prompts/get: resolve the public name, forward, rewrite the result. */
+  private async callNamed(session: SessionPort, hostRequestId: JsonRpcId, kind: NamedKind, params: Params, signal: AbortSignal): Promise<Result> {
     const publicName = requireString(params, 'name');
-    const { up, name } = await this.resolveNamed('prompts', publicName);
+    const { up, name } = await this.resolveNamed(session, kind, publicName);
     params.name = name;
-    const result = await this.forward({ session, hostRequestId, upstream: up, method: 'prompts/get', params, publicName, upstreamName: name, signal, ...this.progressRelay(session, hostRequestId, params) });
-    return up.config.resources.namespace === 'prefix' ? rewritePromptResult(result, (u) => wrapUri(up.name, u)) : result;
+    const call = this.call(session, hostRequestId, up, kind === 'tools' ? 'tools/call' : 'prompts/get', params, signal);
+    call.publicName = publicName;
+    call.upstreamName = name;
+    let result: Result;
+    try {
+      result = await this.forward(call);
+    } catch (err) {
+      throw this.adaptError(session, up, err);
+    }
+    if (kind === 'prompts') return this.adaptResult(session, up, rewritePromptResult, result);
+    // A task-augmented call answers with a task; the host will come back for it by id.
+    if (params.task !== undefined && typeof (result.task as Params | undefined)?.taskId === 'string') {
+      mapTaskResult(result, (t) => wrapId(up.name, t));
+      this.taskOwners.set((result.task as Params).taskId as string, session);
+      return result;
+    }
+    return this.adaptResult(session, up, rewriteToolResult, result);
   }
 
-  private async readResource(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: AbortSignal): Promise<Result> {
-    const { up, uri } = this.resolveUri(requireString(params, 'uri'));
-    params.uri = uri;
-    const result = await this.forward({ session, hostRequestId, upstream: up, method: 'resources/read', params, signal, ...this.progressRelay(session, hostRequestId, params) });
-    return up.config.resources.namespace === 'prefix' ? rewriteReadResult(result, (u) => wrapUri(up.name, u)) : result;
+  /** Upstream result -> what this host can read: URIs namespaced, ids wrapped, blocks it knows. */
+  private adaptResult(session: SessionPort, up: Upstream, rewrite: (r: Params, map: (u: string) => string) => Params, result: Result): Result {
+    if (up.config.resources.namespace === 'prefix') rewrite(result, (u) => wrapUri(up.name, u));
+    mapRelatedTask(result, (t) => wrapId(up.name, t));
+    return adaptForHost(session.protocolVersion, result);
+  }
+
+  /** -32042 carries elicitations whose ids the host must see namespaced (and that are its own). */
+  private adaptError(session: SessionPort, up: Upstream, err: unknown): unknown {
+    if (!(err instanceof RpcError) || err.code !== McpError.UrlElicitationRequired) return err;
+    const elicitations = (err.data as Params | undefined)?.elicitations;
+    if (Array.isArray(elicitations)) {
+      for (const e of elicitations as Params[]) {
+        if (typeof e?.elicitationId === 'string') {
+          e.elicitationId = wrapId(up.name, e.elicitationId);
+          this.elicitationOwners.set(e.elicitationId as string, session);
+        }
+      }
+    }
+    return err;
+  }
+
+  private async taskRequest(session: SessionPort, req: JsonRpcRequest, params: Params, signal: AbortSignal): Promise<Result> {
+    const wrapped = requireString(params, 'taskId');
+    const parts = unwrapId(wrapped);
+    const up = parts && this.pool.get(session, parts.server);
+    if (!parts || !up) throw new RpcError(ErrorCode.InvalidParams, `Unknown task: ${wrapped}`);
+    this.available(up, `Task ${wrapped}`);
+    params.taskId = parts.id;
+    const result = await this.forward(this.call(session, req.id, up, req.method, params, signal));
+    if (req.method === 'tasks/result') return this.adaptResult(session, up, rewriteToolResult, result);
+    mapTaskResult(result, (t) => wrapId(up.name, t));
+    return result;
   }
 
   private async subscribe(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: AbortSignal): Promise<Result> {
-    const { up, uri } = this.resolveUri(requireString(params, 'uri'));
-    const key = up.name + '\0' + uri;
-    let subs = this.subscriptions.get(key);
-    if (!subs) {
+    const { up, uri } = this.resolveUri(session, requireString(params, 'uri'));
+    if (!this.subscriptions.has(up, uri)) {
       // The first subscriber subscribes upstream; later ones only join the set.
       params.uri = uri;
-      await this.forward({ session, hostRequestId, upstream: up, method: 'resources/subscribe', params, signal });
-      subs = this.subscriptions.get(key) ?? new Set();
-      this.subscriptions.set(key, subs);
+      await this.forward(this.call(session, hostRequestId, up, 'resources/subscribe', params, signal));
     }
-    subs.add(session);
+    this.subscriptions.add(up, uri, session);
     return {};
   }
 
   private async unsubscribe(session: SessionPort, params: Params): Promise<Result> {
-    const { up, uri } = this.resolveUri(requireString(params, 'uri'));
-    const key = up.name + '\0' + uri;
-    const subs = this.subscriptions.get(key);
-    if (subs?.delete(session) && subs.size === 0) {
-      this.subscriptions.delete(key);
+    const { up, uri } = this.resolveUri(session, requireString(params, 'uri'));
+    if (this.subscriptions.remove(up, uri, session)) {
       params.uri = uri;
       await up.request('resources/unsubscribe', params);
     }
@@ -311,11 +357,11 @@ export class Router {
     const ref = params.ref as Params | undefined;
     let up: Upstream;
     if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
-      const owner = await this.resolveNamed('prompts', ref.name);
+      const owner = await this.resolveNamed(session, 'prompts', ref.name);
       up = owner.up;
       params.ref = { ...ref, name: owner.name };
     } else if (ref?.type === 'ref/resource' && typeof ref.uri === 'string') {
-      const owner = this.resolveUri(ref.uri);
+      const owner = this.resolveUri(session, ref.uri);
       up = owner.up;
       params.ref = { ...ref, uri: owner.uri };
     } else {
@@ -323,7 +369,7 @@ export class Router {
     }
     // A server without completions simply has none to offer; hosts handle an empty list better than an error.
     if (!up.capabilities.completions) return { completion: { values: [], hasMore: false } };
-    return this.forward({ session, hostRequestId, upstream: up, method: 'completion/complete', params, signal });
+    return this.forward(this.call(session, hostRequestId, up, 'completion/complete', params, signal));
   }
 
   private async setLevel(session: SessionPort, params: Params): Promise<Result> {
@@ -334,27 +380,26 @@ export class Router {
     return {};
   }
 
-  /** Each upstream gets the most verbose level any session asked for. */
+  /** A shared upstream gets the most verbose level any session asked for; a session's own, that session's. */
   private async syncLogLevels(): Promise<void> {
-    let wanted: LogLevel | undefined;
+    let widest: LogLevel | undefined;
     for (const s of this.sessions) {
-      if (s.logLevel && (wanted === undefined || logLevelRank(s.logLevel) < logLevelRank(wanted))) wanted = s.logLevel;
+      if (s.logLevel && (widest === undefined || logLevelRank(s.logLevel) < logLevelRank(widest))) widest = s.logLevel;
     }
-    if (!wanted) return;
-    await Promise.all(
-      this.live()
-        .filter((up) => up.capabilities.logging && this.sentLevels.get(up.name) !== wanted)
-        .map(async (up) => {
-          this.sentLevels.set(up.name, wanted);
-          await up.request('logging/setLevel', { level: wanted }).catch((err: Error) => up.log.warn({ err: err.message }, 'logging/setLevel failed'));
-        }),
-    );
-  }
-
-  private progressRelay(session: SessionPort, hostRequestId: JsonRpcId, params: Params): { onProgress?: (p: Params) => void } {
-    const token = progressTokenOf(params);
-    if (token === undefined) return {};
-    return { onProgress: (p) => session.notify('notifications/progress', { ...p, progressToken: token }, hostRequestId) };
+    const sends: Promise<void>[] = [];
+    for (const up of this.pool.all()) {
+      const owner = this.pool.ownerOf(up);
+      const wanted = owner ? owner.logLevel : widest;
+      if (!wanted || up.state !== 'ready' || !up.capabilities.logging || this.sentLevels.get(up) === wanted) continue;
+      this.sentLevels.set(up, wanted);
+      sends.push(
+        up.request('logging/setLevel', { level: wanted }).then(
+          () => {},
+          (err: Error) => up.log.warn({ err: err.message }, 'logging/setLevel failed'),
+        ),
+      );
+    }
+    await Promise.all(sends);
   }
 
   /** The base of the forward chain: one request to one upstream, tracked for reverse routing. */
@@ -375,22 +420,20 @@ export class Router {
 
   // ---- resolution ---------------------------------------------------------------------
 
-  private async resolveNamed(kind: NamedKind, publicName: string): Promise<{ up: Upstream; name: string }> {
+  private async resolveNamed(session: SessionPort, kind: NamedKind, publicName: string): Promise<{ up: Upstream; name: string }> {
     let owner = this.names.resolve(kind, publicName) ?? this.parseByPrefix(publicName);
     if (!owner) {
       // A name from a list this process never served (say, a host that remembers tools across
       // an mcpmux restart): walk the lists once, then look again.
-      await this.walk(kind === 'tools' ? this.kinds.tools : this.kinds.prompts);
+      await this.walk(session, kind === 'tools' ? this.kinds.tools : this.kinds.prompts);
       owner = this.names.resolve(kind, publicName);
     }
     const what = kind === 'tools' ? 'tool' : 'prompt';
-    if (!owner) throw new RpcError(ErrorCode.InvalidParams, `Unknown ${what}: ${publicName}`);
-    const up = this.upstreams.get(owner.server);
-    if (!up || up.state !== 'ready') {
-      throw new RpcError(MuxError.UpstreamUnavailable, `The ${what} ${publicName} belongs to server "${owner.server}", which is not available${up?.reason ? `: ${up.reason}` : ''}`);
-    }
-    if (kind === 'tools' && !this.toolFilters.get(up.name)!(owner.name)) throw new RpcError(ErrorCode.InvalidParams, `Unknown tool: ${publicName}`);
-    return { up, name: owner.name };
+    const filtered = owner && kind === 'tools' && !this.toolFilters.get(owner.server)?.(owner.name);
+    if (!owner || filtered) throw new RpcError(ErrorCode.InvalidParams, `Unknown ${what}: ${publicName}`);
+    const up = this.pool.get(session, owner.server);
+    if (!up) throw new RpcError(ErrorCode.InvalidParams, `Unknown ${what}: ${publicName}`);
+    return { up: this.available(up, `The ${what} ${publicName}`), name: owner.name };
   }
 
   /** `fs__read_file` -> fs / read_file, when `fs` is a prefix in use. */
@@ -399,44 +442,39 @@ export class Router {
     const at = publicName.indexOf(sep);
     if (at <= 0) return undefined;
     const prefix = publicName.slice(0, at);
-    for (const up of this.upstreams.values()) {
-      if (up.config.prefix === prefix) return { server: up.name, name: publicName.slice(at + sep.length) };
-    }
-    return undefined;
+    const server = this.config.servers.find((s) => !s.disabled && s.prefix === prefix);
+    return server && { server: server.name, name: publicName.slice(at + sep.length) };
   }
 
-  /** Every tool as hosts see it, all pages walked (for `mcpmux tools`). */
-  allTools(): Promise<Params[]> {
-    return this.walk(this.kinds.tools);
-  }
-
-  private async walk(kind: ListKind): Promise<Params[]> {
+  private async walk(session: SessionPort | undefined, kind: ListKind): Promise<Params[]> {
     const signal = new AbortController().signal;
     const items: Params[] = [];
     let cursor: unknown;
     do {
-      const page = await this.catalogue.list(kind, this.live(), cursor === undefined ? {} : { cursor }, signal);
+      const page = await this.catalogue.list(kind, this.live(session), cursor === undefined ? {} : { cursor }, signal);
       items.push(...(page[kind.key] as Params[]));
       cursor = page.nextCursor;
     } while (cursor !== undefined);
     return items;
   }
 
-  private resolveUri(wrapped: string): { up: Upstream; uri: string } {
+  private resolveUri(session: SessionPort, wrapped: string): { up: Upstream; uri: string } {
     const parts = unwrapUri(wrapped);
-    const prefixed = parts && this.upstreams.get(parts.server);
-    if (parts && prefixed && prefixed.config.resources.namespace === 'prefix') return this.available(prefixed, parts.uri, wrapped);
+    const prefixed = parts && this.pool.get(session, parts.server);
+    if (parts && prefixed && prefixed.config.resources.namespace === 'prefix') {
+      return { up: this.available(prefixed, `Resource ${wrapped}`), uri: parts.uri };
+    }
     // Passthrough upstreams keep their URIs; with exactly one, it owns every URI that is not prefixed.
-    const passthrough = this.live().filter((u) => u.config.resources.namespace === 'passthrough' && u.capabilities.resources);
+    const passthrough = this.live(session).filter((u) => u.config.resources.namespace === 'passthrough' && u.capabilities.resources);
     if (passthrough.length === 1) return { up: passthrough[0]!, uri: wrapped };
     throw new RpcError(McpError.ResourceNotFound, `Resource not found: ${wrapped}`, { uri: wrapped });
   }
 
-  private available(up: Upstream, uri: string, wrapped: string): { up: Upstream; uri: string } {
+  private available(up: Upstream, what: string): Upstream {
     if (up.state !== 'ready') {
-      throw new RpcError(MuxError.UpstreamUnavailable, `Resource ${wrapped} belongs to server "${up.name}", which is not available${up.reason ? `: ${up.reason}` : ''}`);
+      throw new RpcError(MuxError.UpstreamUnavailable, `${what} belongs to server "${up.name}", which is not available${up.reason ? `: ${up.reason}` : ''}`);
     }
-    return { up, uri };
+    return up;
   }
 
   // ---- upstream -> host ---------------------------------------------------------------
@@ -446,55 +484,63 @@ export class Router {
     request: (up, req, signal, context) => this.upstreamRequest(up, req, signal, context as Call | undefined),
     stateChanged: (up) => {
       this.catalogue.invalidate(up);
-      this.sentLevels.delete(up.name);
+      this.sentLevels.delete(up);
       if (up.state === 'ready') {
         // A restarted or re-initialized upstream gets back what hosts had asked of it.
         void this.syncLogLevels();
-        this.resubscribe(up);
+        for (const uri of this.subscriptions.urisOf(up)) {
+          up.request('resources/subscribe', { uri }).catch((err: Error) => up.log.warn({ err: err.message, uri }, 're-subscribe failed'));
+        }
       }
       // Hosts learn about servers that came or went through list_changed.
       const c = up.capabilities;
-      if (c.tools) this.listChanged('tools');
-      if (c.prompts) this.listChanged('prompts');
-      if (c.resources) this.listChanged('resources');
+      for (const kind of ['tools', 'prompts', 'resources'] as const) if (c[kind]) this.listChanged(kind, up);
     },
   };
 
-  private resubscribe(up: Upstream): void {
-    for (const key of this.subscriptions.keys()) {
-      const [server, uri] = key.split('\0') as [string, string];
-      if (server !== up.name) continue;
-      up.request('resources/subscribe', { uri }).catch((err: Error) => up.log.warn({ err: err.message, uri }, 're-subscribe failed'));
-    }
+  /** The sessions an upstream's broadcast-style messages go to. */
+  private audience(up: Upstream): Iterable<SessionPort> {
+    const owner = this.pool.ownerOf(up);
+    return owner ? [owner] : this.sessions;
   }
 
   private upstreamNotification(up: Upstream, n: JsonRpcNotification, call: Call | undefined): void {
     const params = n.params ?? {};
+    mapRelatedTask(params, (t) => wrapId(up.name, t));
     switch (n.method) {
       case 'notifications/tools/list_changed':
-        this.catalogue.invalidate(up, 'tools');
-        return this.listChanged('tools');
       case 'notifications/prompts/list_changed':
-        this.catalogue.invalidate(up, 'prompts');
-        return this.listChanged('prompts');
-      case 'notifications/resources/list_changed':
-        this.catalogue.invalidate(up, 'resources');
-        return this.listChanged('resources');
+      case 'notifications/resources/list_changed': {
+        const kind = n.method.split('/')[1] as ChangeKind;
+        this.catalogue.invalidate(up, kind);
+        return this.listChanged(kind, up);
+      }
       case 'notifications/resources/updated': {
         const uri = params.uri;
-        if (typeof uri !== 'string') return;
-        const subs = this.subscriptions.get(up.name + '\0' + uri);
+        const subs = typeof uri === 'string' ? this.subscriptions.subscribers(up, uri) : undefined;
         if (!subs) return;
-        const shown = up.config.resources.namespace === 'prefix' ? wrapUri(up.name, uri) : uri;
+        const shown = up.config.resources.namespace === 'prefix' ? wrapUri(up.name, uri as string) : uri;
         for (const s of subs) s.notify(n.method, { ...params, uri: shown });
         return;
       }
       case 'notifications/message': {
         const rank = logLevelRank(params.level);
         const logger = typeof params.logger === 'string' ? `${up.name}/${params.logger}` : up.name;
-        for (const s of this.sessions) {
+        for (const s of this.audience(up)) {
           if (s.logLevel === undefined || rank >= logLevelRank(s.logLevel)) s.notify(n.method, { ...params, logger });
         }
+        return;
+      }
+      case 'notifications/elicitation/complete':
+      case 'notifications/tasks/status': {
+        // Only the host that started the elicitation or task hears about it.
+        const key = n.method === 'notifications/tasks/status' ? 'taskId' : 'elicitationId';
+        const owners = key === 'taskId' ? this.taskOwners : this.elicitationOwners;
+        if (typeof params[key] !== 'string') return;
+        const shownId = wrapId(up.name, params[key] as string);
+        const owner = owners.get(shownId) ?? call?.session ?? this.pool.ownerOf(up);
+        if (!owner) return up.log.debug({ method: n.method, id: shownId }, 'no session owns this id; dropped');
+        owner.notify(n.method, { ...params, [key]: shownId });
         return;
       }
       default:
@@ -502,33 +548,44 @@ export class Router {
     }
   }
 
-  /** Debounced `notifications/<kind>/list_changed` to every session. */
-  private listChanged(kind: 'tools' | 'prompts' | 'resources'): void {
+  /** Debounced `notifications/<kind>/list_changed` to every session that can see `up`. */
+  private listChanged(kind: ChangeKind, up: Upstream): void {
+    const owner = this.pool.ownerOf(up);
+    if (owner) {
+      if (this.greeted.has(owner)) owner.notify(`notifications/${kind}/list_changed`);
+      return;
+    }
     this.pendingListChanged.set(kind, ++this.changeSeq);
     this.listChangedTimer ??= setTimeout(() => {
       this.listChangedTimer = undefined;
       const changes = [...this.pendingListChanged];
       this.pendingListChanged.clear();
       for (const [s, seen] of this.greeted) {
-        for (const [kind, seq] of changes) if (seq > seen) s.notify(`notifications/${kind}/list_changed`);
+        for (const [k, seq] of changes) if (seq > seen) s.notify(`notifications/${k}/list_changed`);
       }
     }, LIST_CHANGED_DEBOUNCE_MS);
   }
 
   /**
    * A server-initiated request goes to the host session it belongs to, if that host can take it:
-   * exactly the session of the call it came with (HTTP upstreams say which), else a best guess.
+   * the owner of a `session` upstream; the session of the call it came with (HTTP upstreams say
+   * which); else the session with requests in flight to that upstream.
    */
   private async upstreamRequest(up: Upstream, req: JsonRpcRequest, signal: AbortSignal, call: Call | undefined): Promise<Result> {
-    const needs = CAPABILITY_FOR[req.method];
     if (req.method === 'roots/list' && up.config.roots) return { roots: up.config.roots };
-    if (!needs) throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${req.method}`);
-    const session = call && this.sessions.has(call.session) ? call.session : this.sessionFor(up);
+    const session = this.pool.ownerOf(up) ?? (call && this.sessions.has(call.session) ? call.session : this.sessionFor(up));
     if (!session) throw new RpcError(ErrorCode.MethodNotFound, `No host session is connected to take ${req.method}`);
-    if (session.clientCapabilities[needs] === undefined) {
-      throw new RpcError(ErrorCode.MethodNotFound, `The host does not support ${req.method} (it did not declare the ${needs} capability)`);
+    const params = req.params ?? {};
+    const refusal = hostCanTake(session, req.method, params);
+    if (refusal) throw new RpcError(ErrorCode.MethodNotFound, refusal);
+    mapRelatedTask(params, (t) => wrapId(up.name, t));
+    if (req.method === 'elicitation/create' && typeof params.elicitationId === 'string') {
+      params.elicitationId = wrapId(up.name, params.elicitationId);
+      this.elicitationOwners.set(params.elicitationId as string, session);
     }
-    return session.request(req.method, req.params, signal, call?.hostRequestId);
+    const result = await session.request(req.method, params, signal, call?.hostRequestId);
+    mapRelatedTask(result, (t) => unwrapId(t)?.id ?? t);
+    return result;
   }
 
   /** The session with requests in flight to this upstream; else the one that used it last. */
@@ -542,12 +599,6 @@ export class Router {
   }
 }
 
-const CAPABILITY_FOR: Record<string, string> = {
-  'sampling/createMessage': 'sampling',
-  'elicitation/create': 'elicitation',
-  'roots/list': 'roots',
-};
-
 function requireString(params: Params, key: string): string {
   const v = params[key];
   if (typeof v !== 'string') throw new RpcError(ErrorCode.InvalidParams, `params.${key} must be a string`);
@@ -556,6 +607,7 @@ function requireString(params: Params, key: string): string {
 
 /** Waits for all, but no longer than `ms`. */
 function boundedAll(ps: Promise<void>[], ms: number): Promise<void> {
+  if (ps.length === 0) return Promise.resolve();
   return new Promise((resolve) => {
     const t = setTimeout(resolve, ms);
     t.unref?.();
@@ -564,4 +616,18 @@ function boundedAll(ps: Promise<void>[], ms: number): Promise<void> {
       resolve();
     });
   });
+}
+
+/** Union of two capability objects (objects merged key by key). */
+function mergeDeep(a: Params, b: Params): Params {
+  const out: Params = { ...a };
+  for (const [k, v] of Object.entries(b)) {
+    const prev = out[k];
+    out[k] = isObject(prev) && isObject(v) ? mergeDeep(prev, v) : v;
+  }
+  return out;
+}
+
+function isObject(v: unknown): v is Params {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -95,11 +95,10 @@ export class HostSession implements SessionPort {
     this.protocolVersion = negotiateVersion(params.protocolVersion);
     this.clientCapabilities = (params.capabilities as Params) ?? {};
     this.clientInfo = (params.clientInfo as Params) ?? {};
-    // The first answer waits for the upstreams (bounded), so the host's first lists are complete.
-    await this.router.ready();
+    // The answer waits for the upstreams (bounded), so the host's first lists are complete.
+    const { capabilities, instructions } = await this.router.greet(this);
     this.initialized = true;
     this.log.info({ protocolVersion: this.protocolVersion, clientInfo: this.clientInfo }, 'host initialized');
-    const { capabilities, instructions } = this.router.greet(this);
     return {
       protocolVersion: this.protocolVersion,
       capabilities,
@@ -114,7 +113,7 @@ export class HostSession implements SessionPort {
       case 'notifications/cancelled': // the endpoint already aborted the request
         return;
       case 'notifications/roots/list_changed':
-        this.router.rootsChanged();
+        this.router.rootsChanged(this);
         return;
       default:
         this.log.debug({ method: n.method }, 'notification from host not routed');

@@ -1,0 +1,113 @@
+// Which upstream connections a host session uses. A `shared` server has one connection for all
+// sessions; a `session` server gets one connection per host session, opened when the session
+// initializes (its capabilities are part of the host's answer) and closed with the session.
+
+import type { Config, ServerConfig } from '../config/types.js';
+import type { Logger } from '../observe/logger.js';
+import type { Params } from '../protocol/mcp.js';
+import { Upstream, type UpstreamListener } from '../upstream/upstream.js';
+import { VERSION } from '../version.js';
+import type { SessionPort } from './router.js';
+
+const CLIENT_INFO = { name: 'mcpmux', version: VERSION };
+
+/** What mcpmux declares to shared upstreams: what it can route back to some host. */
+const SHARED_CLIENT_CAPABILITIES: Params = {
+  roots: { listChanged: true },
+  sampling: {},
+  elicitation: { form: {}, url: {} },
+};
+
+export class UpstreamPool {
+  private readonly shared = new Map<string, Upstream>();
+  private readonly perSession = new Map<SessionPort, Map<string, Upstream>>();
+  private readonly owners = new WeakMap<Upstream, SessionPort>();
+  private readonly enabled: ServerConfig[];
+
+  constructor(
+    private readonly config: Config,
+    private readonly log: Logger,
+    private readonly listener: UpstreamListener,
+  ) {
+    this.enabled = config.servers.filter((s) => !s.disabled);
+  }
+
+  /** Starts every shared upstream; resolves when each is ready or failed (never rejects). */
+  startShared(): Promise<void>[] {
+    return this.enabled.filter((c) => c.sharing === 'shared').map((c) => {
+      const up = this.create(c, SHARED_CLIENT_CAPABILITIES);
+      this.shared.set(c.name, up);
+      return up.start();
+    });
+  }
+
+  /** Opens this session's own connections (for `session` servers), declaring exactly the host's capabilities. */
+  startFor(session: SessionPort): Promise<void>[] {
+    const own = this.enabled.filter((c) => c.sharing === 'session');
+    if (own.length === 0 || this.perSession.has(session)) return [];
+    const mine = new Map<string, Upstream>();
+    this.perSession.set(session, mine);
+    return own.map((c) => {
+      const up = this.create(c, session.clientCapabilities);
+      this.owners.set(up, session);
+      mine.set(c.name, up);
+      return up.start();
+    });
+  }
+
+  /** Closes this session's own connections. */
+  async closeFor(session: SessionPort): Promise<void> {
+    const mine = this.perSession.get(session);
+    this.perSession.delete(session);
+    if (mine) await Promise.all([...mine.values()].map((u) => u.close()));
+  }
+
+  async closeAll(): Promise<void> {
+    const all = [...this.shared.values(), ...[...this.perSession.values()].flatMap((m) => [...m.values()])];
+    this.perSession.clear();
+    await Promise.all(all.map((u) => u.close()));
+  }
+
+  /** The session that owns an upstream connection; undefined for shared ones. */
+  ownerOf(up: Upstream): SessionPort | undefined {
+    return this.owners.get(up);
+  }
+
+  /** The connection a session uses for a server, if it has one. */
+  get(session: SessionPort | undefined, server: string): Upstream | undefined {
+    return this.shared.get(server) ?? (session && this.perSession.get(session)?.get(server));
+  }
+
+  /** The session's connections in config order (all, whatever their state). */
+  forSession(session: SessionPort | undefined): Upstream[] {
+    const mine = session && this.perSession.get(session);
+    const out: Upstream[] = [];
+    for (const c of this.enabled) {
+      const up = this.shared.get(c.name) ?? mine?.get(c.name);
+      if (up) out.push(up);
+    }
+    return out;
+  }
+
+  /** Every connection (shared and per-session). */
+  all(): Upstream[] {
+    return [...this.shared.values(), ...[...this.perSession.values()].flatMap((m) => [...m.values()])];
+  }
+
+  /** Shared connections in config order (for commands without a host, such as `mcpmux tools`). */
+  sharedList(): Upstream[] {
+    return this.forSession(undefined);
+  }
+
+  private create(cfg: ServerConfig, clientCapabilities: Params): Upstream {
+    return new Upstream(cfg, {
+      log: this.log,
+      listener: this.listener,
+      maxMessageBytes: this.config.limits.maxMessageBytes,
+      startupMs: this.config.timeouts.startupMs,
+      maxMs: this.config.timeouts.maxMs,
+      clientCapabilities,
+      clientInfo: CLIENT_INFO,
+    });
+  }
+}

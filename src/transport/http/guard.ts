@@ -1,0 +1,145 @@
+// Who may talk to the daemon: the Host and Origin checks against DNS rebinding and cross-site
+// browsers (403), and bearer tokens per client (401). Shared by every HTTP route and the
+// WebSocket upgrade. Everything that can be precomputed is computed once, in the constructor.
+
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { isIPv4 } from 'node:net';
+import type { IncomingMessage } from 'node:http';
+import type { ClientToken } from '../../config/types.js';
+
+export type Verdict = { ok: true } | { ok: false; status: 403; message: string };
+export type AuthResult =
+  | { ok: true; client: string | undefined }
+  | { ok: false; status: 401; message: string; challenge: string };
+
+export interface GuardOptions {
+  /** The address the daemon is bound to (decides whether the Host header is checked). */
+  host: string;
+  /** Origins allowed in addition to loopback ones; `"*"` allows any origin. */
+  allowedOrigins: readonly string[];
+  tokens: readonly ClientToken[];
+}
+
+const LOOPBACK_HOSTNAMES = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
+/** Origins seen recently and their verdicts: browsers repeat the same few, URL parsing is not free. */
+const ORIGIN_CACHE_MAX = 256;
+
+export function isLoopbackName(hostname: string): boolean {
+  const h = hostname.toLowerCase();
+  // `127.x.y.z` only as an address literal: `127.evil.example` is a name an attacker can own.
+  return LOOPBACK_HOSTNAMES.has(h) || h.endsWith('.localhost') || (h.startsWith('127.') && isIPv4(h));
+}
+
+/** The hostname part of a Host header (`[::1]:7330` -> `[::1]`, `a.b:80` -> `a.b`), lowercased. */
+function hostnameOf(hostHeader: string): string {
+  if (hostHeader.startsWith('[')) {
+    const end = hostHeader.indexOf(']');
+    return (end < 0 ? hostHeader : hostHeader.slice(0, end + 1)).toLowerCase();
+  }
+  const colon = hostHeader.indexOf(':');
+  return (colon < 0 ? hostHeader : hostHeader.slice(0, colon)).toLowerCase();
+}
+
+export class Guard {
+  /** Host names accepted in the Host header; undefined: not checked (bound to a public address). */
+  private readonly hostNames: Set<string> | undefined;
+  private readonly anyOrigin: boolean;
+  private readonly origins: Set<string>;
+  private readonly originCache = new Map<string, boolean>();
+  private readonly tokens: { client: string; digest: Buffer }[];
+
+  constructor(opts: GuardOptions) {
+    const bound = opts.host.toLowerCase();
+    // Bound to loopback, the only legitimate Host names are loopback ones (and whatever name the
+    // operator bound to). A rebinding attacker's page sends its own domain as Host.
+    if (isLoopbackName(bound) || bound === '::1') {
+      this.hostNames = new Set([...LOOPBACK_HOSTNAMES, bound, bound.includes(':') ? `[${bound}]` : bound]);
+    }
+    this.anyOrigin = opts.allowedOrigins.includes('*');
+    this.origins = new Set(opts.allowedOrigins.map(normalizeOrigin));
+    this.tokens = opts.tokens.map((t) => ({ client: t.client, digest: digest(t.token) }));
+  }
+
+  get authRequired(): boolean {
+    return this.tokens.length > 0;
+  }
+
+  /** Host header (DNS rebinding) and Origin header (cross-site browsers). */
+  check(req: IncomingMessage): Verdict {
+    if (this.hostNames) {
+      const host = req.headers.host;
+      if (host !== undefined) {
+        const name = hostnameOf(host);
+        if (!this.hostNames.has(name) && !isLoopbackName(name)) {
+          return { ok: false, status: 403, message: `Forbidden: Host ${JSON.stringify(host)} is not allowed` };
+        }
+      }
+    }
+    const origin = req.headers.origin;
+    if (origin !== undefined && !this.originAllowed(origin)) {
+      return { ok: false, status: 403, message: `Forbidden: Origin ${JSON.stringify(origin)} is not allowed (see listen.allowedOrigins)` };
+    }
+    return { ok: true };
+  }
+
+  /** True for an Origin header that may make requests (used for CORS answers too). */
+  originAllowed(origin: string): boolean {
+    if (this.anyOrigin) return true;
+    const cached = this.originCache.get(origin);
+    if (cached !== undefined) return cached;
+    const verdict = this.origins.has(normalizeOrigin(origin)) || isLoopbackOrigin(origin);
+    if (this.originCache.size >= ORIGIN_CACHE_MAX) this.originCache.clear();
+    this.originCache.set(origin, verdict);
+    return verdict;
+  }
+
+  /**
+   * The client a bearer token belongs to. Without configured tokens everyone is anonymous.
+   * Every token is compared (no early exit) in constant time over sha256 digests, so neither
+   * the length nor the position of a match leaks through timing.
+   */
+  authenticate(req: IncomingMessage): AuthResult {
+    if (this.tokens.length === 0) return { ok: true, client: undefined };
+    const header = req.headers.authorization;
+    if (header === undefined) {
+      return { ok: false, status: 401, message: 'Unauthorized: a bearer token is required', challenge: 'Bearer realm="mcpmux"' };
+    }
+    const token = header.length > 7 && header.slice(0, 7).toLowerCase() === 'bearer ' ? header.slice(7).trim() : '';
+    const given = digest(token);
+    let client: string | undefined;
+    for (const t of this.tokens) {
+      if (timingSafeEqual(given, t.digest) && client === undefined) client = t.client;
+    }
+    if (client === undefined || token === '') {
+      return {
+        ok: false,
+        status: 401,
+        message: 'Unauthorized: invalid bearer token',
+        challenge: 'Bearer realm="mcpmux", error="invalid_token"',
+      };
+    }
+    return { ok: true, client };
+  }
+}
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s, 'utf8').digest();
+}
+
+/** `HTTPS://App.Example.com/` -> `https://app.example.com` (an Origin has no path). */
+function normalizeOrigin(o: string): string {
+  const s = o.trim().toLowerCase();
+  return s.endsWith('/') ? s.slice(0, -1) : s;
+}
+
+/** `http(s)://localhost:*`, `http(s)://127.0.0.1:*`, `http(s)://[::1]:*`. */
+function isLoopbackOrigin(origin: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(origin);
+  } catch {
+    return false; // includes the opaque origin "null"
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return false;
+  return isLoopbackName(url.hostname);
+}
