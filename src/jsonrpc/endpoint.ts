@@ -39,6 +39,8 @@ export interface CancelProtocol {
 
 export interface EndpointOptions {
   cancel: CancelProtocol;
+  /** Names the peer in errors, e.g. `upstream "fs"`. */
+  peer?: string;
   /** Incoming requests answered at once with an error beyond this many in flight. */
   maxInFlight?: number;
   /** Whether a batch is acceptable now; a string is the reason it is not. */
@@ -74,6 +76,10 @@ export class Endpoint {
     transport.onclose = (reason) => this.shutdown(reason);
   }
 
+  private get peerText(): string {
+    return this.opts.peer ? `to ${this.opts.peer} ` : '';
+  }
+
   get isClosed(): boolean {
     return this.closed;
   }
@@ -88,7 +94,7 @@ export class Endpoint {
   }
 
   request(id: JsonRpcId, method: string, params: Result | undefined, opts: RequestOptions = {}): Promise<Result> {
-    if (this.closed) return Promise.reject(new RpcError(-32000, 'Connection closed'));
+    if (this.closed) return Promise.reject(new RpcError(-32000, `Connection ${this.peerText}closed`));
     const { signal } = opts;
     if (signal?.aborted) return Promise.reject(abortError(signal));
     const promise = this.pending.add(id, opts);
@@ -129,7 +135,7 @@ export class Endpoint {
   private shutdown(reason: string): void {
     if (this.closed) return;
     this.closed = true;
-    this.pending.failAll(new RpcError(-32000, `Connection closed: ${reason}`));
+    this.pending.failAll(new RpcError(-32000, `Connection ${this.peerText}closed: ${reason}`));
     for (const ctl of this.incoming.values()) ctl.abort(new Error('connection closed'));
     this.incoming.clear();
     this.onclose?.(reason);

@@ -94,6 +94,7 @@ export class Upstream {
       this.connection = conn;
       const ep = new Endpoint(conn.transport, this.handlers, {
         cancel: cancelProtocol,
+        peer: `upstream "${this.name}"`,
         onProtocolError: (what, detail) => this.log.debug({ detail }, what),
       });
       this.endpoint = ep;
@@ -227,7 +228,7 @@ export class Upstream {
     this.reason = reason;
     const ep = this.endpoint;
     // In-flight requests fail fast with a clear reason instead of waiting for their timeout.
-    if (ep && !ep.isClosed) void ep.close(`upstream "${this.name}" ${reason}`);
+    if (ep && !ep.isClosed) void ep.close(reason);
     this.deps.listener.stateChanged(this);
   }
 }
