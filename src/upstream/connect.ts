@@ -1,9 +1,15 @@
-// Opens the transport an upstream's config asks for. Each kind lives in its own file.
+// Opens the transport an upstream's config asks for. Each kind lives in its own file; the remote
+// kinds (http, sse, ws) are wrapped in a RemoteLink that accepts sends at once (Upstream sends
+// initialize immediately) and hands them on when the real transport is ready.
 
-import type { ServerConfig } from '../config/types.js';
+import type { RemoteServerConfig, ServerConfig } from '../config/types.js';
+import type { Incoming, JsonRpcId } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
-import type { Transport } from '../transport/transport.js';
+import type { FrameError, Transport } from '../transport/transport.js';
 import { spawnChild } from './child.js';
+import { StreamableHttpTransport, safeUrl } from './http.js';
+import { LegacySseTransport } from './sse.js';
+import { WsTransport } from './ws.js';
 
 export interface Connection {
   transport: Transport;
@@ -20,13 +26,101 @@ export interface Connection {
   expired?: boolean;
 }
 
+/** What http.ts, sse.ts and ws.ts provide: a Transport that may need a moment before it can send. */
+export interface RemoteTransport extends Transport {
+  /** Resolves once send() may be called; never rejects (a failure arrives through onclose). */
+  readonly ready: Promise<void>;
+  /** The server ended our session (HTTP 404): re-initialize at once. */
+  readonly expired: boolean;
+}
+
 export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log: Logger): Connection {
+  if (cfg.transport === 'stdio') return spawnChild(cfg, maxMessageBytes, log);
+  log.info({ transport: cfg.transport, url: safeUrl(cfg.url) }, 'connecting to upstream');
+  const link = new RemoteLink();
+  link.use(openRemote(cfg, maxMessageBytes, log, link));
+  return {
+    transport: link,
+    pid: undefined,
+    exited: link.exited,
+    stop: () => link.close(),
+    get expired() {
+      return link.expired;
+    },
+  };
+}
+
+function openRemote(cfg: RemoteServerConfig, max: number, log: Logger, link: RemoteLink): RemoteTransport {
   switch (cfg.transport) {
-    case 'stdio':
-      return spawnChild(cfg, maxMessageBytes, log);
     case 'http':
+      return new StreamableHttpTransport(cfg.url, cfg.headers, max, log, {
+        // The spec's backwards-compatibility probe: same URL, legacy transport, same first message.
+        onLegacy: (first, why) => link.use(new LegacySseTransport(cfg.url, cfg.headers, max, log, why), first),
+      });
     case 'sse':
+      return new LegacySseTransport(cfg.url, cfg.headers, max, log);
     case 'ws':
-      throw new Error(`the ${cfg.transport} upstream transport is not implemented yet`);
+      return new WsTransport(cfg.url, cfg.headers, max, log);
+  }
+}
+
+/**
+ * The Transport an Upstream sees for a remote server: queues sends until the current remote
+ * transport is ready, and lets the HTTP probe swap in the legacy transport underneath.
+ */
+class RemoteLink implements Transport {
+  onmessage?: (value: unknown, related?: JsonRpcId) => void;
+  onframeerror?: (err: FrameError) => void;
+  onclose?: (reason: string) => void;
+  readonly exited: Promise<string>;
+
+  private inner: RemoteTransport | undefined;
+  /** Sends waiting for `inner` to be ready; undefined once they flow straight through. */
+  private queue: [Incoming, JsonRpcId | undefined][] | undefined = [];
+  private closed = false;
+  private resolveExited!: (how: string) => void;
+
+  constructor() {
+    this.exited = new Promise((resolve) => (this.resolveExited = resolve));
+  }
+
+  get expired(): boolean {
+    return this.inner?.expired ?? false;
+  }
+
+  /** Makes `inner` the transport; `resend` goes first (the message the previous one gave back). */
+  use(inner: RemoteTransport, resend?: Incoming): void {
+    if (this.closed) return void inner.close();
+    this.inner = inner;
+    this.queue = [...(resend === undefined ? [] : [[resend, undefined] as [Incoming, undefined]]), ...(this.queue ?? [])];
+    // Only the current inner transport may speak: a replaced one is inert.
+    inner.onmessage = (v, related) => this.inner === inner && this.onmessage?.(v, related);
+    inner.onframeerror = (e) => this.inner === inner && this.onframeerror?.(e);
+    inner.onclose = (reason) => this.inner === inner && this.finish(reason);
+    void inner.ready.then(() => {
+      if (this.inner !== inner || this.closed) return;
+      const queued = this.queue ?? [];
+      this.queue = undefined;
+      for (const [msg, related] of queued) inner.send(msg, related);
+    });
+  }
+
+  send(msg: Incoming, related?: JsonRpcId): void {
+    if (this.closed) return;
+    if (this.queue) this.queue.push([msg, related]);
+    else this.inner?.send(msg, related);
+  }
+
+  async close(): Promise<void> {
+    this.finish('closed');
+    await this.inner?.close();
+  }
+
+  private finish(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.queue = undefined;
+    this.resolveExited(reason);
+    this.onclose?.(reason);
   }
 }

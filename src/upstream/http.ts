@@ -1,0 +1,519 @@
+// Streamable HTTP client transport (MCP 2025-11-25): every message we send is its own POST; the
+// answer to a request comes back as one JSON body or as an SSE stream that may also carry the
+// server's requests and notifications about that request; a GET stream carries what the server
+// says unprompted. Also the small HTTP helpers that the legacy SSE client (sse.ts) shares.
+
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import { ErrorCode, errorResponse, type Incoming, type JsonRpcId, type JsonRpcResponse } from '../jsonrpc/message.js';
+import type { Logger } from '../observe/logger.js';
+import { MuxError } from '../protocol/mcp.js';
+import type { FrameError } from '../transport/transport.js';
+import type { RemoteTransport } from './connect.js';
+
+const JSON_TYPE = 'application/json';
+const SSE_TYPE = 'text/event-stream';
+/** Statuses that, on our first POST, mean "not a Streamable HTTP server" (spec: backwards compatibility). */
+const LEGACY_PROBE_STATUSES = new Set([400, 404, 405]);
+/** Dropped SSE streams: reconnect delay when the server sent no `retry`, growth, cap, attempts. */
+const RETRY_DEFAULT_MS = 1000;
+const RETRY_GROWTH = 1.5;
+const RETRY_MAX_MS = 30_000;
+const MAX_RECONNECTS = 5;
+/** How long close() waits for the DELETE that ends the session. */
+const DELETE_TIMEOUT_MS = 2000;
+const MAX_REDIRECTS = 5;
+/** Characters of an error body quoted in the synthetic error. */
+const EXCERPT_CHARS = 200;
+
+export interface HttpTransportOptions {
+  /**
+   * Called, instead of failing, when the server refuses our first POST (initialize, no session)
+   * with 400/404/405: the caller retries `first` over the legacy HTTP+SSE transport. After the
+   * call this transport is inert (closed without onclose).
+   */
+  onLegacy?: (first: Incoming, why: string) => void;
+}
+
+/** One SSE stream we read: a POST's answer (and its resumptions), or the GET stream. */
+interface Stream {
+  /** The id of the request whose answer the stream carries; undefined for the GET stream. */
+  related: JsonRpcId | undefined;
+  ctl: AbortController;
+  lastEventId: string | undefined;
+  reconnects: number;
+  lastError: string;
+}
+
+export class StreamableHttpTransport implements RemoteTransport {
+  onmessage?: (value: unknown, related?: JsonRpcId) => void;
+  onframeerror?: (err: FrameError) => void;
+  onclose?: (reason: string) => void;
+  readonly ready = Promise.resolve();
+  expired = false;
+
+  private sessionId: string | undefined;
+  /** Negotiated version, sent as MCP-Protocol-Version once known. */
+  private protocolVersion: string | undefined;
+  private initializeId: JsonRpcId | undefined;
+  /** The server's last `retry` field, in ms; it applies to every later reconnect. */
+  private serverRetryMs: number | undefined;
+  private closed = false;
+  private closing: Promise<void> | undefined;
+  /** Aborts every POST in flight when we close. */
+  private readonly abort = new AbortController();
+  /** SSE streams being read: POST answers by request id, and the GET stream under `undefined`. */
+  private readonly streams = new Map<JsonRpcId | undefined, Stream>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly where: string;
+
+  constructor(
+    private readonly url: string,
+    private readonly headers: Record<string, string>,
+    private readonly maxBytes: number,
+    private readonly log: Logger,
+    private readonly opts: HttpTransportOptions = {},
+  ) {
+    this.where = safeUrl(url);
+  }
+
+  send(msg: Incoming): void {
+    if (this.closed) return;
+    // Once we cancel a request, its answer stream is of no use: stop reading it.
+    const cancelled = cancelledId(msg);
+    if (cancelled !== undefined) this.dropStream(cancelled);
+    this.post(msg).catch((err: Error) => this.fail(`POST ${this.where} failed: ${err.message}`));
+  }
+
+  close(): Promise<void> {
+    return (this.closing ??= (async () => {
+      const wasOpen = !this.closed;
+      this.shutdown();
+      if (wasOpen) this.onclose?.('closed');
+      // Politely end the session; a 405 (server keeps sessions) or a dead server is fine.
+      if (this.sessionId !== undefined && !this.expired) await this.deleteSession();
+    })());
+  }
+
+  // ---- sending ---------------------------------------------------------------------------
+
+  private async post(msg: Incoming): Promise<void> {
+    const id = requestIdOf(msg);
+    const method = Array.isArray(msg) ? undefined : (msg as { method?: unknown }).method;
+    if (method === 'initialize' && id !== undefined) this.initializeId = id;
+    const hadSession = this.sessionId !== undefined;
+    let res: Response;
+    try {
+      res = await fetchSameOrigin(this.url, {
+        method: 'POST',
+        headers: this.requestHeaders(`${JSON_TYPE}, ${SSE_TYPE}`, true),
+        body: JSON.stringify(msg),
+        signal: this.abort.signal,
+      });
+    } catch (err) {
+      // Unreachable server: the whole connection is down, not just this message.
+      if (!this.closed) this.fail(`cannot reach ${this.where}: ${describeFetchError(err)}`);
+      return;
+    }
+    if (this.closed) return void res.body?.cancel().catch(() => {});
+    if (method === 'initialize') this.sessionId = res.headers.get('mcp-session-id') ?? undefined;
+
+    if (!res.ok) return this.refused(res, msg, id, hadSession);
+    if (id === undefined || res.status === 202) {
+      await res.body?.cancel().catch(() => {});
+      if (method === 'notifications/initialized') this.openGetStream();
+      return;
+    }
+    const type = mediaType(res);
+    if (type === SSE_TYPE) {
+      this.consume(res, this.newStream(id));
+    } else if (type === JSON_TYPE) {
+      let body: Awaited<ReturnType<typeof readBody>>;
+      try {
+        body = await readBody(res, this.maxBytes);
+      } catch (err) {
+        return this.deliver(unavailable(id, `upstream answer broke off: ${describeFetchError(err)}`), id);
+      }
+      if ('tooLarge' in body) return this.deliver(tooLargeResponse(id, body.tooLarge, this.maxBytes), id);
+      const parsed = this.parse(body.text, id);
+      if (parsed) this.deliver(parsed.value, id);
+    } else {
+      await res.body?.cancel().catch(() => {});
+      this.deliver(unavailable(id, `upstream answered with unexpected content type ${JSON.stringify(res.headers.get('content-type'))}`), id);
+    }
+  }
+
+  /** A POST got a non-2xx answer. */
+  private async refused(res: Response, msg: Incoming, id: JsonRpcId | undefined, hadSession: boolean): Promise<void> {
+    const detail = await errorExcerpt(res);
+    if (res.status === 404 && hadSession) return this.sessionGone();
+    const first = !hadSession && id !== undefined && id === this.initializeId;
+    if (first && LEGACY_PROBE_STATUSES.has(res.status) && this.opts.onLegacy) {
+      this.log.info({ url: this.where, status: res.status }, 'not a Streamable HTTP server; trying the legacy HTTP+SSE transport');
+      this.shutdown();
+      this.opts.onLegacy(msg, `POST ${this.where}: HTTP ${res.status}`);
+      return;
+    }
+    const message = `upstream HTTP ${res.status}: ${detail || res.statusText || 'no details'}`;
+    // The pending request fails now instead of waiting for its timeout.
+    if (id !== undefined) this.deliver(unavailable(id, message), id);
+    else this.log.warn({ status: res.status, detail }, 'upstream refused a notification or response');
+  }
+
+  /** The server ended our session: the Upstream re-initializes at once (see Connection.expired). */
+  private sessionGone(): void {
+    if (this.closed) return;
+    this.expired = true;
+    this.log.info({ url: this.where }, 'upstream session expired (HTTP 404)');
+    this.fail('upstream session expired (HTTP 404)');
+  }
+
+  private async deleteSession(): Promise<void> {
+    try {
+      const res = await fetchSameOrigin(this.url, {
+        method: 'DELETE',
+        headers: this.requestHeaders(`${JSON_TYPE}, ${SSE_TYPE}`, false),
+        signal: AbortSignal.timeout(DELETE_TIMEOUT_MS),
+      });
+      await res.body?.cancel().catch(() => {});
+      this.log.debug({ status: res.status }, 'upstream session deleted');
+    } catch (err) {
+      this.log.debug({ err: describeFetchError(err) }, 'DELETE of the upstream session failed');
+    }
+  }
+
+  /** Config headers first, so ours (Accept, session, version) cannot be overridden by accident. */
+  private requestHeaders(accept: string, json: boolean): Headers {
+    const h = new Headers(this.headers);
+    h.set('accept', accept);
+    if (json) h.set('content-type', JSON_TYPE);
+    if (this.sessionId !== undefined) h.set('mcp-session-id', this.sessionId);
+    if (this.protocolVersion !== undefined) h.set('mcp-protocol-version', this.protocolVersion);
+    return h;
+  }
+
+  // ---- receiving -------------------------------------------------------------------------
+
+  /** Parses one JSON payload; a bad one fails the related request, or is reported upstream. */
+  private parse(text: string, related: JsonRpcId | undefined): { value: unknown } | undefined {
+    try {
+      return { value: JSON.parse(text) };
+    } catch (e) {
+      const detail = (e as Error).message;
+      if (related !== undefined) this.deliver(unavailable(related, `upstream sent invalid JSON: ${detail}`), related);
+      else this.onframeerror?.({ ok: false, error: 'parse', detail });
+      return undefined;
+    }
+  }
+
+  private deliver(value: unknown, related: JsonRpcId | undefined): void {
+    if (this.closed) return;
+    // The transport must send MCP-Protocol-Version but does not negotiate: it reads the version
+    // from the initialize answer as it passes, before the Upstream can send anything else.
+    if (this.protocolVersion === undefined && this.initializeId !== undefined) {
+      const m = value as { id?: unknown; result?: { protocolVersion?: unknown } } | null;
+      if (m?.id === this.initializeId && typeof m.result?.protocolVersion === 'string') this.protocolVersion = m.result.protocolVersion;
+    }
+    this.onmessage?.(value, related);
+  }
+
+  private newStream(related: JsonRpcId | undefined): Stream {
+    this.streams.get(related)?.ctl.abort();
+    const s: Stream = { related, ctl: new AbortController(), lastEventId: undefined, reconnects: 0, lastError: '' };
+    this.streams.set(related, s);
+    return s;
+  }
+
+  private dropStream(related: JsonRpcId): void {
+    this.streams.get(related)?.ctl.abort();
+    this.streams.delete(related);
+  }
+
+  private openGetStream(): void {
+    void this.get(this.newStream(undefined));
+  }
+
+  /** Reads one SSE response; when it ends early, resumes it (GET + Last-Event-ID). */
+  private consume(res: Response, s: Stream): void {
+    void readSse(res.body, this.maxBytes, s.ctl.signal, {
+      event: (ev) => this.onEvent(ev, s),
+      retry: (ms) => (this.serverRetryMs = ms),
+    }).then(
+      () => this.ended(s, 'the server closed the stream'),
+      (err: Error) => {
+        if (err instanceof TooLargeError) return this.tooLarge(s, err.bytes);
+        this.ended(s, `stream broke: ${describeFetchError(err)}`);
+      },
+    );
+  }
+
+  private onEvent(ev: EventSourceMessage, s: Stream): void {
+    if (ev.id) s.lastEventId = ev.id;
+    if (ev.id || ev.data) s.reconnects = 0; // the stream makes progress
+    // No data: a priming event or keep-alive. Other event types are not MCP messages.
+    if (!ev.data || (ev.event !== undefined && ev.event !== 'message')) return;
+    const parsed = this.parse(ev.data, s.related);
+    if (!parsed) return;
+    const done = s.related !== undefined && answers(parsed.value, s.related);
+    this.deliver(parsed.value, s.related);
+    if (done) {
+      // Answered: nothing more belongs on this stream (a resumed one may otherwise stay open).
+      s.ctl.abort();
+      this.forget(s);
+    }
+  }
+
+  private tooLarge(s: Stream, bytes: number): void {
+    if (this.closed || s.ctl.signal.aborted) return;
+    // Every message on a POST stream belongs to its request: failing that request is exact.
+    if (s.related !== undefined) {
+      this.forget(s);
+      return this.deliver(tooLargeResponse(s.related, bytes, this.maxBytes), s.related);
+    }
+    this.onframeerror?.({ ok: false, error: 'too-large', bytes, head: '' });
+    this.reconnect(s); // the GET stream is still wanted; resume after the oversized event
+  }
+
+  private ended(s: Stream, why: string): void {
+    if (this.closed || s.ctl.signal.aborted) return;
+    s.lastError = why;
+    // A POST stream without an event id cannot be resumed: its answer will never come.
+    if (s.related !== undefined && s.lastEventId === undefined) return this.giveUp(s);
+    this.reconnect(s);
+  }
+
+  private reconnect(s: Stream): void {
+    if (s.reconnects >= MAX_RECONNECTS) return this.giveUp(s);
+    const delay = this.serverRetryMs ?? Math.min(RETRY_MAX_MS, RETRY_DEFAULT_MS * RETRY_GROWTH ** s.reconnects);
+    s.reconnects++;
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      void this.get(s);
+    }, delay);
+    this.timers.add(timer);
+  }
+
+  private giveUp(s: Stream): void {
+    this.forget(s);
+    if (s.related !== undefined) {
+      this.deliver(unavailable(s.related, `upstream response stream lost before the answer (${s.lastError})`), s.related);
+    } else {
+      this.log.warn({ why: s.lastError }, 'lost the stream of server-initiated messages');
+    }
+  }
+
+  private forget(s: Stream): void {
+    if (this.streams.get(s.related) === s) this.streams.delete(s.related);
+  }
+
+  /** GET: opens the server's own stream, or resumes `s` after its last event id. */
+  private async get(s: Stream): Promise<void> {
+    if (this.closed || s.ctl.signal.aborted) return;
+    const headers = this.requestHeaders(SSE_TYPE, false);
+    if (s.lastEventId !== undefined) headers.set('last-event-id', s.lastEventId);
+    let res: Response;
+    try {
+      res = await fetchSameOrigin(this.url, { method: 'GET', headers, signal: s.ctl.signal });
+    } catch (err) {
+      if (this.closed || s.ctl.signal.aborted) return;
+      s.lastError = describeFetchError(err);
+      return this.reconnect(s);
+    }
+    if (res.status === 404 && this.sessionId !== undefined) {
+      await res.body?.cancel().catch(() => {});
+      return this.sessionGone();
+    }
+    if (res.status === 405 && s.related === undefined && s.lastEventId === undefined) {
+      // The server offers no stream of its own: fine.
+      await res.body?.cancel().catch(() => {});
+      return this.forget(s);
+    }
+    if (!res.ok || mediaType(res) !== SSE_TYPE) {
+      s.lastError = res.ok ? `unexpected content type ${res.headers.get('content-type')}` : `HTTP ${res.status}: ${await errorExcerpt(res)}`;
+      if (res.ok) await res.body?.cancel().catch(() => {});
+      return this.reconnect(s);
+    }
+    this.consume(res, s);
+  }
+
+  // ---- lifecycle -------------------------------------------------------------------------
+
+  private fail(reason: string): void {
+    if (this.closed) return;
+    this.shutdown();
+    this.onclose?.(reason);
+  }
+
+  private shutdown(): void {
+    this.closed = true;
+    this.abort.abort();
+    for (const s of this.streams.values()) s.ctl.abort();
+    this.streams.clear();
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+  }
+}
+
+// ---- helpers shared with the legacy SSE client ---------------------------------------------
+
+export class TooLargeError extends Error {
+  constructor(readonly bytes: number) {
+    super(`message of ${bytes} bytes exceeds the limit`);
+  }
+}
+
+/**
+ * Reads an SSE body, calling `on.event` per event, until it ends (resolves), breaks (rejects),
+ * or `signal` aborts (resolves). An event over `maxBytes` rejects with TooLargeError; the parser's
+ * own buffer is capped too, so a never-ending event cannot grow memory without bound.
+ */
+export async function readSse(
+  body: ReadableStream<Uint8Array> | null,
+  maxBytes: number,
+  signal: AbortSignal,
+  on: { event(ev: EventSourceMessage): void; retry?(ms: number): void },
+): Promise<void> {
+  if (!body) return;
+  const reader = body.getReader();
+  const cancel = (): void => void reader.cancel().catch(() => {});
+  if (signal.aborted) return cancel();
+  signal.addEventListener('abort', cancel, { once: true });
+  let tooLarge: number | undefined;
+  const parser = createParser({
+    onEvent: (ev) => {
+      if (tooLarge !== undefined || signal.aborted) return;
+      const bytes = Buffer.byteLength(ev.data);
+      if (bytes > maxBytes) tooLarge = bytes;
+      else on.event(ev);
+    },
+    onRetry: (ms) => on.retry?.(ms),
+    onError: (err) => {
+      if (err.type === 'max-buffer-size-exceeded') tooLarge ??= maxBytes + 1;
+    },
+    // Characters, not bytes: a generous bound on buffered text; the byte check is above.
+    maxBufferSize: maxBytes + 4096,
+  });
+  const decoder = new TextDecoder();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done || signal.aborted) return;
+      parser.feed(decoder.decode(value, { stream: true }));
+      if (tooLarge !== undefined) {
+        cancel();
+        throw new TooLargeError(tooLarge);
+      }
+    }
+  } finally {
+    signal.removeEventListener('abort', cancel);
+  }
+}
+
+/** Reads a whole body up to `maxBytes`; beyond that, stops reading and reports the size seen. */
+export async function readBody(res: Response, maxBytes: number): Promise<{ text: string } | { tooLarge: number }> {
+  const declared = Number(res.headers.get('content-length'));
+  if (declared > maxBytes) {
+    await res.body?.cancel().catch(() => {});
+    return { tooLarge: declared };
+  }
+  const reader = res.body?.getReader();
+  if (!reader) return { text: '' };
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      await reader.cancel().catch(() => {});
+      return { tooLarge: total };
+    }
+    chunks.push(value);
+  }
+  return { text: Buffer.concat(chunks).toString('utf8') };
+}
+
+/** A short, single-line description of an error body (a JSON-RPC error's message if it is one). */
+export async function errorExcerpt(res: Response): Promise<string> {
+  let text: string;
+  try {
+    const body = await readBody(res, 16 * 1024);
+    if ('tooLarge' in body) return '';
+    text = body.text;
+  } catch {
+    return '';
+  }
+  try {
+    const m = (JSON.parse(text) as { error?: { message?: unknown } }).error?.message;
+    if (typeof m === 'string') text = m;
+  } catch {
+    /* not JSON: quote the text */
+  }
+  return text.replace(/\s+/g, ' ').trim().slice(0, EXCERPT_CHARS);
+}
+
+/** The synthetic answer that fails a pending request at once (MuxError.UpstreamUnavailable). */
+export function unavailable(id: JsonRpcId, message: string): JsonRpcResponse {
+  return errorResponse(id, { code: MuxError.UpstreamUnavailable, message });
+}
+
+function tooLargeResponse(id: JsonRpcId, bytes: number, max: number): JsonRpcResponse {
+  return errorResponse(id, { code: ErrorCode.InternalError, message: `Response too large: upstream message of ${bytes} bytes exceeds the limit of ${max}` });
+}
+
+/**
+ * fetch() that follows redirects only within the URL's origin: the config's headers are
+ * credentials for that server, and fetch would carry custom ones (X-Api-Key...) anywhere.
+ */
+export async function fetchSameOrigin(url: string, init: RequestInit): Promise<Response> {
+  const origin = new URL(url).origin;
+  let target = url;
+  for (let hops = 0; ; hops++) {
+    const res = await fetch(target, { ...init, redirect: 'manual' });
+    const location = res.status >= 300 && res.status < 400 ? res.headers.get('location') : null;
+    if (location === null) return res;
+    await res.body?.cancel().catch(() => {});
+    const next = new URL(location, target);
+    if (next.origin !== origin) throw new Error(`refused a redirect to another origin (${next.origin})`);
+    if (hops >= MAX_REDIRECTS) throw new Error(`more than ${MAX_REDIRECTS} redirects`);
+    target = next.href;
+  }
+}
+
+/** undici's "fetch failed" hides the useful part (ECONNREFUSED ...) in `cause`. */
+export function describeFetchError(err: unknown): string {
+  const e = err as { message?: string; cause?: { message?: string; code?: string } };
+  if (e?.cause?.message) return e.cause.message;
+  return e?.message ?? String(err);
+}
+
+/** The URL without query, fragment or credentials: what we may log. */
+export function safeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname}`;
+  } catch {
+    return '(invalid url)';
+  }
+}
+
+export function mediaType(res: Response): string {
+  return (res.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+}
+
+/** Id of the request in an outgoing message (mcpmux never sends batches of requests upstream). */
+export function requestIdOf(msg: Incoming): JsonRpcId | undefined {
+  const m = (Array.isArray(msg) ? msg[0] : msg) as { id?: JsonRpcId; method?: unknown } | undefined;
+  return m && typeof m.method === 'string' && m.id !== undefined ? m.id : undefined;
+}
+
+function cancelledId(msg: Incoming): JsonRpcId | undefined {
+  const m = msg as { method?: unknown; params?: { requestId?: unknown } };
+  const id = m.method === 'notifications/cancelled' ? m.params?.requestId : undefined;
+  return typeof id === 'string' || typeof id === 'number' ? id : undefined;
+}
+
+/** Whether a message (or batch) carries the response to request `id`. */
+function answers(value: unknown, id: JsonRpcId): boolean {
+  const list = (Array.isArray(value) ? value : [value]) as { id?: unknown; method?: unknown }[];
+  return list.some((m) => m !== null && typeof m === 'object' && m.id === id && m.method === undefined);
+}
