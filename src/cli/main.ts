@@ -48,6 +48,29 @@ export async function main(argv: string[]): Promise<number> {
       result = runTools(o);
     });
 
+  program
+    .command('serve')
+    .description('run the daemon: Streamable HTTP at /mcp, HTTP+SSE at /sse, WebSocket at /ws')
+    .addOption(configOpt())
+    .addOption(levelOpt())
+    .option('--host <host>', 'address to bind (default: listen.host, 127.0.0.1)')
+    .option('--port <port>', 'port to listen on, 0 for any free port (default: listen.port, 7330)')
+    .action(async (o: import('./serve.js').ServeOptions) => {
+      const { runServe } = await import('./serve.js');
+      result = runServe(o);
+    });
+
+  program
+    .command('connect')
+    .description('bridge stdin/stdout to a running daemon (default http://127.0.0.1:7330/mcp)')
+    .argument('[url]', "the daemon's /mcp URL")
+    .addOption(levelOpt())
+    .option('-H, --header <header>', 'extra HTTP header, repeatable, e.g. "Authorization: Bearer ..." (or $MCPMUX_TOKEN)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .action(async (url: string | undefined, o: import('./connect.js').ConnectOptions) => {
+      const { runConnect } = await import('./connect.js');
+      result = runConnect(url, o);
+    });
+
   try {
     await program.parseAsync(argv);
     return await result;

@@ -90,3 +90,12 @@ export function sendTooLarge(res: ServerResponse, limit: number): void {
     connection: 'close',
   });
 }
+
+/** 503 when limits.maxSessions is reached. */
+export function sendOverloaded(res: ServerResponse, maxSessions: number): void {
+  sendError(res, 503, HttpRpcCode.Overloaded, overloadedMessage(maxSessions), { 'retry-after': '5' });
+}
+
+export function overloadedMessage(maxSessions: number): string {
+  return `Service Unavailable: too many sessions (limits.maxSessions = ${maxSessions})`;
+}

@@ -22,8 +22,6 @@ export class SseWriter {
   ) {
     res.writeHead(200, { ...SSE_HEADERS, ...headers });
     res.flushHeaders();
-    // Messages are small and latency matters more than packet count.
-    res.socket?.setNoDelay(true);
     res.on('close', () => this.finish());
   }
 

@@ -1,0 +1,332 @@
+// `mcpmux connect [URL]`: a stdio-only host talks to a running daemon. A raw message pump (no
+// SDK): each stdin line is POSTed to the daemon's /mcp; JSON answers and SSE events come back
+// as stdout lines. The session id from initialize is kept, the GET stream is opened once the
+// host's `notifications/initialized` is accepted, and stdin's end DELETEs the session.
+//
+// When the daemon forgets the session (404, e.g. after a restart) the bridge initializes a new
+// one with the host's original initialize request and resends the message, once; the host
+// keeps its connection. stdout carries only MCP; logs go to stderr.
+
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import { LineDecoder, type Frame } from '../jsonrpc/framing.js';
+import { classify, type JsonRpcId } from '../jsonrpc/message.js';
+import { createLogger, type Logger } from '../observe/logger.js';
+import { DEFAULTS } from '../config/types.js';
+import { UsageError } from './runtime.js';
+
+export const DEFAULT_CONNECT_URL = `http://127.0.0.1:${DEFAULTS.port}/mcp`;
+export const TOKEN_ENV = 'MCPMUX_TOKEN';
+
+export interface ConnectOptions {
+  header?: string[];
+  logLevel?: string;
+}
+
+/** Attempts to reconnect a dropped SSE stream (GET or a POST's) before giving up on it. */
+const MAX_RESUMES = 5;
+const DEFAULT_RETRY_MS = 1000;
+const DELETE_TIMEOUT_MS = 2000;
+/** After stdin ends, how long answers still streaming in may take before the session is deleted. */
+const DRAIN_MS = 1000;
+
+export async function runConnect(url: string | undefined, opts: ConnectOptions): Promise<number> {
+  const target = url ?? DEFAULT_CONNECT_URL;
+  try {
+    new URL(target);
+  } catch {
+    throw new UsageError(`not a URL: ${JSON.stringify(target)}`);
+  }
+  const headers: Record<string, string> = {};
+  for (const h of opts.header ?? []) {
+    const colon = h.indexOf(':');
+    if (colon <= 0) throw new UsageError(`--header must look like "Name: value", not ${JSON.stringify(h)}`);
+    headers[h.slice(0, colon).trim().toLowerCase()] = h.slice(colon + 1).trim();
+  }
+  const token = process.env[TOKEN_ENV];
+  if (token && headers.authorization === undefined) headers.authorization = `Bearer ${token}`;
+  const log = createLogger(opts.logLevel ?? 'warn', token ? [token] : []);
+  const bridge = new Bridge(target, headers, log);
+  await bridge.run();
+  // Idle keep-alive sockets of fetch's pool must not hold the process open after the host left.
+  setTimeout(() => process.exit(0), 200).unref();
+  return 0;
+}
+
+type Msg = Record<string, unknown>;
+
+class Bridge {
+  private sessionId: string | undefined;
+  private protocolVersion: string | undefined;
+  /** The host's initialize request, replayed to open a new session after a 404. */
+  private initRequest: Msg | undefined;
+  private initialized: Msg | undefined;
+  private reinit: Promise<boolean> | undefined;
+  private closing = false;
+  private readonly abort = new AbortController();
+  /** POSTs start in stdin order: each waits until the previous one has its response headers. */
+  private chain: Promise<unknown> = Promise.resolve();
+  private inflight = new Set<Promise<void>>();
+  private getOpen = false;
+  /** Requests the host cancelled: no answer is owed for them. */
+  private readonly cancelled = new Set<JsonRpcId>();
+  private nextOwnId = 0;
+
+  constructor(
+    private readonly url: string,
+    private readonly extraHeaders: Record<string, string>,
+    private readonly log: Logger,
+  ) {}
+
+  async run(): Promise<void> {
+    const decoder = new LineDecoder(DEFAULTS.maxMessageBytes);
+    const onFrame = (f: Frame): void => {
+      if (!f.ok) {
+        const message = f.error === 'parse' ? `Parse error: ${f.detail}` : `Message of ${f.bytes} bytes exceeds the limit`;
+        this.write({ jsonrpc: '2.0', id: null, error: { code: f.error === 'parse' ? -32700 : -32600, message } });
+      } else if (f.value !== undefined) {
+        const sent = this.chain.then(() => this.forward(f.value as Msg));
+        this.chain = sent.catch(() => {});
+        this.track(sent);
+      }
+    };
+    process.stdout.on('error', () => this.abort.abort());
+    await new Promise<void>((resolve) => {
+      process.stdin.on('data', (c: Buffer) => decoder.push(c, onFrame));
+      process.stdin.on('end', resolve);
+      process.stdin.on('error', () => resolve());
+      // The host's way to stop a stdio server after closing stdin; we still end the session.
+      process.once('SIGTERM', () => resolve());
+      process.once('SIGINT', () => resolve());
+      this.abort.signal.addEventListener('abort', () => resolve());
+    });
+    this.closing = true;
+    await this.chain.catch(() => {});
+    // Answers already on their way (`echo request | mcpmux connect`) get a moment to arrive.
+    await Promise.race([Promise.allSettled([...this.inflight]), delay(DRAIN_MS)]);
+    await this.deleteSession();
+    this.abort.abort();
+  }
+
+  private track(p: Promise<void>): void {
+    const q = p.catch((err: unknown) => this.log.error({ err: String(err) }, 'bridge failure')).finally(() => this.inflight.delete(q));
+    this.inflight.add(q);
+  }
+
+  /**
+   * Sends one message (or batch) and relays what comes back. Returns once the response
+   * headers are in (so the next POST may start); the body is relayed in the background.
+   */
+  private async forward(msg: Msg, retried = false): Promise<void> {
+    const ids = requestIds(msg);
+    if (!Array.isArray(msg) && msg.method === 'initialize') this.initRequest = msg;
+    if (!Array.isArray(msg) && msg.method === 'notifications/initialized') this.initialized = msg;
+    if (!Array.isArray(msg) && msg.method === 'notifications/cancelled') {
+      const id = (msg.params as Msg | undefined)?.requestId;
+      if (this.cancelled.size >= 1024) this.cancelled.clear(); // cancels of requests long answered
+      if (typeof id === 'string' || typeof id === 'number') this.cancelled.add(id);
+    }
+    let res: Response;
+    try {
+      res = await this.post(msg);
+    } catch (err) {
+      return this.fail(ids, `mcpmux daemon unreachable at ${this.url}: ${causeOf(err)}`);
+    }
+    const sid = res.headers.get('mcp-session-id');
+    if (sid) this.sessionId = sid;
+    if (res.status === 404 && this.sessionId && !retried && this.initRequest && msg !== this.initRequest) {
+      await res.body?.cancel();
+      if (await this.reinitialize()) return this.forward(msg, true);
+    }
+    if (res.status === 202) {
+      await res.body?.cancel();
+      if (msg === this.initialized && !this.getOpen) void this.listen();
+      return;
+    }
+    if (!res.ok) {
+      const text = await res.text().catch(() => '');
+      return this.fail(ids, `HTTP ${res.status} from ${this.url}: ${text.slice(0, 500)}`);
+    }
+    const type = res.headers.get('content-type') ?? '';
+    if (type.startsWith('text/event-stream')) {
+      this.track(this.relayStream(res, new Set(ids), 0));
+    } else {
+      this.track(res.text().then((text) => this.relayJson(text)));
+    }
+  }
+
+  private relayJson(text: string): void {
+    if (!text.trim()) return;
+    try {
+      this.write(JSON.parse(text) as Msg);
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'daemon sent a body that is not JSON');
+    }
+  }
+
+  /**
+   * Writes every event of an SSE response. A POST stream that ends before all its responses
+   * came is resumed with GET + Last-Event-ID (bounded), after the server's `retry`.
+   */
+  private async relayStream(res: Response, waiting: Set<JsonRpcId>, attempt: number): Promise<void> {
+    const { lastId, retryMs } = await this.consume(res, waiting);
+    for (const id of waiting) if (this.cancelled.delete(id)) waiting.delete(id);
+    if (waiting.size === 0 || this.closing || this.abort.signal.aborted) return;
+    if (lastId === undefined || attempt >= MAX_RESUMES) {
+      return this.fail([...waiting], 'the daemon closed the response stream before answering');
+    }
+    await delay(retryMs);
+    const again = await this.get(lastId).catch(() => undefined);
+    if (!again?.ok) return this.fail([...waiting], `could not resume the response stream (HTTP ${again?.status ?? 'error'})`);
+    return this.relayStream(again, waiting, attempt + 1);
+  }
+
+  /** The standalone GET stream, reconnected with Last-Event-ID while the bridge runs. */
+  private async listen(): Promise<void> {
+    this.getOpen = true;
+    let lastId: string | undefined;
+    let failures = 0;
+    while (!this.closing && !this.abort.signal.aborted && failures < MAX_RESUMES) {
+      let res: Response | undefined;
+      try {
+        res = await this.get(lastId);
+      } catch {
+        /* counted below */
+      }
+      if (res?.status === 405) break; // the server offers no GET stream
+      if (!res?.ok) {
+        await res?.body?.cancel();
+        failures++;
+        // 404: the session is gone; the next POST re-initializes, which reopens this stream.
+        if (res?.status === 404) break;
+        await delay(DEFAULT_RETRY_MS);
+        continue;
+      }
+      failures = 0;
+      const r = await this.consume(res, undefined);
+      lastId = r.lastId ?? lastId;
+      if (!this.closing) await delay(r.retryMs);
+    }
+    this.getOpen = false;
+  }
+
+  private post(msg: unknown): Promise<Response> {
+    const headers = this.headers({ 'content-type': 'application/json', accept: 'application/json, text/event-stream' });
+    return fetch(this.url, { method: 'POST', headers, body: JSON.stringify(msg), signal: this.abort.signal });
+  }
+
+  private get(lastEventId: string | undefined): Promise<Response> {
+    const extra: Record<string, string> = { accept: 'text/event-stream' };
+    if (lastEventId !== undefined) extra['last-event-id'] = lastEventId;
+    return fetch(this.url, { method: 'GET', headers: this.headers(extra), signal: this.abort.signal });
+  }
+
+  /** Reads an SSE body to its end, writing each message; responses are removed from `waiting`. */
+  private async consume(
+    res: Response,
+    waiting: Set<JsonRpcId> | undefined,
+    sink: (m: Msg) => void = (m) => this.write(m),
+  ): Promise<{ lastId: string | undefined; retryMs: number }> {
+    let lastId: string | undefined;
+    let retryMs = DEFAULT_RETRY_MS;
+    const parser = createParser({
+      onEvent: (ev: EventSourceMessage) => {
+        if (ev.id) lastId = ev.id;
+        if (!ev.data || (ev.event && ev.event !== 'message')) return;
+        let m: Msg;
+        try {
+          m = JSON.parse(ev.data) as Msg;
+        } catch {
+          this.log.warn('daemon sent an SSE event that is not JSON');
+          return;
+        }
+        if (waiting && !('method' in m) && (typeof m.id === 'string' || typeof m.id === 'number')) waiting.delete(m.id);
+        sink(m);
+      },
+      onRetry: (ms: number) => (retryMs = ms),
+    });
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) parser.feed(decoder.decode(chunk, { stream: true }));
+    } catch (err) {
+      if (!this.abort.signal.aborted) this.log.debug({ err: String(err) }, 'SSE stream broke');
+    }
+    return { lastId, retryMs };
+  }
+
+  /** A new session from the host's own initialize (the answer is not relayed; the host has one). */
+  private reinitialize(): Promise<boolean> {
+    this.reinit ??= (async () => {
+      this.log.warn('the daemon ended our session; initializing a new one');
+      this.sessionId = undefined;
+      const init = { ...this.initRequest!, id: `mcpmux-connect-${++this.nextOwnId}` };
+      try {
+        const res = await this.post(init);
+        const sid = res.headers.get('mcp-session-id');
+        await (res.headers.get('content-type')?.startsWith('text/event-stream') ? this.consume(res, undefined, () => {}) : res.text()).catch(() => {});
+        if (!res.ok || !sid) return false;
+        this.sessionId = sid;
+        const note = await this.post(this.initialized ?? { jsonrpc: '2.0', method: 'notifications/initialized' });
+        await note.body?.cancel();
+        if (!this.getOpen) void this.listen();
+        return true;
+      } catch (err) {
+        this.log.error({ err: causeOf(err) }, 're-initialize failed');
+        return false;
+      } finally {
+        this.reinit = undefined;
+      }
+    })();
+    return this.reinit;
+  }
+
+  private async deleteSession(): Promise<void> {
+    if (!this.sessionId) return;
+    try {
+      const res = await fetch(this.url, { method: 'DELETE', headers: this.headers({}), signal: AbortSignal.timeout(DELETE_TIMEOUT_MS) });
+      await res.body?.cancel();
+    } catch (err) {
+      this.log.debug({ err: causeOf(err) }, 'DELETE failed');
+    }
+  }
+
+  private headers(extra: Record<string, string>): Record<string, string> {
+    const h: Record<string, string> = { ...this.extraHeaders, ...extra };
+    if (this.sessionId) h['mcp-session-id'] = this.sessionId;
+    if (this.protocolVersion) h['mcp-protocol-version'] = this.protocolVersion;
+    return h;
+  }
+
+  /** Error responses for the host's requests that no answer will come for. */
+  private fail(ids: JsonRpcId[], message: string): void {
+    this.log.warn({ ids }, message);
+    for (const id of ids) this.write({ jsonrpc: '2.0', id, error: { code: -32000, message } });
+  }
+
+  private write(m: Msg | Msg[]): void {
+    // The negotiated version, for the MCP-Protocol-Version header of later requests.
+    if (!Array.isArray(m) && this.initRequest && m.id === this.initRequest.id && !('method' in m)) {
+      const v = (m.result as Msg | undefined)?.protocolVersion;
+      if (typeof v === 'string') this.protocolVersion = v;
+    }
+    process.stdout.write(JSON.stringify(m) + '\n');
+  }
+}
+
+/** Ids of the requests in a message or batch (those that expect an answer). */
+function requestIds(msg: unknown): JsonRpcId[] {
+  const ids: JsonRpcId[] = [];
+  for (const m of Array.isArray(msg) ? msg : [msg]) {
+    const c = classify(m);
+    if (c.kind === 'request') ids.push(c.msg.id);
+  }
+  return ids;
+}
+
+function causeOf(err: unknown): string {
+  const e = err as { message?: string; cause?: { code?: string; message?: string } };
+  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? String(err);
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

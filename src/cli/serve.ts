@@ -1,0 +1,99 @@
+// `mcpmux serve`: the daemon. Streamable HTTP at /mcp, legacy HTTP+SSE at /sse + /messages,
+// WebSocket at /ws, /healthz and /readyz; one router (and one set of upstreams) for all hosts.
+//
+// /healthz is 200 while the process runs. /readyz is 200 once the router's startup is over
+// (every enabled upstream answered initialize or failed, or timeouts.startupMs passed) and
+// 503 before that and while draining; later upstream restarts do not flip it (they show in its
+// `detail`, as counts per upstream state). SIGTERM/SIGINT drain: stop accepting, close every session, close the router (and
+// with it every child process), exit 0.
+
+import { HostSession } from '../session/host-session.js';
+import { HttpServer } from '../transport/http/server.js';
+import { DEFAULT_IDLE_SESSION_MS } from '../transport/http/sessions.js';
+import { VERSION } from '../version.js';
+import { createRuntime, loadOrReport, onShutdownSignals, UsageError, type GlobalOptions } from './runtime.js';
+
+export interface ServeOptions extends GlobalOptions {
+  host?: string;
+  port?: string;
+}
+
+/** Overrides the idle expiry of Streamable HTTP sessions (milliseconds). */
+export const IDLE_ENV = 'MCPMUX_SESSION_IDLE_MS';
+
+export async function runServe(opts: ServeOptions): Promise<number> {
+  const port = opts.port === undefined ? undefined : parsePort(opts.port);
+  const config = await loadOrReport(opts);
+  if (!config) return 1;
+  const host = opts.host ?? config.listen.host;
+  const { log, router } = createRuntime(config, opts);
+  router.start();
+  let started = false;
+  void router.ready().then(() => (started = true));
+
+  const serverInfo = { name: 'mcpmux', version: VERSION };
+  const server = new HttpServer({
+    host,
+    port: port ?? config.listen.port,
+    adminPort: config.listen.adminPort,
+    allowedOrigins: config.listen.allowedOrigins,
+    tokens: config.listen.auth.tokens,
+    maxMessageBytes: config.limits.maxMessageBytes,
+    maxSessions: config.limits.maxSessions,
+    idleSessionMs: idleMs(),
+    log,
+    open: (transport, { client }) =>
+      new HostSession(transport, router, {
+        log,
+        maxInFlight: config.limits.maxInFlightPerSession,
+        maxMs: config.timeouts.maxMs,
+        serverInfo,
+        ...(client !== undefined && { client }),
+      }),
+    // Counts only: the operator routes need no token, so they name nothing of the config.
+    readiness: () => {
+      const upstreams: Record<string, number> = {};
+      for (const u of router.list()) upstreams[u.state] = (upstreams[u.state] ?? 0) + 1;
+      return { ready: started, detail: { upstreams } };
+    },
+  });
+
+  let bound;
+  try {
+    bound = await server.listen();
+  } catch (err) {
+    log.error({ err: (err as Error).message, host, port: port ?? config.listen.port }, 'cannot listen');
+    await router.close();
+    return 1;
+  }
+  const base = `http://${host.includes(':') ? `[${host}]` : host}:${bound.port}`;
+  // Tests (and people) look for this line: msg "listening", the /mcp url and the bound port.
+  log.info(
+    { url: `${base}/mcp`, port: bound.port, host, sse: `${base}/sse`, ws: `${base.replace('http', 'ws')}/ws`, adminPort: bound.adminPort },
+    'listening',
+  );
+
+  let stopped: Promise<void> | undefined;
+  const stop = (why: string): Promise<void> =>
+    (stopped ??= (async () => {
+      log.info({ why, sessions: server.registry.size }, 'draining');
+      await server.close();
+      await router.close();
+      log.info('stopped');
+    })());
+  onShutdownSignals(log, stop);
+  // Runs until a signal; onShutdownSignals exits the process once `stop` is done.
+  await new Promise<void>(() => {});
+  return 0;
+}
+
+function parsePort(s: string): number {
+  const n = Number(s);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError(`--port must be an integer from 0 to 65535, not ${JSON.stringify(s)}`);
+  return n;
+}
+
+function idleMs(): number {
+  const v = Number(process.env[IDLE_ENV]);
+  return Number.isFinite(v) && v > 0 ? v : DEFAULT_IDLE_SESSION_MS;
+}

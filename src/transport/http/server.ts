@@ -1,0 +1,235 @@
+// The daemon's HTTP listener(s): routing of `/mcp` (Streamable HTTP), `/sse` + `/messages`
+// (legacy HTTP+SSE), `/ws` (WebSocket upgrade) and the operator routes (`/healthz`, `/readyz`,
+// and whatever `addRoute` adds, e.g. `/metrics`). The operator routes move to their own
+// listener when `listen.adminPort` is set. Host and Origin are checked on every route (403);
+// bearer tokens only on the MCP routes (the operator routes carry no host data).
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Logger } from '../../observe/logger.js';
+import { Guard } from './guard.js';
+import { HttpRpcCode, sendError, sendJson } from './respond.js';
+import { DEFAULT_IDLE_SESSION_MS, DEFAULT_KEEPALIVE_MS, SessionRegistry, type OpenSession } from './sessions.js';
+import { LegacySse, MESSAGES_PATH } from './sse.js';
+import { StreamableHttp } from './streamable.js';
+import { WsEndpoint } from './ws.js';
+
+export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
+
+export interface HttpServerOptions {
+  host: string;
+  port: number;
+  /** A separate listener for the operator routes (0 or undefined: they are served on `port`). */
+  adminPort?: number;
+  allowedOrigins: readonly string[];
+  tokens: readonly { client: string; tokenEnv: string; token: string }[];
+  maxMessageBytes: number;
+  maxSessions: number;
+  open: OpenSession;
+  log: Logger;
+  /** Idle expiry of Streamable HTTP sessions (see sessions.ts). */
+  idleSessionMs?: number;
+  keepaliveMs?: number;
+  /** What `/readyz` reports (the server adds "draining" itself). */
+  readiness: () => { ready: boolean; detail?: unknown };
+}
+
+export interface Bound {
+  host: string;
+  port: number;
+  adminPort: number | undefined;
+}
+
+/** How long a drain waits for connections to finish after the sessions are closed. */
+const DRAIN_GRACE_MS = 2000;
+
+const CORS_ALLOW_HEADERS = 'authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id';
+const CORS_EXPOSE_HEADERS = 'mcp-session-id, www-authenticate';
+
+export class HttpServer {
+  readonly registry: SessionRegistry;
+  readonly streamable: StreamableHttp;
+  readonly sse: LegacySse;
+  readonly ws: WsEndpoint;
+  private readonly guard: Guard;
+  private readonly server: Server;
+  private readonly admin: Server | undefined;
+  private readonly adminRoutes = new Map<string, RouteHandler>();
+  private draining = false;
+
+  constructor(private readonly opts: HttpServerOptions) {
+    const { log } = opts;
+    this.guard = new Guard({ host: opts.host, allowedOrigins: opts.allowedOrigins, tokens: opts.tokens });
+    this.registry = new SessionRegistry({
+      maxSessions: opts.maxSessions,
+      idleMs: opts.idleSessionMs ?? DEFAULT_IDLE_SESSION_MS,
+      keepaliveMs: opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS,
+      log,
+    });
+    const common = { registry: this.registry, open: opts.open, maxMessageBytes: opts.maxMessageBytes, log };
+    this.streamable = new StreamableHttp(common);
+    this.sse = new LegacySse(common);
+    this.ws = new WsEndpoint({ ...common, guard: this.guard });
+
+    this.adminRoutes.set('/healthz', (_req, res) => sendJson(res, 200, { status: 'ok' }));
+    this.adminRoutes.set('/readyz', (_req, res) => this.readyz(res));
+
+    this.server = createServer((req, res) => this.route(req, res, !this.admin));
+    this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(req, socket, head));
+    this.server.on('clientError', (_err, socket) => socket.destroy());
+    if (opts.adminPort) {
+      this.admin = createServer((req, res) => this.routeAdmin(req, res));
+      this.admin.on('clientError', (_err, socket) => socket.destroy());
+    }
+  }
+
+  /** Adds an operator route (no token needed), e.g. `/metrics`. */
+  addRoute(path: string, handler: RouteHandler): void {
+    this.adminRoutes.set(path, handler);
+  }
+
+  async listen(): Promise<Bound> {
+    const port = await listenOn(this.server, this.opts.port, this.opts.host);
+    const adminPort = this.admin ? await listenOn(this.admin, this.opts.adminPort!, this.opts.host) : undefined;
+    this.registry.start();
+    return { host: this.opts.host, port, adminPort };
+  }
+
+  /**
+   * Drain: stop accepting connections, end every session (waiting requests get an error
+   * response), then close what is left after a short grace.
+   */
+  async close(): Promise<void> {
+    this.draining = true;
+    const closed = Promise.all([closeServer(this.server), this.admin ? closeServer(this.admin) : undefined]);
+    this.ws.close();
+    await this.registry.closeAll('server shutting down');
+    this.server.closeIdleConnections();
+    this.admin?.closeIdleConnections();
+    const timer = setTimeout(() => {
+      this.server.closeAllConnections();
+      this.admin?.closeAllConnections();
+    }, DRAIN_GRACE_MS);
+    await closed;
+    clearTimeout(timer);
+  }
+
+  // ---- routing -------------------------------------------------------------------------------
+
+  private route(req: IncomingMessage, res: ServerResponse, withAdmin: boolean): void {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    const verdict = this.guard.check(req);
+    if (!verdict.ok) return sendError(res, verdict.status, HttpRpcCode.Transport, verdict.message);
+
+    const admin = withAdmin ? this.adminRoutes.get(path) : undefined;
+    if (admin) return this.run(admin, req, res);
+    if (path !== '/mcp' && path !== '/sse' && path !== MESSAGES_PATH && path !== '/ws') {
+      return sendError(res, 404, HttpRpcCode.Transport, `Not Found: ${path}`);
+    }
+    if (this.cors(req, res)) return;
+    if (this.draining) return sendError(res, 503, HttpRpcCode.Transport, 'Service Unavailable: shutting down', { connection: 'close' });
+    const auth = this.guard.authenticate(req);
+    if (!auth.ok) return sendError(res, auth.status, HttpRpcCode.Transport, auth.message, { 'www-authenticate': auth.challenge });
+
+    switch (path) {
+      case '/mcp':
+        return this.run((rq, rs) => this.streamable.handle(rq, rs, auth.client), req, res);
+      case '/sse':
+        return this.sse.open(req, res, auth.client);
+      case MESSAGES_PATH:
+        return this.run((rq, rs) => this.sse.post(rq, rs, auth.client, q < 0 ? '' : url.slice(q + 1)), req, res);
+      default: // '/ws' without an upgrade
+        return sendError(res, 426, HttpRpcCode.Transport, 'Upgrade Required: /ws is a WebSocket endpoint', { upgrade: 'websocket' });
+    }
+  }
+
+  private routeAdmin(req: IncomingMessage, res: ServerResponse): void {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const handler = this.adminRoutes.get(q < 0 ? url : url.slice(0, q));
+    const verdict = this.guard.check(req);
+    if (!verdict.ok) return sendError(res, verdict.status, HttpRpcCode.Transport, verdict.message);
+    if (!handler) return sendError(res, 404, HttpRpcCode.Transport, 'Not Found');
+    this.run(handler, req, res);
+  }
+
+  private upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    if ((q < 0 ? url : url.slice(0, q)) !== '/ws' || this.draining) {
+      const status = this.draining ? '503 Service Unavailable' : '404 Not Found';
+      socket.once('error', () => {});
+      socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+      return;
+    }
+    this.ws.upgrade(req, socket, head);
+  }
+
+  private run(handler: RouteHandler, req: IncomingMessage, res: ServerResponse): void {
+    try {
+      const p = handler(req, res);
+      if (p) p.catch((err: unknown) => this.failed(err, res));
+    } catch (err) {
+      this.failed(err, res);
+    }
+  }
+
+  private failed(err: unknown, res: ServerResponse): void {
+    this.opts.log.error({ err: (err as Error)?.message ?? String(err) }, 'HTTP handler failed');
+    if (!res.headersSent) sendError(res, 500, -32603, 'Internal error');
+    else res.end();
+  }
+
+  /**
+   * CORS for browser hosts on an allowed origin (the guard has already refused the others).
+   * Answers preflights itself (returns true); otherwise only adds headers.
+   */
+  private cors(req: IncomingMessage, res: ServerResponse): boolean {
+    const origin = req.headers.origin;
+    if (origin !== undefined) {
+      res.setHeader('access-control-allow-origin', origin);
+      res.setHeader('vary', 'origin');
+      res.setHeader('access-control-expose-headers', CORS_EXPOSE_HEADERS);
+    }
+    if (req.method !== 'OPTIONS') return false;
+    res.writeHead(204, {
+      allow: 'GET, POST, DELETE, OPTIONS',
+      'access-control-allow-methods': 'GET, POST, DELETE, OPTIONS',
+      'access-control-allow-headers': CORS_ALLOW_HEADERS,
+      'access-control-max-age': '600',
+    });
+    res.end();
+    return true;
+  }
+
+  private readyz(res: ServerResponse): void {
+    const r = this.opts.readiness();
+    const ready = r.ready && !this.draining;
+    sendJson(res, ready ? 200 : 503, {
+      status: this.draining ? 'draining' : r.ready ? 'ready' : 'starting',
+      sessions: this.registry.size,
+      ...(r.detail !== undefined && { detail: r.detail }),
+    });
+  }
+}
+
+function listenOn(server: Server, port: number, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error): void => reject(err);
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    if (!server.listening) return resolve();
+    server.close(() => resolve());
+  });
+}

@@ -1,0 +1,103 @@
+// Every host session the daemon holds, whatever its transport: the count behind
+// limits.maxSessions, one timer for keep-alives and idle expiry, and closing them all on drain.
+
+import type { Logger } from '../../observe/logger.js';
+import type { HostSession } from '../../session/host-session.js';
+import type { Transport } from '../transport.js';
+
+/**
+ * Idle expiry: a Streamable HTTP session with no request in flight and no open stream for this
+ * long is closed (its id then answers 404, and the host re-initializes). SSE and WebSocket
+ * sessions end with their connection instead; keep-alives find dead connections.
+ */
+export const DEFAULT_IDLE_SESSION_MS = 30 * 60_000;
+/** SSE comments and WebSocket pings this often keep proxies from cutting long-lived streams. */
+export const DEFAULT_KEEPALIVE_MS = 25_000;
+
+export type SessionKind = 'streamable' | 'sse' | 'ws';
+
+export interface RegisteredSession {
+  readonly kind: SessionKind;
+  /** When the session became idle, or undefined while it is busy or connected. */
+  idleSince(): number | undefined;
+  /** Writes a keep-alive (SSE comment, WebSocket ping) and drops connections that are dead. */
+  keepalive(): void;
+  /** Ends the session (HostSession closed, then its transport). */
+  end(reason: string): Promise<void>;
+}
+
+export interface RegistryOptions {
+  maxSessions: number;
+  idleMs: number;
+  keepaliveMs: number;
+  log: Logger;
+}
+
+export class SessionRegistry {
+  private readonly sessions = new Set<RegisteredSession>();
+  private timer: NodeJS.Timeout | undefined;
+  private lastKeepalive = Date.now();
+
+  constructor(private readonly opts: RegistryOptions) {}
+
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  /** True when no new session may be opened. */
+  get full(): boolean {
+    return this.sessions.size >= this.opts.maxSessions;
+  }
+
+  get maxSessions(): number {
+    return this.opts.maxSessions;
+  }
+
+  add(s: RegisteredSession): void {
+    this.sessions.add(s);
+  }
+
+  delete(s: RegisteredSession): void {
+    this.sessions.delete(s);
+  }
+
+  countOf(kind: SessionKind): number {
+    let n = 0;
+    for (const s of this.sessions) if (s.kind === kind) n++;
+    return n;
+  }
+
+  start(): void {
+    // One timer for everything; fine-grained enough for short idle limits in tests.
+    const period = Math.max(50, Math.min(this.opts.keepaliveMs, this.opts.idleMs / 4));
+    this.timer = setInterval(() => this.tick(), period);
+    this.timer.unref();
+  }
+
+  private tick(): void {
+    const now = Date.now();
+    const keepalive = now - this.lastKeepalive >= this.opts.keepaliveMs;
+    if (keepalive) this.lastKeepalive = now;
+    for (const s of this.sessions) {
+      if (keepalive) s.keepalive();
+      const since = s.idleSince();
+      if (since !== undefined && now - since >= this.opts.idleMs) {
+        this.opts.log.info({ kind: s.kind, idleMs: now - since }, 'closing idle session');
+        void s.end('idle');
+      }
+    }
+  }
+
+  /** Stops the timer and closes every session. */
+  async closeAll(reason: string): Promise<void> {
+    clearInterval(this.timer);
+    await Promise.allSettled([...this.sessions].map((s) => s.end(reason)));
+    this.sessions.clear();
+  }
+}
+
+/**
+ * How a transport gets its HostSession (built by `mcpmux serve`, which owns the router and the
+ * options). The transport sets `onclose` on the returned session to forget it.
+ */
+export type OpenSession = (transport: Transport, info: { kind: SessionKind; client: string | undefined }) => HostSession;

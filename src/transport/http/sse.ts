@@ -1,0 +1,122 @@
+// The legacy HTTP+SSE host endpoint (2024-11-05): GET `/sse` opens the session's only stream
+// and names, in an `endpoint` event, where to POST (`/messages?sessionId=...`); every message
+// from us is a `message` event on that stream; every POST is answered 202. The session is the
+// stream: it ends when the stream's connection closes.
+
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Incoming } from '../../jsonrpc/message.js';
+import type { Logger } from '../../observe/logger.js';
+import type { HostSession } from '../../session/host-session.js';
+import type { FrameError, Transport } from '../transport.js';
+import { header, HttpRpcCode, readBody, sendError, sendOverloaded, sendTooLarge } from './respond.js';
+import type { OpenSession, RegisteredSession, SessionRegistry } from './sessions.js';
+import { SseWriter } from './sse-writer.js';
+
+export const MESSAGES_PATH = '/messages';
+
+export interface LegacySseOptions {
+  registry: SessionRegistry;
+  open: OpenSession;
+  maxMessageBytes: number;
+  log: Logger;
+}
+
+class LegacySseSession implements Transport, RegisteredSession {
+  readonly kind = 'sse' as const;
+  onmessage?: (value: unknown) => void;
+  onframeerror?: (err: FrameError) => void;
+  onclose?: (reason: string) => void;
+  host!: HostSession;
+  private closed = false;
+
+  constructor(
+    readonly id: string,
+    readonly client: string | undefined,
+    private readonly writer: SseWriter,
+  ) {
+    writer.onclose = () => this.finish('stream closed');
+  }
+
+  send(msg: Incoming): void {
+    if (!this.closed) this.writer.event(JSON.stringify(msg), undefined, 'message');
+  }
+
+  async close(): Promise<void> {
+    this.writer.end();
+    this.finish('closed');
+  }
+
+  idleSince(): undefined {
+    return undefined; // the session lasts as long as its stream
+  }
+
+  keepalive(): void {
+    this.writer.comment('keepalive');
+  }
+
+  end(): Promise<void> {
+    return this.host.close();
+  }
+
+  private finish(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.onclose?.(reason);
+  }
+}
+
+export class LegacySse {
+  private readonly sessions = new Map<string, LegacySseSession>();
+
+  constructor(private readonly opts: LegacySseOptions) {}
+
+  /** GET /sse */
+  open(req: IncomingMessage, res: ServerResponse, client: string | undefined): void {
+    if (req.method !== 'GET') return sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'GET' });
+    if (this.opts.registry.full) return sendOverloaded(res, this.opts.registry.maxSessions);
+    const id = randomBytes(32).toString('base64url');
+    const writer = new SseWriter(res, {});
+    const session = new LegacySseSession(id, client, writer);
+    const host = this.opts.open(session, { kind: 'sse', client });
+    session.host = host;
+    this.sessions.set(id, session);
+    this.opts.registry.add(session);
+    host.onclose = () => {
+      this.sessions.delete(id);
+      this.opts.registry.delete(session);
+      writer.end();
+    };
+    // Relative to the stream's URL, as the SDK's SSEClientTransport resolves it.
+    writer.event(`${MESSAGES_PATH}?sessionId=${id}`, undefined, 'endpoint');
+    this.opts.log.debug({ session: host.id, client }, 'legacy SSE session opened');
+  }
+
+  /** POST /messages?sessionId=... */
+  async post(req: IncomingMessage, res: ServerResponse, client: string | undefined, query: string): Promise<void> {
+    if (req.method !== 'POST') return sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'POST' });
+    const sid = new URLSearchParams(query).get('sessionId');
+    if (!sid) return sendError(res, 400, HttpRpcCode.Transport, 'Bad Request: the sessionId query parameter is required');
+    const session = this.sessions.get(sid);
+    if (!session) return sendError(res, 404, HttpRpcCode.SessionNotFound, 'Session not found');
+    if (session.client !== client) return sendError(res, 403, HttpRpcCode.Transport, 'Forbidden: the session belongs to another client');
+    const ctype = header(req, 'content-type');
+    if (!ctype || !ctype.toLowerCase().startsWith('application/json')) {
+      return sendError(res, 415, HttpRpcCode.Transport, 'Unsupported Media Type: Content-Type must be application/json');
+    }
+    const body = await readBody(req, this.opts.maxMessageBytes);
+    if (!body.ok) {
+      if (body.tooLarge) sendTooLarge(res, this.opts.maxMessageBytes);
+      return;
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(body.text);
+    } catch (e) {
+      return sendError(res, 400, HttpRpcCode.ParseError, `Parse error: ${(e as Error).message}`);
+    }
+    res.writeHead(202, { 'content-type': 'text/plain' }).end('Accepted');
+    // The endpoint checks the JSON-RPC shape and answers on the stream, as over stdio.
+    session.onmessage?.(value);
+  }
+}

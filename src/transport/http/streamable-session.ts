@@ -1,0 +1,341 @@
+// One Streamable HTTP session seen as a Transport: the host's POST streams and its GET stream,
+// which message goes on which stream, and the replay buffers behind resumable SSE.
+//
+// Routing of what we send (Transport.send's `related` is the host request a message belongs to):
+// - a response goes to the stream of the POST that carried its request, and that stream ends
+//   once it has carried the responses to all of its requests;
+// - other messages related to a request on an SSE POST stream go on that stream;
+// - everything else (and anything related to a JSON-mode POST, which can carry only its
+//   responses) goes on the GET stream; while no GET connection is open, on any open POST
+//   stream; with neither, it waits (bounded) in the GET stream's buffer until a GET opens.
+//
+// Event ids are `<stream>-<seq>`: seq is unique in the session, the prefix ties an id to one
+// stream, so a GET with Last-Event-ID replays only that stream's later events.
+
+import type { ServerResponse } from 'node:http';
+import type { Incoming, JsonRpcId, JsonRpcMessage } from '../../jsonrpc/message.js';
+import type { Logger } from '../../observe/logger.js';
+import type { HostSession } from '../../session/host-session.js';
+import type { FrameError, Transport } from '../transport.js';
+import type { RegisteredSession } from './sessions.js';
+import { sendJson } from './respond.js';
+import { SseWriter } from './sse-writer.js';
+
+/** Events (and bytes) kept per stream for replay; older ones are dropped (a resume past them has a gap). */
+const REPLAY_EVENTS = 256;
+const REPLAY_BYTES = 4 * 1024 * 1024;
+/** Finished POST streams whose connection dropped before the end, kept for a resume. */
+const DETACHED_STREAMS = 16;
+/** The `retry` we ask clients to wait before reconnecting a dropped stream. */
+export const SSE_RETRY_MS = 1000;
+const GET_STREAM = 0;
+
+interface Event {
+  seq: number;
+  data: string;
+}
+
+interface Stream {
+  key: number;
+  /** The live SSE connection, if any. */
+  writer: SseWriter | undefined;
+  /** JSON mode: the response still to be written (undefined once written or gone). */
+  json: ServerResponse | undefined;
+  jsonMode: boolean;
+  /** The POST body was an array: JSON mode answers with an array too. */
+  batch: boolean;
+  /** Host requests on this POST whose response is still owed. */
+  pending: Set<JsonRpcId>;
+  /** JSON mode: responses collected until all are there. */
+  collected: JsonRpcMessage[];
+  events: Event[];
+  /** Total length of the `data` in `events`. */
+  bytes: number;
+  /** Highest seq written to a connection (the GET stream flushes what came after on open). */
+  delivered: number;
+  /** Seq of the newest event dropped from `events` (0: none). */
+  dropped: number;
+  done: boolean;
+}
+
+export type ResumeResult = 'ok' | 'unknown' | 'conflict';
+
+export class StreamableSession implements Transport, RegisteredSession {
+  readonly kind = 'streamable' as const;
+  onmessage?: (value: unknown) => void;
+  onframeerror?: (err: FrameError) => void;
+  onclose?: (reason: string) => void;
+  /** Set right after construction (the HostSession needs this transport first). */
+  host!: HostSession;
+  /** True once the answer to initialize went out: from then on batches may be acceptable. */
+  initialized = false;
+
+  private readonly streams = new Map<number, Stream>();
+  private readonly byRequest = new Map<JsonRpcId, Stream>();
+  private readonly detached: Stream[] = [];
+  private nextStream = 1;
+  private seq = 0;
+  private lastActive = Date.now();
+  private closed = false;
+  private initId: JsonRpcId | undefined;
+
+  constructor(
+    readonly id: string,
+    readonly client: string | undefined,
+    private readonly log: Logger,
+  ) {
+    this.streams.set(GET_STREAM, newStream(GET_STREAM, false, false));
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** True if `id` is a request of the host still waiting for its response. */
+  isPending(id: JsonRpcId): boolean {
+    return this.byRequest.has(id);
+  }
+
+  // ---- what the host sends ----------------------------------------------------------------
+
+  /**
+   * A POST that carries requests: registers its stream before the messages are handed on, so
+   * the responses (and everything related to them) find it.
+   */
+  openPost(res: ServerResponse, ids: JsonRpcId[], opts: { sse: boolean; batch: boolean; prime: boolean; initId?: JsonRpcId }): void {
+    this.touch();
+    const stream = newStream(this.nextStream++, !opts.sse, opts.batch);
+    for (const id of ids) {
+      stream.pending.add(id);
+      this.byRequest.set(id, stream);
+    }
+    if (opts.initId !== undefined) this.initId = opts.initId;
+    this.streams.set(stream.key, stream);
+    const headers = { 'mcp-session-id': this.id };
+    if (opts.sse) {
+      this.attach(stream, new SseWriter(res, headers));
+      if (opts.prime) stream.writer!.prime(`${stream.key}-${++this.seq}`, SSE_RETRY_MS);
+    } else {
+      stream.json = res;
+      res.on('close', () => {
+        // The host gave up waiting; the responses have nowhere to go and are dropped.
+        if (stream.json === res) stream.json = undefined;
+        this.touch();
+      });
+    }
+  }
+
+  /** Hands a parsed body (one message or a batch) to the endpoint. */
+  deliver(value: unknown): void {
+    this.touch();
+    this.onmessage?.(value);
+  }
+
+  /**
+   * The host cancelled one of its requests: the endpoint will never answer it, so the stream
+   * must not wait for that response.
+   */
+  cancelled(id: JsonRpcId): void {
+    const stream = this.byRequest.get(id);
+    if (!stream) return;
+    this.byRequest.delete(id);
+    stream.pending.delete(id);
+    if (stream.pending.size === 0) this.complete(stream);
+  }
+
+  /** GET without Last-Event-ID: the standalone stream; false if one is already open. */
+  openGet(res: ServerResponse, prime: boolean): boolean {
+    const stream = this.streams.get(GET_STREAM)!;
+    if (stream.writer?.open) return false;
+    this.touch();
+    this.attach(stream, new SseWriter(res, { 'mcp-session-id': this.id }));
+    if (prime) stream.writer!.prime(`${GET_STREAM}-${++this.seq}`, SSE_RETRY_MS);
+    // What was queued while no GET stream was open.
+    this.replay(stream, stream.delivered);
+    return true;
+  }
+
+  /** GET with Last-Event-ID: re-attaches the stream that id belongs to and replays what followed. */
+  resume(res: ServerResponse, lastEventId: string): ResumeResult {
+    const dash = lastEventId.indexOf('-');
+    const key = Number(lastEventId.slice(0, dash));
+    const after = Number(lastEventId.slice(dash + 1));
+    const stream = dash > 0 && Number.isInteger(key) && Number.isInteger(after) ? this.streams.get(key) : undefined;
+    if (!stream || stream.jsonMode) return 'unknown';
+    if (stream.writer?.open) return 'conflict';
+    this.touch();
+    if (after < stream.dropped) {
+      this.log.warn({ stream: key, after, dropped: stream.dropped }, 'resume: some events were already dropped from the replay buffer');
+    }
+    this.attach(stream, new SseWriter(res, { 'mcp-session-id': this.id }));
+    this.replay(stream, after);
+    if (stream.done) this.complete(stream);
+    return 'ok';
+  }
+
+  // ---- Transport: what we send to the host -------------------------------------------------
+
+  send(msg: Incoming, related?: JsonRpcId): void {
+    if (this.closed) return;
+    if (Array.isArray(msg)) {
+      // A batch answer: each response goes where its own request came from.
+      for (const m of msg) this.sendOne(m, undefined);
+      return;
+    }
+    this.sendOne(msg, related);
+  }
+
+  private sendOne(msg: JsonRpcMessage, related: JsonRpcId | undefined): void {
+    const isResponse = !('method' in msg);
+    const rid = isResponse ? ((msg as { id: JsonRpcId | null }).id ?? undefined) : related;
+    let stream = rid === undefined ? undefined : this.byRequest.get(rid);
+    if (isResponse) {
+      if (!stream) {
+        this.log.debug({ id: rid }, 'response for a request no longer waiting (cancelled or closed); dropped');
+        return;
+      }
+      if (rid === this.initId && 'result' in msg) this.initialized = true;
+      this.byRequest.delete(rid!);
+      stream.pending.delete(rid!);
+      if (stream.jsonMode) stream.collected.push(msg);
+      else this.emit(stream, JSON.stringify(msg));
+      if (stream.pending.size === 0) this.complete(stream);
+      return;
+    }
+    if (stream?.jsonMode) stream = undefined;
+    this.emit(stream ?? this.unrelatedStream(), JSON.stringify(msg));
+  }
+
+  /** The GET stream if connected; else an open POST stream; else the GET stream's buffer. */
+  private unrelatedStream(): Stream {
+    const get = this.streams.get(GET_STREAM)!;
+    if (get.writer?.open) return get;
+    for (const s of this.streams.values()) if (s.writer?.open && !s.done) return s;
+    return get;
+  }
+
+  private emit(stream: Stream, data: string): void {
+    const seq = ++this.seq;
+    stream.events.push({ seq, data });
+    stream.bytes += data.length;
+    // The newest event always stays, however large: it may be the response a resume needs.
+    while (stream.events.length > 1 && (stream.events.length > REPLAY_EVENTS || stream.bytes > REPLAY_BYTES)) {
+      const dropped = stream.events.shift()!;
+      stream.bytes -= dropped.data.length;
+      stream.dropped = dropped.seq;
+      if (dropped.seq > stream.delivered) this.log.warn({ stream: stream.key }, 'SSE buffer full: an undelivered message was dropped');
+    }
+    if (stream.writer?.event(data, `${stream.key}-${seq}`)) stream.delivered = seq;
+  }
+
+  private replay(stream: Stream, after: number): void {
+    for (const ev of stream.events) {
+      if (ev.seq > after && stream.writer?.event(ev.data, `${stream.key}-${ev.seq}`)) stream.delivered = Math.max(stream.delivered, ev.seq);
+    }
+  }
+
+  private attach(stream: Stream, writer: SseWriter): void {
+    stream.writer = writer;
+    writer.onclose = () => {
+      if (stream.writer === writer) stream.writer = undefined;
+      this.touch();
+    };
+  }
+
+  /** All responses of a POST are out: end its stream (or keep it for a resume if it is detached). */
+  private complete(stream: Stream): void {
+    stream.done = true;
+    if (stream.jsonMode) {
+      const res = stream.json;
+      stream.json = undefined;
+      this.streams.delete(stream.key);
+      if (!res || res.writableEnded) return;
+      if (stream.collected.length === 0) {
+        // Every request of this POST was cancelled: nothing to answer with.
+        res.writeHead(202, { 'mcp-session-id': this.id, 'content-length': '0' }).end();
+        return;
+      }
+      sendJson(res, 200, stream.batch ? stream.collected : stream.collected[0], { 'mcp-session-id': this.id });
+      return;
+    }
+    if (stream.writer?.open) {
+      stream.writer.end();
+      this.streams.delete(stream.key);
+      const i = this.detached.indexOf(stream);
+      if (i >= 0) this.detached.splice(i, 1);
+      return;
+    }
+    // The connection dropped before the last response: keep the events for a GET resume.
+    if (!this.detached.includes(stream)) {
+      this.detached.push(stream);
+      if (this.detached.length > DETACHED_STREAMS) this.streams.delete(this.detached.shift()!.key);
+    }
+  }
+
+  private touch(): void {
+    this.lastActive = Date.now();
+  }
+
+  // ---- RegisteredSession ---------------------------------------------------------------------
+
+  idleSince(): number | undefined {
+    if (this.byRequest.size > 0) return undefined;
+    for (const s of this.streams.values()) if (s.writer?.open || s.json) return undefined;
+    return this.lastActive;
+  }
+
+  keepalive(): void {
+    for (const s of this.streams.values()) s.writer?.comment('keepalive');
+  }
+
+  /** Ends the session the orderly way: the HostSession closes, and then this transport. */
+  end(_reason: string): Promise<void> {
+    return this.closed ? Promise.resolve() : this.host.close();
+  }
+
+  // ---- Transport.close (called by the HostSession's endpoint when it closes) -------------------
+
+  async close(): Promise<void> {
+    this.closeTransport('session ended');
+  }
+
+  /**
+   * Ends every stream. Requests still waiting get an error response on their live stream, so
+   * a host is not left waiting for answers that will never come.
+   */
+  closeTransport(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const stream of this.streams.values()) {
+      for (const id of stream.pending) {
+        const error = { jsonrpc: '2.0', id, error: { code: -32000, message: `Connection closed: ${reason}` } } as JsonRpcMessage;
+        if (stream.jsonMode) stream.collected.push(error);
+        else if (stream.writer?.open) stream.writer.event(JSON.stringify(error), `${stream.key}-${++this.seq}`);
+      }
+      stream.pending.clear();
+      if (stream.jsonMode) this.complete(stream);
+      else stream.writer?.end();
+    }
+    this.streams.clear();
+    this.byRequest.clear();
+    this.detached.length = 0;
+    this.onclose?.(reason);
+  }
+}
+
+function newStream(key: number, jsonMode: boolean, batch: boolean): Stream {
+  return {
+    key,
+    writer: undefined,
+    json: undefined,
+    jsonMode,
+    batch,
+    pending: new Set(),
+    collected: [],
+    events: [],
+    bytes: 0,
+    delivered: 0,
+    dropped: 0,
+    done: false,
+  };
+}

@@ -1,0 +1,228 @@
+// The host side of Streamable HTTP (2025-11-25 transports page) at `/mcp`: POST delivers
+// messages and answers with JSON or an SSE stream, GET opens the standalone stream or resumes
+// one with Last-Event-ID, DELETE ends the session. Stream bookkeeping lives in
+// streamable-session.ts; this file is the HTTP surface: validation, status codes, sessions.
+
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { classify, type JsonRpcId, type JsonRpcRequest } from '../../jsonrpc/message.js';
+import type { Logger } from '../../observe/logger.js';
+import { isSupportedVersion, negotiateVersion, SUPPORTED_VERSIONS, versionAtLeast } from '../../protocol/versions.js';
+import { header, HttpRpcCode, readBody, sendError, sendOverloaded, sendTooLarge } from './respond.js';
+import type { OpenSession, SessionRegistry } from './sessions.js';
+import { StreamableSession } from './streamable-session.js';
+
+export interface StreamableOptions {
+  registry: SessionRegistry;
+  open: OpenSession;
+  maxMessageBytes: number;
+  log: Logger;
+}
+
+/** Priming events carry empty data, which clients before 2025-11-25 may try to parse. */
+const PRIMING_SINCE = '2025-11-25';
+const VERSIONS_TEXT = SUPPORTED_VERSIONS.join(', ');
+
+export class StreamableHttp {
+  private readonly sessions = new Map<string, StreamableSession>();
+
+  constructor(private readonly opts: StreamableOptions) {}
+
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  handle(req: IncomingMessage, res: ServerResponse, client: string | undefined): Promise<void> | void {
+    switch (req.method) {
+      case 'POST':
+        return this.post(req, res, client);
+      case 'GET':
+        return this.get(req, res, client);
+      case 'DELETE':
+        return this.delete(req, res, client);
+      default:
+        sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'GET, POST, DELETE' });
+    }
+  }
+
+  // ---- POST ----------------------------------------------------------------------------------
+
+  private async post(req: IncomingMessage, res: ServerResponse, client: string | undefined): Promise<void> {
+    const ctype = header(req, 'content-type');
+    if (!ctype || !ctype.toLowerCase().startsWith('application/json')) {
+      return sendError(res, 415, HttpRpcCode.Transport, 'Unsupported Media Type: Content-Type must be application/json');
+    }
+    const body = await readBody(req, this.opts.maxMessageBytes);
+    if (!body.ok) {
+      if (body.tooLarge) return sendTooLarge(res, this.opts.maxMessageBytes);
+      return; // the connection went away while we read
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(body.text);
+    } catch (e) {
+      return sendError(res, 400, HttpRpcCode.ParseError, `Parse error: ${(e as Error).message}`);
+    }
+    const batch = Array.isArray(value);
+    const items: unknown[] = batch ? (value as unknown[]) : [value];
+    if (items.length === 0) return sendError(res, 400, HttpRpcCode.InvalidRequest, 'Invalid Request: empty batch');
+
+    // Validated here rather than by the endpoint: an invalid message gets no id-bearing answer
+    // that could close this POST, so it is refused at the HTTP level (400).
+    const requests: JsonRpcRequest[] = [];
+    const cancels: JsonRpcId[] = [];
+    let init: JsonRpcRequest | undefined;
+    for (const item of items) {
+      const c = classify(item);
+      if (c.kind === 'invalid') return sendError(res, 400, HttpRpcCode.InvalidRequest, `Invalid Request: ${c.reason}`);
+      if (c.kind === 'request') {
+        requests.push(c.msg);
+        if (c.msg.method === 'initialize') init = c.msg;
+      } else if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') {
+        const id = c.msg.params?.requestId;
+        if (typeof id === 'string' || typeof id === 'number') cancels.push(id);
+      }
+    }
+    if (init && items.length > 1) {
+      return sendError(res, 400, HttpRpcCode.InvalidRequest, 'Invalid Request: initialize must be sent alone, not in a batch');
+    }
+
+    const sid = header(req, 'mcp-session-id');
+    let session: StreamableSession;
+    if (sid === undefined) {
+      if (!init) return sendError(res, 400, HttpRpcCode.Transport, 'Bad Request: Mcp-Session-Id header is required');
+      if (this.opts.registry.full) return sendOverloaded(res, this.opts.registry.maxSessions);
+      session = this.create(client);
+    } else {
+      const found = this.lookup(req, res, sid, client, !init);
+      if (!found) return;
+      session = found;
+      if (batch && !this.batchAllowed(session)) {
+        return sendError(
+          res,
+          400,
+          HttpRpcCode.InvalidRequest,
+          `Invalid Request: batches are not part of protocol version ${session.host.protocolVersion}`,
+        );
+      }
+    }
+
+    // A reused id would be answered by the endpoint with an error that this POST's stream
+    // cannot tell apart from the real answer on the earlier stream.
+    const seen = new Set<JsonRpcId>();
+    for (const r of requests) {
+      if (seen.has(r.id) || session.isPending(r.id)) {
+        return sendError(res, 400, HttpRpcCode.InvalidRequest, `Invalid Request: request id ${JSON.stringify(r.id)} is already in use`);
+      }
+      seen.add(r.id);
+    }
+
+    if (requests.length === 0) {
+      session.deliver(value);
+      for (const id of cancels) session.cancelled(id);
+      res.writeHead(202, { 'mcp-session-id': session.id, 'content-length': '0' }).end();
+      return;
+    }
+    const version = init ? negotiateVersion(init.params?.protocolVersion) : session.host.protocolVersion;
+    session.openPost(res, [...seen], {
+      sse: acceptsEventStream(req),
+      batch,
+      prime: versionAtLeast(version, PRIMING_SINCE),
+      ...(init && { initId: init.id }),
+    });
+    session.deliver(value);
+    for (const id of cancels) session.cancelled(id);
+  }
+
+  /** Batches are JSON-RPC for 2024-11-05 and 2025-03-26 hosts only, and never before initialize. */
+  private batchAllowed(session: StreamableSession): boolean {
+    return session.initialized && !versionAtLeast(session.host.protocolVersion, '2025-06-18');
+  }
+
+  // ---- GET -----------------------------------------------------------------------------------
+
+  private get(req: IncomingMessage, res: ServerResponse, client: string | undefined): void {
+    if (!acceptsEventStream(req)) {
+      return sendError(res, 406, HttpRpcCode.Transport, 'Not Acceptable: the GET stream needs Accept: text/event-stream');
+    }
+    const sid = header(req, 'mcp-session-id');
+    if (sid === undefined) return sendError(res, 400, HttpRpcCode.Transport, 'Bad Request: Mcp-Session-Id header is required');
+    const session = this.lookup(req, res, sid, client, true);
+    if (!session) return;
+    const last = header(req, 'last-event-id');
+    if (last !== undefined) {
+      const r = session.resume(res, last);
+      if (r === 'unknown') return sendError(res, 400, HttpRpcCode.Transport, 'Bad Request: unknown or expired Last-Event-ID');
+      if (r === 'conflict') return sendError(res, 409, HttpRpcCode.Transport, 'Conflict: that stream is already connected');
+      return;
+    }
+    if (!session.openGet(res, versionAtLeast(session.host.protocolVersion, PRIMING_SINCE))) {
+      sendError(res, 409, HttpRpcCode.Transport, 'Conflict: only one GET stream per session');
+    }
+  }
+
+  // ---- DELETE --------------------------------------------------------------------------------
+
+  private async delete(req: IncomingMessage, res: ServerResponse, client: string | undefined): Promise<void> {
+    const sid = header(req, 'mcp-session-id');
+    if (sid === undefined) return sendError(res, 400, HttpRpcCode.Transport, 'Bad Request: Mcp-Session-Id header is required');
+    const session = this.lookup(req, res, sid, client, true);
+    if (!session) return;
+    await session.end('deleted by the host');
+    res.writeHead(200, { 'content-length': '0' }).end();
+  }
+
+  // ---- sessions ------------------------------------------------------------------------------
+
+  private create(client: string | undefined): StreamableSession {
+    // 32 random bytes, base64url: visible ASCII as the spec asks, and unguessable.
+    const id = randomBytes(32).toString('base64url');
+    const session = new StreamableSession(id, client, this.opts.log);
+    const host = this.opts.open(session, { kind: 'streamable', client });
+    session.host = host;
+    this.sessions.set(id, session);
+    this.opts.registry.add(session);
+    host.onclose = () => {
+      this.sessions.delete(id);
+      this.opts.registry.delete(session);
+    };
+    this.opts.log.debug({ session: host.id, client }, 'streamable HTTP session opened');
+    return session;
+  }
+
+  /**
+   * The session a request names, or undefined after answering: 404 for an unknown or ended
+   * id, 403 when another client's token opened it, 400 for an unsupported protocol version.
+   */
+  private lookup(
+    req: IncomingMessage,
+    res: ServerResponse,
+    sid: string,
+    client: string | undefined,
+    checkVersion: boolean,
+  ): StreamableSession | undefined {
+    const session = this.sessions.get(sid);
+    if (!session || session.isClosed) {
+      sendError(res, 404, HttpRpcCode.SessionNotFound, 'Session not found');
+      return undefined;
+    }
+    if (session.client !== client) {
+      sendError(res, 403, HttpRpcCode.Transport, 'Forbidden: the session belongs to another client');
+      return undefined;
+    }
+    if (checkVersion) {
+      // A missing header means 2025-03-26 by the spec; we already know the negotiated version.
+      const v = header(req, 'mcp-protocol-version');
+      if (v !== undefined && !isSupportedVersion(v)) {
+        sendError(res, 400, HttpRpcCode.Transport, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(v)} (supported: ${VERSIONS_TEXT})`);
+        return undefined;
+      }
+    }
+    return session;
+  }
+}
+
+function acceptsEventStream(req: IncomingMessage): boolean {
+  const accept = header(req, 'accept');
+  return accept !== undefined && accept.includes('text/event-stream');
+}

@@ -1,0 +1,148 @@
+// The WebSocket host endpoint at `/ws`: the `ws` package in noServer mode on the daemon's HTTP
+// server. One JSON-RPC message (or batch) per frame, subprotocol `mcp` (as the SDK's
+// WebSocketClientTransport asks). Browsers do not apply CORS to WebSockets, so the Host and
+// Origin checks and the bearer token are done on the upgrade request itself, before the
+// handshake; a refusal is a plain HTTP answer on the socket.
+
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type RawData, type WebSocket } from 'ws';
+import type { Incoming } from '../../jsonrpc/message.js';
+import type { Logger } from '../../observe/logger.js';
+import type { HostSession } from '../../session/host-session.js';
+import type { FrameError, Transport } from '../transport.js';
+import type { Guard } from './guard.js';
+import { HttpRpcCode, overloadedMessage } from './respond.js';
+import type { OpenSession, RegisteredSession, SessionRegistry } from './sessions.js';
+
+export const WS_SUBPROTOCOL = 'mcp';
+/** After a close frame, how long the peer gets to answer before the socket is destroyed. */
+const CLOSE_GRACE_MS = 1000;
+
+export interface WsOptions {
+  registry: SessionRegistry;
+  open: OpenSession;
+  guard: Guard;
+  maxMessageBytes: number;
+  log: Logger;
+}
+
+class WsSession implements Transport, RegisteredSession {
+  readonly kind = 'ws' as const;
+  onmessage?: (value: unknown) => void;
+  onframeerror?: (err: FrameError) => void;
+  onclose?: (reason: string) => void;
+  host!: HostSession;
+  private closed = false;
+  /** Cleared on each keep-alive ping, set by the pong: still false at the next one = dead peer. */
+  private alive = true;
+
+  constructor(private readonly ws: WebSocket) {
+    ws.on('message', (data: RawData) => this.receive(data));
+    ws.on('pong', () => (this.alive = true));
+    ws.on('close', (code: number) => this.finish(`websocket closed (${code})`));
+    // Oversized frames (maxPayload) and protocol errors end the connection; 'close' follows.
+    ws.on('error', (e: Error) => this.finish(`websocket error: ${e.message}`));
+  }
+
+  private receive(data: RawData): void {
+    // Text and binary frames alike are read as UTF-8 JSON.
+    const text = Buffer.isBuffer(data)
+      ? data.toString('utf8')
+      : Array.isArray(data)
+        ? Buffer.concat(data).toString('utf8')
+        : Buffer.from(data).toString('utf8');
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (e) {
+      this.onframeerror?.({ ok: false, error: 'parse', detail: (e as Error).message });
+      return;
+    }
+    this.onmessage?.(value);
+  }
+
+  send(msg: Incoming): void {
+    if (!this.closed && this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(msg));
+  }
+
+  async close(): Promise<void> {
+    if (this.ws.readyState === this.ws.OPEN || this.ws.readyState === this.ws.CONNECTING) {
+      this.ws.close(1000, 'session closed');
+      setTimeout(() => this.ws.terminate(), CLOSE_GRACE_MS).unref();
+    }
+    this.finish('closed');
+  }
+
+  idleSince(): undefined {
+    return undefined; // the session lasts as long as its connection
+  }
+
+  keepalive(): void {
+    if (!this.alive) {
+      this.ws.terminate();
+      return;
+    }
+    this.alive = false;
+    this.ws.ping();
+  }
+
+  end(): Promise<void> {
+    return this.host.close();
+  }
+
+  private finish(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.onclose?.(reason);
+  }
+}
+
+export class WsEndpoint {
+  private readonly wss: WebSocketServer;
+
+  constructor(private readonly opts: WsOptions) {
+    this.wss = new WebSocketServer({
+      noServer: true,
+      maxPayload: opts.maxMessageBytes,
+      perMessageDeflate: false,
+      // Clients that offer subprotocols must offer `mcp`; clients that offer none are accepted.
+      handleProtocols: (protocols) => (protocols.has(WS_SUBPROTOCOL) ? WS_SUBPROTOCOL : false),
+    });
+  }
+
+  /** The http server's 'upgrade' for `/ws`. */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    const { guard, registry } = this.opts;
+    const verdict = guard.check(req);
+    if (!verdict.ok) return refuse(socket, 403, verdict.message);
+    const auth = guard.authenticate(req);
+    if (!auth.ok) return refuse(socket, 401, auth.message, { 'www-authenticate': auth.challenge });
+    const offered = req.headers['sec-websocket-protocol'];
+    if (offered !== undefined && !offered.split(',').some((p) => p.trim() === WS_SUBPROTOCOL)) {
+      return refuse(socket, 400, `Bad Request: the WebSocket subprotocol must be "${WS_SUBPROTOCOL}"`);
+    }
+    if (registry.full) return refuse(socket, 503, overloadedMessage(registry.maxSessions), { 'retry-after': '5' }, HttpRpcCode.Overloaded);
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      const session = new WsSession(ws);
+      const host = this.opts.open(session, { kind: 'ws', client: auth.client });
+      session.host = host;
+      registry.add(session);
+      host.onclose = () => registry.delete(session);
+      this.opts.log.debug({ session: host.id, client: auth.client }, 'websocket session opened');
+    });
+  }
+
+  close(): void {
+    this.wss.close();
+  }
+}
+
+/** An HTTP answer instead of the 101, then the socket is closed. */
+function refuse(socket: Duplex, status: number, message: string, headers: Record<string, string> = {}, code: number = HttpRpcCode.Transport): void {
+  const body = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } });
+  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n`;
+  for (const [k, v] of Object.entries(headers)) head += `${k}: ${v}\r\n`;
+  socket.once('error', () => {}); // the peer may already be gone
+  socket.end(`${head}\r\n${body}`);
+}
