@@ -35,7 +35,7 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
     cleanup: true,
     windowsHide: true,
   });
-  log.info({ command: cfg.command, args: cfg.args, pid: proc.pid }, 'spawned upstream');
+  log.info({ command: cfg.command, args: cfg.args, childPid: proc.pid }, 'spawned upstream');
 
   const exited = proc.then((r) => {
     if (r.failed && r.exitCode === undefined && r.signal === undefined) return `failed to start: ${r.shortMessage ?? r.message}`;
