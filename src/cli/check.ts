@@ -1,9 +1,10 @@
 // `mcpmux check [--probe]`: validate the config; with --probe, start every upstream and report.
 
 import type { Params } from '../protocol/mcp.js';
-import { createRuntime, loadOrReport, type GlobalOptions } from './runtime.js';
+import { createRuntime, loadOrReport, tolerateClosedStdout, type GlobalOptions } from './runtime.js';
 
 export async function runCheck(opts: GlobalOptions & { probe?: boolean }): Promise<number> {
+  tolerateClosedStdout();
   const config = await loadOrReport(opts);
   if (!config) return 1;
   const enabled = config.servers.filter((s) => !s.disabled);

@@ -4,6 +4,7 @@
 import { loadConfig } from '../config/load.js';
 import { ConfigError, type Config } from '../config/types.js';
 import { createLogger, type Logger } from '../observe/logger.js';
+import { ToolPolicy } from '../governance/policy.js';
 import { Router } from '../router/router.js';
 
 export interface Runtime {
@@ -41,7 +42,11 @@ export async function loadOrReport(opts: GlobalOptions): Promise<Config | undefi
 
 export function createRuntime(config: Config, opts: GlobalOptions): Runtime {
   const log = createLogger(opts.logLevel ?? config.logLevel ?? 'info', config.secrets);
-  const router = new Router(config, log);
+  const policy = new ToolPolicy(config.policy);
+  const router = new Router(config, log, {
+    interceptors: [policy.interceptor()],
+    toolVisible: policy.open ? undefined : (client, name) => policy.allows(client, name),
+  });
   return { config, log, router };
 }
 
@@ -62,4 +67,14 @@ export function onShutdownSignals(log: Logger, stop: (why: string) => Promise<vo
   };
   process.on('SIGTERM', handler);
   process.on('SIGINT', handler);
+}
+
+/**
+ * For commands whose output may go to a pipe that closes early (`mcpmux tools | head`): a closed
+ * stdout ends the output quietly instead of crashing with an unhandled EPIPE.
+ */
+export function tolerateClosedStdout(): void {
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+  });
 }

@@ -1,8 +1,9 @@
 // `mcpmux tools [--json]`: the merged tool table exactly as hosts will see it.
 
-import { createRuntime, loadOrReport, type GlobalOptions } from './runtime.js';
+import { createRuntime, loadOrReport, tolerateClosedStdout, type GlobalOptions } from './runtime.js';
 
 export async function runTools(opts: GlobalOptions & { json?: boolean }): Promise<number> {
+  tolerateClosedStdout();
   const config = await loadOrReport(opts);
   if (!config) return 1;
   const { router } = createRuntime(config, { ...opts, logLevel: opts.logLevel ?? 'warn' });

@@ -51,7 +51,14 @@ export class Catalogue {
   }
 
   /** One merged host page. `upstreams` are the live ones for this session, in config order. */
-  async list(kind: ListKind, upstreams: readonly Upstream[], params: Params | undefined, signal: AbortSignal): Promise<Params> {
+  async list(
+    kind: ListKind,
+    upstreams: readonly Upstream[],
+    params: Params | undefined,
+    signal: AbortSignal,
+    /** Per-host visibility (policy), applied after the cache. */
+    visible?: (item: Params) => boolean,
+  ): Promise<Params> {
     const offering = upstreams.filter((u) => u.state === 'ready' && u.capabilities[kind.capability] !== undefined);
     let start = 0;
     let innerCursor: string | undefined;
@@ -64,16 +71,17 @@ export class Catalogue {
     if (offering.length === 0) return { [kind.key]: [] };
 
     // The cursor's upstream first: if it has more pages, that page is the whole answer.
+    const take = (items: Params[]): Params[] => (visible ? items.filter(visible) : items);
     const first = await this.page(kind, offering[start]!, innerCursor, signal);
-    if (first.next !== undefined) return this.result(kind, first.items, offering[start]!, first.next);
+    if (first.next !== undefined) return this.result(kind, take(first.items), offering[start]!, first.next);
 
     // Otherwise the following upstreams' first pages, fetched together, until one has more.
     const rest = offering.slice(start + 1);
     const pages = await Promise.all(rest.map((u) => this.page(kind, u, undefined, signal).catch((err) => this.skip(u, kind, err))));
-    const items = first.items.slice();
+    const items = take(first.items).slice();
     for (let i = 0; i < pages.length; i++) {
       const p = pages[i]!;
-      for (const item of p.items) items.push(item);
+      for (const item of take(p.items)) items.push(item);
       if (p.next !== undefined) return this.result(kind, items, rest[i]!, p.next);
     }
     return { [kind.key]: items };

@@ -24,6 +24,8 @@ import { Subscriptions } from './subscriptions.js';
 /** What the router needs of a host session. Implemented by HostSession. */
 export interface SessionPort {
   readonly id: string;
+  /** The client name its bearer token maps to (policy, audit), if tokens are configured. */
+  readonly client: string | undefined;
   readonly protocolVersion: ProtocolVersion;
   readonly clientCapabilities: Params;
   /** Set by logging/setLevel; undefined means "everything". */
@@ -50,6 +52,12 @@ export interface Call {
 }
 export type Forward = (call: Call) => Promise<Result>;
 export type Interceptor = (next: Forward) => Forward;
+
+/** How governance plugs in: wrappers around the forward step, and which tools a client may see. */
+export interface Governance {
+  interceptors?: readonly Interceptor[];
+  toolVisible?: (client: string | undefined, publicName: string) => boolean;
+}
 
 const LIST_CHANGED_DEBOUNCE_MS = 10;
 type ChangeKind = 'tools' | 'prompts' | 'resources';
@@ -79,11 +87,15 @@ export class Router {
   readonly forward: Forward;
   private readonly kinds: Record<'tools' | 'prompts' | 'resources' | 'templates' | 'tasks', ListKind>;
 
+  private readonly toolVisible: Governance['toolVisible'];
+
   constructor(
     private readonly config: Config,
     private readonly log: Logger,
-    interceptors: readonly Interceptor[] = [],
+    governance: Governance = {},
   ) {
+    this.toolVisible = governance.toolVisible;
+    const interceptors = governance.interceptors ?? [];
     this.names = new NameIndex(config.namespace.separator, config.namespace.maxNameLength, (kind, owner, from, to) =>
       this.log.warn({ kind, server: owner.server, name: owner.name, from, to }, 'public name taken by another server; renamed'),
     );
@@ -198,8 +210,10 @@ export class Router {
   }
 
   /** Every tool as hosts see it, all pages walked (for `mcpmux tools`). */
-  allTools(): Promise<Params[]> {
-    return this.walk(undefined, this.kinds.tools);
+  async allTools(client?: string): Promise<Params[]> {
+    const tools = await this.walk(undefined, this.kinds.tools);
+    const visible = this.toolVisible;
+    return visible ? tools.filter((t) => visible(client, t.name as string)) : tools;
   }
 
   private live(session: SessionPort | undefined): Upstream[] {
@@ -226,8 +240,11 @@ export class Router {
     const params = req.params ?? {};
     const id = req.id;
     switch (req.method) {
-      case 'tools/list':
-        return this.catalogue.list(this.kinds.tools, this.live(session), params, signal);
+      case 'tools/list': {
+        const visible = this.toolVisible;
+        const filter = visible && ((item: Params) => visible(session.client, item.name as string));
+        return this.catalogue.list(this.kinds.tools, this.live(session), params, signal, filter);
+      }
       case 'prompts/list':
         return this.catalogue.list(this.kinds.prompts, this.live(session), params, signal);
       case 'resources/list':
@@ -421,29 +438,34 @@ export class Router {
   // ---- resolution ---------------------------------------------------------------------
 
   private async resolveNamed(session: SessionPort, kind: NamedKind, publicName: string): Promise<{ up: Upstream; name: string }> {
-    let owner = this.names.resolve(kind, publicName) ?? this.parseByPrefix(publicName);
+    let owner = this.names.resolve(kind, publicName);
     if (!owner) {
-      // A name from a list this process never served (say, a host that remembers tools across
-      // an mcpmux restart): walk the lists once, then look again.
+      // Not in any list served so far (say, a host that remembers tools across an mcpmux
+      // restart, or a name that does not exist): walk the lists once, then look again.
       await this.walk(session, kind === 'tools' ? this.kinds.tools : this.kinds.prompts);
       owner = this.names.resolve(kind, publicName);
     }
     const what = kind === 'tools' ? 'tool' : 'prompt';
-    const filtered = owner && kind === 'tools' && !this.toolFilters.get(owner.server)?.(owner.name);
-    if (!owner || filtered) throw new RpcError(ErrorCode.InvalidParams, `Unknown ${what}: ${publicName}`);
-    const up = this.pool.get(session, owner.server);
+    if (!owner) {
+      // Its prefix may name a server that is down: say so rather than "unknown".
+      const down = this.serverByPrefix(session, publicName);
+      if (down && down.state !== 'ready') this.available(down, `The ${what} ${publicName}`);
+      throw new RpcError(ErrorCode.InvalidParams, `Unknown ${what}: ${publicName}`);
+    }
+    const filtered = kind === 'tools' && !this.toolFilters.get(owner.server)?.(owner.name);
+    const up = filtered ? undefined : this.pool.get(session, owner.server);
     if (!up) throw new RpcError(ErrorCode.InvalidParams, `Unknown ${what}: ${publicName}`);
     return { up: this.available(up, `The ${what} ${publicName}`), name: owner.name };
   }
 
-  /** `fs__read_file` -> fs / read_file, when `fs` is a prefix in use. */
-  private parseByPrefix(publicName: string): { server: string; name: string } | undefined {
+  /** The connection whose prefix starts `publicName` (`fs__read_file` -> fs), if any. */
+  private serverByPrefix(session: SessionPort, publicName: string): Upstream | undefined {
     const sep = this.config.namespace.separator;
     const at = publicName.indexOf(sep);
     if (at <= 0) return undefined;
     const prefix = publicName.slice(0, at);
-    const server = this.config.servers.find((s) => !s.disabled && s.prefix === prefix);
-    return server && { server: server.name, name: publicName.slice(at + sep.length) };
+    const cfg = this.config.servers.find((s) => !s.disabled && s.prefix === prefix);
+    return cfg && this.pool.get(session, cfg.name);
   }
 
   private async walk(session: SessionPort | undefined, kind: ListKind): Promise<Params[]> {

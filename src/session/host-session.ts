@@ -23,6 +23,7 @@ export interface HostSessionOptions {
 
 export class HostSession implements SessionPort {
   readonly id = randomUUID();
+  readonly client: string | undefined;
   protocolVersion: ProtocolVersion = LATEST_VERSION;
   clientCapabilities: Params = {};
   clientInfo: Params = {};
@@ -41,7 +42,8 @@ export class HostSession implements SessionPort {
     private readonly router: Router,
     private readonly opts: HostSessionOptions,
   ) {
-    this.log = opts.log.child({ session: this.id });
+    this.client = opts.client;
+    this.log = opts.log.child({ session: this.id, ...(opts.client ? { client: opts.client } : {}) });
     this.endpoint = new Endpoint(
       transport,
       { request: (req, signal) => this.request_(req, signal), notification: (n) => this.notification(n) },
@@ -58,6 +60,11 @@ export class HostSession implements SessionPort {
       this.onclose?.(reason);
     };
     router.attach(this);
+  }
+
+  /** True once the initialize answer has been produced. */
+  get isInitialized(): boolean {
+    return this.initialized;
   }
 
   close(): Promise<void> {
