@@ -7,6 +7,6 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Tests spawn real processes; two cores, so keep parallelism modest.
     maxWorkers: 2,
-    reporters: ['default'],
+    reporters: ['default', './test/helpers/summary-reporter.ts'],
   },
 });
