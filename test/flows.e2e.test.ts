@@ -432,9 +432,7 @@ describe('flows: two upstreams with the same ids and progress tokens', () => {
 // ---- tasks -----------------------------------------------------------------------------------------------------
 
 describe('flows: tasks', () => {
-  // The fixture's tools all declare execution.taskSupport "forbidden": it cannot run tasks.
-  it.todo('a task-augmented tools/call on a fixture completes via tasks/result');
-
+  // The fixture's tools declare execution.taskSupport "forbidden"; server-everything runs real tasks.
   it('a task-augmented tools/call of server-everything\'s simulate-research-query completes via tasks/get and tasks/result', async () => {
     const { peer, init } = await rawHost(config({ every: everything() }), { elicitation: {} });
     expect.soft(init.result.capabilities.tasks?.requests?.tools?.call, 'mcpmux announces task-augmented tools/call').toBeDefined();
