@@ -2,54 +2,15 @@
 // the spec's probe) and WebSocket, against test/fixtures/http-upstream.mjs (the SDK fixture
 // server logic over the network). One fixture process serves the whole file; every test marks
 // its requests with its own X-Test-Run header so it reads only its own entries of the events file.
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
-import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { ROOT, closeAll, readEvents, startMux, startRawMux, tempFile, waitFor, waitForEvent, writeConfig, type RawPeer } from './helpers/harness.js';
+import { startHttpFixture, type Fixture } from './helpers/http-fixture.js';
+import { closeAll, readEvents, startMux, startRawMux, tempFile, waitFor, waitForEvent, writeConfig, type RawPeer } from './helpers/harness.js';
 
-const HTTP_FIXTURE = path.join(ROOT, 'test/fixtures/http-upstream.mjs');
 /** The upstream credential in the config: must reach the fixture, never mcpmux's logs. */
 const SECRET = 'upstream-secret-0f9c2e7a';
-
-interface Fixture {
-  url: string;
-  events: string;
-  close(): Promise<void>;
-}
-
-/** Starts the HTTP fixture and waits (bounded) for the line with its URL. */
-async function startHttpFixture(opts: object = {}): Promise<Fixture> {
-  const events = tempFile('http-events.jsonl');
-  const child = spawn(process.execPath, [HTTP_FIXTURE, JSON.stringify({ ...opts, events })], { stdio: ['pipe', 'pipe', 'pipe'] });
-  let err = '';
-  child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`http fixture did not start within 10 s:\n${err}`)), 10_000);
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => {
-      out += c;
-      const nl = out.indexOf('\n');
-      if (nl < 0) return;
-      clearTimeout(timer);
-      resolve(JSON.parse(out.slice(0, nl)).url);
-    });
-    void exited.then(() => (clearTimeout(timer), reject(new Error(`http fixture exited:\n${err}`))));
-  });
-  return {
-    url,
-    events,
-    async close() {
-      child.stdin.end();
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(timer);
-    },
-  };
-}
 
 /** A port nothing listens on (bound, then released). */
 function freePort(): Promise<number> {
