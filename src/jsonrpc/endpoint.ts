@@ -3,6 +3,7 @@
 // answers them. Cancellation runs through here in both directions; the protocol that names the
 // cancel notification is passed in, so this file stays free of MCP knowledge.
 
+import { Canceller, type CancelSignal } from './cancel.js';
 import { peekHead } from './framing.js';
 import {
   classify,
@@ -26,7 +27,7 @@ export type Result = Record<string, unknown>;
  */
 export interface Handlers {
   /** Answers one incoming request. Throw RpcError for a JSON-RPC error. */
-  request(req: JsonRpcRequest, signal: AbortSignal, related: JsonRpcId | undefined): Promise<Result> | Result;
+  request(req: JsonRpcRequest, signal: CancelSignal, related: JsonRpcId | undefined): Promise<Result> | Result;
   notification(n: JsonRpcNotification, related: JsonRpcId | undefined): void;
 }
 
@@ -50,7 +51,7 @@ export interface EndpointOptions {
 }
 
 export interface RequestOptions extends PendingOptions {
-  signal?: AbortSignal;
+  signal?: CancelSignal;
   /** The peer's request this one belongs to (see Transport.send). */
   related?: JsonRpcId;
 }
@@ -62,7 +63,7 @@ export class Endpoint {
   onclose?: (reason: string) => void;
 
   private readonly pending: PendingTable;
-  private readonly incoming = new Map<JsonRpcId, AbortController>();
+  private readonly incoming = new Map<JsonRpcId, Canceller>();
   private closed = false;
 
   constructor(
@@ -96,17 +97,16 @@ export class Endpoint {
   request(id: JsonRpcId, method: string, params: Result | undefined, opts: RequestOptions = {}): Promise<Result> {
     if (this.closed) return Promise.reject(new RpcError(-32000, `Connection ${this.peerText}closed`));
     const { signal } = opts;
-    if (signal?.aborted) return Promise.reject(abortError(signal));
+    if (signal?.aborted) return Promise.reject(cancelledError(signal));
     const promise = this.pending.add(id, opts);
     this.transport.send(params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params }, opts.related);
     if (signal) {
-      const onAbort = (): void => {
-        if (this.pending.fail(id, abortError(signal))) this.sendCancel(id, reasonOf(signal));
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      promise.then(
-        () => signal.removeEventListener('abort', onAbort),
-        () => signal.removeEventListener('abort', onAbort),
+      // The table calls the unsubscribe when the request settles, however it settles.
+      this.pending.onSettle(
+        id,
+        signal.onCancel(() => {
+          if (this.pending.fail(id, cancelledError(signal))) this.sendCancel(id, signal.reason ?? 'cancelled');
+        }),
       );
     }
     return promise;
@@ -136,7 +136,7 @@ export class Endpoint {
     if (this.closed) return;
     this.closed = true;
     this.pending.failAll(new RpcError(-32000, `Connection ${this.peerText}closed: ${reason}`));
-    for (const ctl of this.incoming.values()) ctl.abort(new Error('connection closed'));
+    for (const ctl of this.incoming.values()) ctl.cancel('connection closed');
     this.incoming.clear();
     this.onclose?.(reason);
   }
@@ -182,7 +182,7 @@ export class Endpoint {
         if (c.msg.method === this.opts.cancel.method) {
           const id = this.opts.cancel.requestId(c.msg.params);
           // Invalid or late cancellations are ignored, as the spec asks.
-          if (id !== undefined) this.incoming.get(id)?.abort(new Error('cancelled by peer'));
+          if (id !== undefined) this.incoming.get(id)?.cancel('cancelled by peer');
         }
         this.handlers.notification(c.msg, related);
         return undefined;
@@ -202,14 +202,14 @@ export class Endpoint {
     if (this.incoming.size >= max) {
       return failure(id, TOO_MANY_IN_FLIGHT, `Too many requests in flight (limit ${max})`);
     }
-    const ctl = new AbortController();
+    const ctl = new Canceller();
     this.incoming.set(id, ctl);
     try {
-      const result = await this.handlers.request(req, ctl.signal, related);
-      return ctl.signal.aborted ? undefined : { jsonrpc: '2.0', id, result };
+      const result = await this.handlers.request(req, ctl, related);
+      return ctl.aborted ? undefined : { jsonrpc: '2.0', id, result };
     } catch (err) {
       // A cancelled request gets no response at all.
-      if (ctl.signal.aborted) return undefined;
+      if (ctl.aborted) return undefined;
       if (err instanceof RpcError) return { jsonrpc: '2.0', id, error: err.toJSON() };
       this.opts.onProtocolError?.('handler failed', err);
       return failure(id, ErrorCode.InternalError, `Internal error: ${(err as Error)?.message ?? String(err)}`);
@@ -236,11 +236,6 @@ function failure(id: JsonRpcId | null, code: number, message: string, data?: unk
   return { jsonrpc: '2.0', id, error: data === undefined ? { code, message } : { code, message, data } } as JsonRpcResponse;
 }
 
-function reasonOf(signal: AbortSignal): string {
-  const r = signal.reason as unknown;
-  return r instanceof Error ? r.message : typeof r === 'string' ? r : 'cancelled';
-}
-
-function abortError(signal: AbortSignal): RpcError {
-  return new RpcError(-32800, `Request cancelled: ${reasonOf(signal)}`);
+function cancelledError(signal: CancelSignal): RpcError {
+  return new RpcError(-32800, `Request cancelled: ${signal.reason ?? 'cancelled'}`);
 }

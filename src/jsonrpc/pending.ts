@@ -20,6 +20,8 @@ export interface PendingOptions {
 
 interface Entry {
   context: unknown;
+  /** Run once when the request settles (unsubscribes its cancellation listener). */
+  cleanup: (() => void) | undefined;
   resolve(result: Record<string, unknown>): void;
   reject(err: Error): void;
   onProgress: ((params: Record<string, unknown>) => void) | undefined;
@@ -49,6 +51,7 @@ export class PendingTable {
       const maxTotal = opts.maxTotalMs ?? 0;
       const entry: Entry = {
         context: opts.context,
+        cleanup: undefined,
         resolve,
         reject,
         onProgress: opts.onProgress,
@@ -59,6 +62,13 @@ export class PendingTable {
       this.entries.set(id, entry);
       this.arm(id, entry, timeoutMs > 0 ? timeoutMs : maxTotal);
     });
+  }
+
+  /** Registers something to run when request `id` settles. */
+  onSettle(id: JsonRpcId, fn: () => void): void {
+    const entry = this.entries.get(id);
+    if (entry) entry.cleanup = fn;
+    else fn();
   }
 
   contextOf(id: JsonRpcId): unknown {
@@ -124,5 +134,6 @@ export class PendingTable {
   private drop(id: JsonRpcId, entry: Entry): void {
     if (entry.timer) clearTimeout(entry.timer);
     this.entries.delete(id);
+    entry.cleanup?.();
   }
 }

@@ -8,6 +8,7 @@
 // Upstream pages are cached (already namespaced) for upstreams that promise `listChanged`;
 // the cache key carries a generation that a list_changed notification bumps.
 
+import type { CancelSignal } from '../jsonrpc/cancel.js';
 import { LRUCache } from 'lru-cache';
 import { RpcError, ErrorCode } from '../jsonrpc/message.js';
 import type { Params } from '../protocol/mcp.js';
@@ -55,7 +56,7 @@ export class Catalogue {
     kind: ListKind,
     upstreams: readonly Upstream[],
     params: Params | undefined,
-    signal: AbortSignal,
+    signal: CancelSignal,
     /** Per-host visibility (policy), applied after the cache. */
     visible?: (item: Params) => boolean,
   ): Promise<Params> {
@@ -97,7 +98,7 @@ export class Catalogue {
     return { items: [], next: undefined };
   }
 
-  private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: AbortSignal): Promise<Page> {
+  private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal): Promise<Page> {
     const cacheable = (up.capabilities[kind.capability] as Params | undefined)?.listChanged === true;
     if (!cacheable) return this.fetch(kind, up, cursor, signal);
     const key = `${this.idOf(up)}:${this.generationsOf(up)[kind.capability] ?? 0}:${kind.method}:${cursor ?? ''}`;
@@ -122,7 +123,7 @@ export class Catalogue {
     return pending;
   }
 
-  private async fetch(kind: ListKind, up: Upstream, cursor: string | undefined, signal: AbortSignal | undefined): Promise<Page> {
+  private async fetch(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal | undefined): Promise<Page> {
     const res = await up.request(kind.method, cursor === undefined ? {} : { cursor }, { signal });
     const raw = res[kind.key];
     if (!Array.isArray(raw)) {

@@ -5,6 +5,7 @@
 // subscriptions and log levels across sessions. Host sessions reach it through `handle`; it
 // reaches them only through the small `SessionPort` interface they register with `attach`.
 
+import { NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
 import type { Config } from '../config/types.js';
 import { compileAllowDeny, type Matcher } from '../governance/glob.js';
 import type { Result } from '../jsonrpc/endpoint.js';
@@ -33,7 +34,7 @@ export interface SessionPort {
   /** `related`: the host's request this message belongs to, if any (picks the HTTP stream). */
   notify(method: string, params?: Params, related?: JsonRpcId): void;
   /** A server-initiated request to the host (sampling, elicitation, roots). */
-  request(method: string, params: Params | undefined, signal: AbortSignal, related?: JsonRpcId): Promise<Result>;
+  request(method: string, params: Params | undefined, signal: CancelSignal, related?: JsonRpcId): Promise<Result>;
 }
 
 /** One forwarded request, as policy, rate limits and observers see it. */
@@ -47,7 +48,7 @@ export interface Call {
   /** For tools/call and prompts/get: the public and upstream names. */
   publicName?: string;
   upstreamName?: string;
-  signal: AbortSignal;
+  signal: CancelSignal;
   onProgress?: (p: Params) => void;
 }
 export type Forward = (call: Call) => Promise<Result>;
@@ -236,7 +237,7 @@ export class Router {
   // ---- host requests ------------------------------------------------------------------
 
   /** Answers one host request that is not session business (initialize, ping). */
-  async handle(session: SessionPort, req: JsonRpcRequest, signal: AbortSignal): Promise<Result> {
+  async handle(session: SessionPort, req: JsonRpcRequest, signal: CancelSignal): Promise<Result> {
     const params = req.params ?? {};
     const id = req.id;
     switch (req.method) {
@@ -280,7 +281,7 @@ export class Router {
     }
   }
 
-  private call(session: SessionPort, hostRequestId: JsonRpcId, upstream: Upstream, method: string, params: Params, signal: AbortSignal): Call {
+  private call(session: SessionPort, hostRequestId: JsonRpcId, upstream: Upstream, method: string, params: Params, signal: CancelSignal): Call {
     const call: Call = { session, hostRequestId, upstream, method, params, signal };
     const token = progressTokenOf(params);
     if (token !== undefined) {
@@ -292,7 +293,7 @@ export class Router {
   }
 
   /** tools/call and prompts/get: resolve the public name, forward, rewrite the result. */
-  private async callNamed(session: SessionPort, hostRequestId: JsonRpcId, kind: NamedKind, params: Params, signal: AbortSignal): Promise<Result> {
+  private async callNamed(session: SessionPort, hostRequestId: JsonRpcId, kind: NamedKind, params: Params, signal: CancelSignal): Promise<Result> {
     const publicName = requireString(params, 'name');
     const { up, name } = await this.resolveNamed(session, kind, publicName);
     params.name = name;
@@ -337,7 +338,7 @@ export class Router {
     return err;
   }
 
-  private async taskRequest(session: SessionPort, req: JsonRpcRequest, params: Params, signal: AbortSignal): Promise<Result> {
+  private async taskRequest(session: SessionPort, req: JsonRpcRequest, params: Params, signal: CancelSignal): Promise<Result> {
     const wrapped = requireString(params, 'taskId');
     const parts = unwrapId(wrapped);
     const up = parts && this.pool.get(session, parts.server);
@@ -350,7 +351,7 @@ export class Router {
     return result;
   }
 
-  private async subscribe(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: AbortSignal): Promise<Result> {
+  private async subscribe(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: CancelSignal): Promise<Result> {
     const { up, uri } = this.resolveUri(session, requireString(params, 'uri'));
     if (!this.subscriptions.has(up, uri)) {
       // The first subscriber subscribes upstream; later ones only join the set.
@@ -370,7 +371,7 @@ export class Router {
     return {};
   }
 
-  private async complete(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: AbortSignal): Promise<Result> {
+  private async complete(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: CancelSignal): Promise<Result> {
     const ref = params.ref as Params | undefined;
     let up: Upstream;
     if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
@@ -469,7 +470,7 @@ export class Router {
   }
 
   private async walk(session: SessionPort | undefined, kind: ListKind): Promise<Params[]> {
-    const signal = new AbortController().signal;
+    const signal = NEVER;
     const items: Params[] = [];
     let cursor: unknown;
     do {
@@ -593,7 +594,7 @@ export class Router {
    * the owner of a `session` upstream; the session of the call it came with (HTTP upstreams say
    * which); else the session with requests in flight to that upstream.
    */
-  private async upstreamRequest(up: Upstream, req: JsonRpcRequest, signal: AbortSignal, call: Call | undefined): Promise<Result> {
+  private async upstreamRequest(up: Upstream, req: JsonRpcRequest, signal: CancelSignal, call: Call | undefined): Promise<Result> {
     if (req.method === 'roots/list' && up.config.roots) return { roots: up.config.roots };
     const session = this.pool.ownerOf(up) ?? (call && this.sessions.has(call.session) ? call.session : this.sessionFor(up));
     if (!session) throw new RpcError(ErrorCode.MethodNotFound, `No host session is connected to take ${req.method}`);

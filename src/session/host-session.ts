@@ -2,6 +2,7 @@
 // side of the handshake, the host's negotiated version and capabilities, its log level. All the
 // routing is the router's; this file is what is particular to one host.
 
+import type { CancelSignal } from '../jsonrpc/cancel.js';
 import { randomUUID } from 'node:crypto';
 import { Endpoint, type Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
@@ -77,13 +78,13 @@ export class HostSession implements SessionPort {
     if (this.initialized) this.endpoint.notify(method, params, related);
   }
 
-  request(method: string, params: Params | undefined, signal: AbortSignal, related?: JsonRpcId): Promise<Result> {
+  request(method: string, params: Params | undefined, signal: CancelSignal, related?: JsonRpcId): Promise<Result> {
     return this.endpoint.request(this.endpoint.allocateId(), method, params, { signal, related, maxTotalMs: this.opts.maxMs });
   }
 
   // ---- what the host sends ------------------------------------------------------------
 
-  private async request_(req: JsonRpcRequest, signal: AbortSignal): Promise<Result> {
+  private async request_(req: JsonRpcRequest, signal: CancelSignal): Promise<Result> {
     switch (req.method) {
       case 'initialize':
         if (this.initializing) throw new RpcError(ErrorCode.InvalidRequest, 'Invalid Request: the session is already initialized');

@@ -2,6 +2,7 @@
 // record, our own id space (ids and progress tokens), and the lifecycle. It knows nothing about
 // hosts or the router: what the upstream says unprompted goes to one listener.
 
+import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { ServerConfig } from '../config/types.js';
 import { Endpoint, type Result } from '../jsonrpc/endpoint.js';
 import { RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
@@ -25,7 +26,7 @@ export interface ServerInfo {
  */
 export interface UpstreamListener {
   notification(up: Upstream, n: JsonRpcNotification, context: unknown): void;
-  request(up: Upstream, req: JsonRpcRequest, signal: AbortSignal, context: unknown): Promise<Result>;
+  request(up: Upstream, req: JsonRpcRequest, signal: CancelSignal, context: unknown): Promise<Result>;
   stateChanged(up: Upstream): void;
 }
 
@@ -40,7 +41,7 @@ export interface UpstreamDeps {
 }
 
 export interface CallOptions {
-  signal?: AbortSignal;
+  signal?: CancelSignal;
   /** Present when the host asked for progress: relays the upstream's progress params. */
   onProgress?: (params: Params) => void;
   /** Handed back to the listener with messages related to this request. */
@@ -183,7 +184,7 @@ export class Upstream {
   }
 
   private readonly handlers = {
-    request: (req: JsonRpcRequest, signal: AbortSignal, related: JsonRpcId | undefined): Promise<Result> | Result => {
+    request: (req: JsonRpcRequest, signal: CancelSignal, related: JsonRpcId | undefined): Promise<Result> | Result => {
       // ping is answered here: mcpmux is the upstream's direct peer.
       if (req.method === 'ping') return {};
       return this.deps.listener.request(this, req, signal, this.contextOf(related));
