@@ -1,0 +1,926 @@
+#!/usr/bin/env node
+// mcpmux benchmark: a direct connection to an SDK-based echo upstream beside the same upstream
+// behind mcpmux, in one run, for stdio -> stdio, HTTP -> stdio and WebSocket -> stdio.
+// See bench/README.md for what each row means. Plain JS, no build step (but `npm run bench`
+// builds mcpmux first: bin/mcpmux.js runs dist/).
+//
+//   node bench/run.mjs [--quick] [--rounds N] [--duration S] [--calls N] [--warmup N]
+//                      [--inflight N] [--only stdio|http|ws[,..]] [--no-20x100] [--no-relay]
+//                      [--profile | --no-profile] [--http-mode json|sse] [--max-minutes M]
+
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { HttpLight, StdioLight, WsLight } from './lib/light-client.mjs';
+import { closeSdk, connectSdk } from './lib/sdk-client.mjs';
+import { TICK_MS, childrenOf, cmdline, cpuTicks, installCleanup, memory, spawnTracked, stopTracked } from './lib/procs.mjs';
+import { fmt, fmtSpread, latencySummary, median, spread } from './lib/stats.mjs';
+import { analyse, topTable } from './profile-top.mjs';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
+const MCPMUX = join(ROOT, 'bin', 'mcpmux.js');
+const RELAY = join(ROOT, 'bench', 'relay.mjs');
+const RESULTS = join(ROOT, 'bench', 'results');
+const NODE = process.execPath;
+
+// ---- options ----------------------------------------------------------------------------------
+
+function parseOptions(argv) {
+  const o = {
+    quick: false,
+    rounds: undefined,
+    duration: undefined,
+    calls: undefined,
+    warmup: undefined,
+    inflight: 64,
+    only: ['stdio', 'http', 'ws'],
+    twenty: true,
+    relay: true,
+    profile: undefined,
+    httpMode: 'json',
+    maxMinutes: undefined,
+  };
+  const num = (a, v) => {
+    const n = Number(v);
+    if (!Number.isFinite(n) || n <= 0) usage(`${a} needs a positive number, got ${v}`);
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const next = () => (i + 1 < argv.length ? argv[++i] : usage(`${a} needs a value`));
+    switch (a) {
+      case '--quick': o.quick = true; break;
+      case '--rounds': o.rounds = Math.round(num(a, next())); break;
+      case '--duration': o.duration = num(a, next()); break;
+      case '--calls': o.calls = Math.round(num(a, next())); break;
+      case '--warmup': o.warmup = Math.round(num(a, next())); break;
+      case '--inflight': o.inflight = Math.round(num(a, next())); break;
+      case '--only': {
+        o.only = next().split(',').map((s) => s.trim()).filter(Boolean);
+        for (const t of o.only) if (!['stdio', 'http', 'ws'].includes(t)) usage(`--only takes stdio, http or ws, got ${t}`);
+        break;
+      }
+      case '--no-20x100': o.twenty = false; break;
+      case '--no-relay': o.relay = false; break;
+      case '--profile': o.profile = true; break;
+      case '--no-profile': o.profile = false; break;
+      case '--http-mode': {
+        o.httpMode = next();
+        if (!['json', 'sse'].includes(o.httpMode)) usage('--http-mode takes json or sse');
+        break;
+      }
+      case '--max-minutes': o.maxMinutes = num(a, next()); break;
+      case '--render': o.render = next(); break;
+      case '-h':
+      case '--help':
+        process.stdout.write(readmeUsage());
+        process.exit(0);
+        break;
+      default: usage(`unknown option ${a}`);
+    }
+  }
+  const q = o.quick;
+  o.rounds ??= q ? 1 : 3;
+  o.duration ??= q ? 2 : 10;
+  o.calls ??= q ? 200 : 2000;
+  o.warmup ??= q ? 50 : 200;
+  o.profile ??= !q;
+  o.initRepeats = q ? 1 : 3; // stdio: spawns per round; http/ws: new sessions per round (+2)
+  o.listRepeats = q ? 10 : 50;
+  o.echo = [
+    { label: '100 KB', bytes: 100_000, reps: q ? 3 : 9 },
+    { label: '1 MB', bytes: 1_000_000, reps: q ? 2 : 5 },
+    { label: '10 MB', bytes: 10_000_000, reps: q ? 1 : 3 },
+  ];
+  o.twentyServers = 20;
+  o.twentyTools = 100;
+  // Whole-run watchdog: generous, but a hang ends with a message instead of never.
+  const perTransport = 4 * o.duration + 120;
+  o.maxMinutes ??= Math.ceil((o.rounds * o.only.length * perTransport + 300 + (o.profile ? o.duration + 60 : 0)) / 60) + 5;
+  return o;
+}
+
+function usage(msg) {
+  process.stderr.write(`bench: ${msg}\n${readmeUsage()}`);
+  process.exit(2);
+}
+function readmeUsage() {
+  return `usage: node bench/run.mjs [--quick] [--rounds N] [--duration S] [--calls N] [--warmup N] [--inflight N]
+                        [--only stdio|http|ws[,..]] [--no-20x100] [--no-relay] [--profile|--no-profile]
+                        [--http-mode json|sse] [--max-minutes M]
+       node bench/run.mjs --render bench/results/latest.json    (re-print a saved run's table)
+`;
+}
+
+// ---- small helpers ----------------------------------------------------------------------------
+
+const now = () => performance.now();
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+let currentPhase = 'starting';
+function phase(s) {
+  currentPhase = s;
+  process.stderr.write(`bench: ${s}\n`);
+}
+
+function withTimeout(p, ms, what) {
+  let t;
+  return Promise.race([
+    p,
+    new Promise((_, rej) => (t = setTimeout(() => rej(new Error(`${what}: no answer within ${ms} ms`)), ms))),
+  ]).finally(() => clearTimeout(t));
+}
+
+function makeText(bytes) {
+  const unit = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
+  return unit.repeat(Math.ceil(bytes / unit.length)).slice(0, bytes);
+}
+
+function errText(e) {
+  return (e && e.message) || String(e);
+}
+
+// ---- targets ----------------------------------------------------------------------------------
+// A target is something to connect to: the echo server directly, or mcpmux in front of it.
+//   start()/stop()           the long-lived server (http/ws), nothing for stdio
+//   openLight()              {c, initMs, pid, close()}   pid: the process serving this session
+//   openSdk()                {sdk, pid, close()}
+//   upstreamPid(pid)         the echo server behind mcpmux (for CPU accounting), if any
+
+function stdioTarget(via, { spawnArgs, label }) {
+  const spawnOne = () => spawnTracked(NODE, spawnArgs(), { label });
+  return {
+    kind: 'stdio',
+    via,
+    label,
+    async start() {},
+    async stop() {},
+    async openLight(timeoutMs = 30_000) {
+      const t0 = now();
+      const child = spawnOne();
+      const c = new StdioLight(child, { label });
+      try {
+        await c.initialize(timeoutMs);
+      } catch (e) {
+        await stopTracked(child);
+        throw new Error(`${label}: ${errText(e)}${child.stderrTail() ? `\n--- its stderr:\n${child.stderrTail()}` : ''}`);
+      }
+      const initMs = now() - t0;
+      return {
+        c,
+        initMs,
+        pid: child.pid,
+        child,
+        close: async () => {
+          await c.close();
+          return stopTracked(child);
+        },
+      };
+    },
+    async openSdk() {
+      const child = spawnOne();
+      let sdk;
+      try {
+        sdk = await connectSdk('stdio', child, 30_000);
+      } catch (e) {
+        await stopTracked(child);
+        throw new Error(`${label} (SDK client): ${errText(e)}${child.stderrTail() ? `\n--- its stderr:\n${child.stderrTail()}` : ''}`);
+      }
+      return {
+        sdk,
+        pid: child.pid,
+        close: async () => {
+          await closeSdk(sdk, 'stdio');
+          return stopTracked(child);
+        },
+      };
+    },
+  };
+}
+
+/** Waits for the JSON stderr line {"msg":"listening","url":...}; rejects on exit or timeout. */
+function waitListening(child, ms, what) {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => done(new Error(`${what}: no "listening" log line within ${ms} ms`)), ms);
+    const onExit = ({ code, signal }) => done(new Error(`${what} exited (${signal ?? `code ${code}`}) before listening`));
+    function done(err, url) {
+      clearTimeout(t);
+      child.onStderrLine = undefined;
+      if (err) reject(new Error(`${err.message}${child.stderrTail() ? `\n--- its stderr:\n${child.stderrTail(1500)}` : ''}`));
+      else resolve(url);
+    }
+    child.exited.then(onExit);
+    child.onStderrLine = (line) => {
+      if (!line.includes('listening')) return;
+      try {
+        const m = JSON.parse(line);
+        if (m.msg === 'listening' && typeof m.url === 'string') done(null, m);
+      } catch {
+        /* not JSON */
+      }
+    };
+  });
+}
+
+function netTarget(kind, via, { spawnArgs, label, urlOf }) {
+  let child;
+  let url;
+  return {
+    kind,
+    via,
+    label,
+    get pid() {
+      return child?.pid;
+    },
+    async start() {
+      child = spawnTracked(NODE, spawnArgs(), { label });
+      const listening = await waitListening(child, 30_000, label);
+      url = urlOf(listening);
+    },
+    async stop() {
+      const c = child;
+      child = undefined;
+      return stopTracked(c, { first: 'SIGTERM', graceMs: 8000 });
+    },
+    async openLight(timeoutMs = 30_000) {
+      const t0 = now();
+      const c = kind === 'ws' ? new WsLight(url, { label }) : new HttpLight(url, { label });
+      try {
+        if (kind === 'ws') await c.open(timeoutMs);
+        await c.initialize(timeoutMs);
+      } catch (e) {
+        await c.close().catch(() => {});
+        throw new Error(`${label}: ${errText(e)}${child.stderrTail() ? `\n--- its stderr:\n${child.stderrTail(1500)}` : ''}`);
+      }
+      const initMs = now() - t0;
+      return { c, initMs, pid: child.pid, child, close: () => c.close() };
+    },
+    async openSdk() {
+      const sdk = await connectSdk(kind, url, 30_000).catch((e) => {
+        throw new Error(`${label} (SDK client): ${errText(e)}`);
+      });
+      return { sdk, pid: child.pid, close: () => closeSdk(sdk, kind) };
+    },
+  };
+}
+
+function upstreamPidOf(pid) {
+  return childrenOf(pid).find((p) => cmdline(p).includes('echo-server.mjs'));
+}
+
+// ---- measurements -----------------------------------------------------------------------------
+
+/** Full tools/list (following nextCursor). Returns {tools, pages, bytes?}. */
+async function listAll(c, { measureBytes = false, timeoutMs = 30_000 } = {}) {
+  let cursor;
+  let tools = [];
+  let pages = 0;
+  let bytes = 0;
+  do {
+    const r = await c.request('tools/list', cursor === undefined ? {} : { cursor }, timeoutMs);
+    if (r.error) throw new Error(`tools/list failed: ${JSON.stringify(r.error)}`);
+    pages++;
+    if (measureBytes) bytes += JSON.stringify(r).length;
+    tools = tools.concat(r.result.tools);
+    cursor = r.result.nextCursor;
+    if (pages > 1000) throw new Error('tools/list: more than 1000 pages');
+  } while (cursor !== undefined && cursor !== null);
+  return { tools, pages, bytes };
+}
+
+async function measureList(c, repeats) {
+  const first = await listAll(c, { measureBytes: true });
+  await listAll(c);
+  const lat = [];
+  for (let i = 0; i < repeats; i++) {
+    const t0 = now();
+    await listAll(c);
+    lat.push(now() - t0);
+  }
+  // How much of a listing is the client's own JSON.parse of the answer (an estimate: the same
+  // bytes parsed here, median of 5), so that a large catalogue's figure can be read net of it.
+  const raw = JSON.stringify({ jsonrpc: '2.0', id: 1, result: { tools: first.tools } });
+  const parse = [];
+  for (let i = 0; i < 5; i++) {
+    const t0 = now();
+    JSON.parse(raw);
+    parse.push(now() - t0);
+  }
+  return { ...latencySummary(lat), tools: first.tools.length, pages: first.pages, bytes: first.bytes, clientParseMs: median(parse), names: first.tools.map((t) => t.name) };
+}
+
+function lightCall(c, name, text = 'hello from the benchmark') {
+  const params = { name, arguments: { text } };
+  return () =>
+    c.request('tools/call', params).then((r) => !r.error && !r.result?.isError && r.result?.content?.[0]?.text === text);
+}
+
+function sdkCall(client, name, text = 'hello from the benchmark') {
+  const params = { name, arguments: { text } };
+  return () => client.callTool(params, undefined, { timeout: 30_000 }).then((r) => !r.isError && r.content?.[0]?.text === text);
+}
+
+async function sequential(call, warmup, n) {
+  let errors = 0;
+  for (let i = 0; i < warmup; i++) if (!(await call())) errors++;
+  const lat = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    const t0 = now();
+    const ok = await call();
+    lat[i] = now() - t0;
+    if (!ok) errors++;
+  }
+  if (errors) throw new Error(`sequential tools/call: ${errors} of ${warmup + n} calls did not echo`);
+  return latencySummary(lat);
+}
+
+/** `inflight` workers calling back-to-back for durationMs; CPU ticks of `pids` over the phase. */
+async function throughput(call, { inflight, durationMs, pids }) {
+  const ticks0 = pids.map((p) => (p ? cpuTicks(p) : undefined));
+  const cpu0 = process.cpuUsage();
+  const t0 = now();
+  let stop = false;
+  let calls = 0;
+  let errors = 0;
+  let firstErr;
+  const timer = setTimeout(() => (stop = true), durationMs);
+  const worker = async () => {
+    while (!stop) {
+      try {
+        if (await call()) calls++;
+        else errors++;
+      } catch (e) {
+        errors++;
+        firstErr ??= e;
+      }
+      if (errors > 100 && errors > calls) stop = true;
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: inflight }, worker));
+  } finally {
+    clearTimeout(timer);
+  }
+  const elapsed = now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  const ticks1 = pids.map((p) => (p ? cpuTicks(p) : undefined));
+  if (errors > 100 && errors > calls) throw new Error(`throughput: ${errors} failed calls, ${calls} ok; first error: ${firstErr ? errText(firstErr) : 'wrong echo'}`);
+  const perCall = (i) => (ticks0[i] !== undefined && ticks1[i] !== undefined && calls ? ((ticks1[i] - ticks0[i]) * TICK_MS) / calls : NaN);
+  return {
+    calls,
+    errors,
+    seconds: elapsed / 1000,
+    callsPerSec: calls / (elapsed / 1000),
+    cpuMsPerCall: pids.map((_, i) => perCall(i)),
+    clientCpuMsPerCall: (cpu.user + cpu.system) / 1000 / calls,
+  };
+}
+
+async function echoSizes(c, name, sizes) {
+  const out = {};
+  for (const { label, bytes, reps } of sizes) {
+    const text = makeText(bytes);
+    const lat = [];
+    let error;
+    for (let i = 0; i < reps && !error; i++) {
+      const t0 = now();
+      try {
+        const r = await c.request('tools/call', { name, arguments: { text } }, 120_000);
+        const dt = now() - t0;
+        if (r.error) error = `JSON-RPC ${r.error.code}: ${String(r.error.message).slice(0, 120)}`;
+        else if (r.result?.isError) error = `tool error: ${String(r.result.content?.[0]?.text).slice(0, 120)}`;
+        else if (r.result?.content?.[0]?.text !== text) error = `wrong echo (${r.result?.content?.[0]?.text?.length} chars back)`;
+        else lat.push(dt);
+      } catch (e) {
+        error = errText(e).slice(0, 200);
+      }
+    }
+    out[label] = { ok: !error, error, reps: lat.length, p50: lat.length ? median(lat) : NaN };
+    if (error && c.closed) break; // the connection died (e.g. a size limit); later sizes can't run
+  }
+  return out;
+}
+
+/** Every figure for one target in one round. */
+async function measureTarget(t, o) {
+  const rec = { target: t.label, kind: t.kind, via: t.via };
+  const net = t.kind !== 'stdio';
+  const sessionsToClose = [];
+  try {
+    if (net) {
+      phase(`${t.label}: starting server`);
+      await t.start();
+      const first = await t.openLight();
+      rec.firstInitMs = first.initMs;
+      await first.close();
+    }
+    phase(`${t.label}: initialize x${o.initRepeats + (net ? 2 : 0)}`);
+    const inits = [];
+    for (let i = 0; i < o.initRepeats + (net ? 2 : 0); i++) {
+      const s = await t.openLight();
+      inits.push(s.initMs);
+      await s.close();
+    }
+    rec.init = { p50: median(inits), samples: inits };
+
+    // ---- light client session --------------------------------------------------------------
+    const L = await t.openLight();
+    sessionsToClose.push(L);
+    phase(`${t.label}: tools/list x${o.listRepeats}`);
+    const list = await measureList(L.c, o.listRepeats);
+    const tool = list.names.find((n) => n === 'echo') ?? list.names.find((n) => /(^|[^a-z])echo$/.test(n));
+    if (!tool) throw new Error(`${t.label}: no echo tool in tools/list (${list.names.slice(0, 5).join(', ')}...)`);
+    delete list.names;
+    rec.list = list;
+    rec.tool = tool;
+    const upstream = t.via !== 'direct' ? upstreamPidOf(L.pid) : undefined;
+    rec.upstreamPid = upstream;
+
+    phase(`${t.label}: sequential tools/call, light client, ${o.warmup} + ${o.calls}`);
+    rec.seqLight = await sequential(lightCall(L.c, tool), o.warmup, o.calls);
+    phase(`${t.label}: throughput, light client, ${o.inflight} in flight, ${o.duration} s`);
+    rec.tputLight = await throughput(lightCall(L.c, tool), { inflight: o.inflight, durationMs: o.duration * 1000, pids: [L.pid, upstream] });
+    if (L.c.mode) rec.httpResponseMode = L.c.mode;
+    phase(`${t.label}: echo ${o.echo.map((e) => e.label).join(', ')}`);
+    rec.echo = await echoSizes(L.c, tool, o.echo);
+    await sleep(200);
+    rec.mem = memory(L.pid); // read while the process is still up
+    sessionsToClose.splice(sessionsToClose.indexOf(L), 1);
+    const leftovers = await L.close();
+    if (leftovers?.length) rec.leftovers = leftovers;
+
+    // ---- SDK client session ----------------------------------------------------------------
+    const S = await t.openSdk();
+    sessionsToClose.push(S);
+    phase(`${t.label}: sequential tools/call, SDK client, ${o.warmup} + ${o.calls}`);
+    rec.seqSdk = await sequential(sdkCall(S.sdk.client, tool), o.warmup, o.calls);
+    phase(`${t.label}: throughput, SDK client, ${o.inflight} in flight, ${o.duration} s`);
+    const up2 = t.via !== 'direct' ? upstreamPidOf(S.pid) : undefined;
+    rec.tputSdk = await throughput(sdkCall(S.sdk.client, tool), { inflight: o.inflight, durationMs: o.duration * 1000, pids: [S.pid, up2] });
+    if (net) rec.memAfterSdk = memory(S.pid);
+    sessionsToClose.splice(sessionsToClose.indexOf(S), 1);
+    const left2 = await S.close();
+    if (left2?.length) rec.leftovers = [...(rec.leftovers ?? []), ...left2];
+  } finally {
+    for (const s of sessionsToClose) await s.close().catch(() => {});
+    if (net) {
+      const left = await t.stop().catch(() => []);
+      if (left?.length) rec.leftovers = [...(rec.leftovers ?? []), ...left];
+    }
+  }
+  if (rec.leftovers?.length) process.stderr.write(`bench: WARNING: ${t.label} left ${rec.leftovers.length} process(es) behind after shutdown; killed them\n`);
+  return rec;
+}
+
+/** mcpmux (stdio) in front of 20 upstreams of 100 tools each, idle after listing. */
+async function measureTwenty(o, config) {
+  const label = `mcpmux stdio, ${o.twentyServers} upstreams x ${o.twentyTools} tools`;
+  phase(`${label}: start`);
+  const t = stdioTarget('mcpmux', { label, spawnArgs: () => [MCPMUX, 'stdio', '--config', config] });
+  const expected = o.twentyServers * (o.twentyTools + 1);
+  const t0 = now();
+  const L = await t.openLight(120_000);
+  const rec = { target: label, initMs: L.initMs };
+  try {
+    // The first initialize waits for the upstreams up to timeouts.startupMs; slow starters join
+    // later (list_changed). Wait until the whole catalogue is there before timing listings.
+    let n = 0;
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      n = (await listAll(L.c, { timeoutMs: 60_000 })).tools.length;
+      if (n >= expected) break;
+      if (Date.now() > deadline) throw new Error(`${label}: only ${n} of ${expected} tools listed after 120 s`);
+      await sleep(250);
+    }
+    rec.completeMs = now() - t0;
+    phase(`${label}: tools/list x${o.listRepeats}`);
+    const list = await measureList(L.c, o.listRepeats);
+    delete list.names;
+    rec.list = list;
+    phase(`${label}: idle 2 s, then VmHWM`);
+    await sleep(2000);
+    rec.mem = memory(L.pid);
+    rec.upstreams = childrenOf(L.pid).length;
+  } finally {
+    const left = await L.close();
+    if (left?.length) rec.leftovers = left;
+  }
+  return rec;
+}
+
+/** With the default timeouts.startupMs: how much of the catalogue is there at the first initialize. */
+async function probeDefaultStartup(o, config) {
+  const label = `mcpmux stdio, ${o.twentyServers} x ${o.twentyTools}, default startupMs`;
+  phase(`${label}: tools at the first initialize and 30 s later`);
+  const t = stdioTarget('mcpmux', { label, spawnArgs: () => [MCPMUX, 'stdio', '--config', config] });
+  const L = await t.openLight(120_000);
+  try {
+    const atInit = (await listAll(L.c, { timeoutMs: 60_000 })).tools.length;
+    await sleep(30_000);
+    const later = (await listAll(L.c, { timeoutMs: 60_000 })).tools.length;
+    const failed = (L.child.stderrTail(64 * 1024).match(/"msg":"upstream failed"/g) ?? []).length;
+    return { initMs: L.initMs, toolsAtInit: atInit, toolsAfter30s: later, expected: o.twentyServers * (o.twentyTools + 1), upstreamFailuresLogged: failed };
+  } finally {
+    await L.close();
+  }
+}
+
+/** Direct stdio listing of one echo server with 100 tools: the reference for the 20x100 row. */
+async function measureDirectHundred(o) {
+  const label = `direct stdio, 1 upstream x ${o.twentyTools} tools`;
+  phase(`${label}: tools/list x${o.listRepeats}`);
+  const t = stdioTarget('direct', { label, spawnArgs: () => [ECHO, '--tools', String(o.twentyTools)] });
+  const L = await t.openLight();
+  try {
+    const list = await measureList(L.c, o.listRepeats);
+    delete list.names;
+    return { target: label, list, mem: memory(L.pid) };
+  } finally {
+    await L.close();
+  }
+}
+
+async function profileStdio(o, config) {
+  const name = 'mcpmux-stdio-throughput.cpuprofile';
+  const file = join(RESULTS, name);
+  rmSync(file, { force: true });
+  const label = 'mcpmux stdio (node --cpu-prof)';
+  phase(`${label}: throughput, light client, ${o.inflight} in flight, ${o.duration} s`);
+  const t = stdioTarget('mcpmux', { label, spawnArgs: () => ['--cpu-prof', `--cpu-prof-dir=${RESULTS}`, `--cpu-prof-name=${name}`, MCPMUX, 'stdio', '--config', config] });
+  const L = await t.openLight();
+  let tput;
+  try {
+    const list = await listAll(L.c);
+    const tool = list.tools.map((x) => x.name).find((n) => /(^|[^a-z])echo$/.test(n));
+    await sequential(lightCall(L.c, tool), o.warmup, 0);
+    tput = await throughput(lightCall(L.c, tool), { inflight: o.inflight, durationMs: o.duration * 1000, pids: [L.pid] });
+  } finally {
+    await L.close(); // stdin closes, mcpmux exits normally and writes the profile
+  }
+  if (!existsSync(file)) throw new Error(`${label}: no profile written at ${file}`);
+  const a = analyse(JSON.parse(readFileSync(file, 'utf8')));
+  return { file: file.slice(ROOT.length), callsPerSec: tput.callsPerSec, calls: tput.calls, analysis: { totalMs: a.totalMs, functions: a.functions.slice(0, 25), files: a.files.slice(0, 15) }, table: topTable(a, 10) };
+}
+
+// ---- report -----------------------------------------------------------------------------------
+
+const get = (obj, path) => path.split('.').reduce((v, k) => (v == null ? undefined : v[k]), obj);
+
+/**
+ * Rows: [label, path or fn, {better, target, unit}]. Values per round are taken from the
+ * direct record and the mcpmux record of that round; the ratio is mcpmux / direct.
+ */
+function rowsFor(kind) {
+  const r = [];
+  if (kind === 'stdio') r.push(['initialize: spawn → answered (ms)', 'init.p50', { better: 'lower' }]);
+  else {
+    // No stdio counterpart for these two: a ws row shows mcpmux only.
+    r.push(['initialize: first session after start (ms)', 'firstInitMs', { better: 'lower', proxyOnly: kind === 'ws' }]);
+    r.push(['initialize: new session, p50 (ms)', 'init.p50', { better: 'lower', proxyOnly: kind === 'ws' }]);
+  }
+  r.push(['tools/list, 1 upstream, p50 (ms)', 'list.p50', { better: 'lower' }]);
+  const p50target = kind === 'stdio' ? { op: '<=', x: 1.25 } : kind === 'http' ? { op: '<=', x: 1.0 } : undefined;
+  r.push(['tools/call p50, SDK client (ms)', 'seqSdk.p50', { better: 'lower', target: p50target }]);
+  r.push(['tools/call p90, SDK client (ms)', 'seqSdk.p90', { better: 'lower' }]);
+  r.push(['tools/call p99, SDK client (ms)', 'seqSdk.p99', { better: 'lower' }]);
+  r.push(['tools/call p50, light client (ms)', 'seqLight.p50', { better: 'lower', target: p50target }]);
+  r.push(['tools/call p90, light client (ms)', 'seqLight.p90', { better: 'lower' }]);
+  r.push(['tools/call p99, light client (ms)', 'seqLight.p99', { better: 'lower' }]);
+  r.push(['throughput, SDK client (calls/s)', 'tputSdk.callsPerSec', { better: 'higher', target: kind === 'stdio' ? { op: '>=', x: 0.8 } : undefined }]);
+  r.push(['throughput, light client (calls/s)', 'tputLight.callsPerSec', { better: 'higher', target: kind === 'stdio' ? { op: '>=', x: 0.8 } : kind === 'http' ? { op: '>=', x: 1.5 } : undefined }]);
+  r.push(['echo 100 KB, p50 (ms)', 'echo.100 KB', { better: 'lower', echo: true, target: { op: '<=', x: 1.3 } }]);
+  r.push(['echo 1 MB, p50 (ms)', 'echo.1 MB', { better: 'lower', echo: true, target: { op: 'ok' } }]);
+  r.push(['echo 10 MB, p50 (ms)', 'echo.10 MB', { better: 'lower', echo: true, target: { op: 'ok' } }]);
+  r.push(['CPU/call server side, light (ms): direct = echo server; else the middle process + upstream', (x) => (x.via !== 'direct' ? x.tputLight?.cpuMsPerCall?.[0] + x.tputLight?.cpuMsPerCall?.[1] : x.tputLight?.cpuMsPerCall?.[0]), { better: 'lower' }]);
+  r.push(['CPU/call of the mcpmux (or relay) process, light client (ms)', (x) => (x.via !== 'direct' ? x.tputLight?.cpuMsPerCall?.[0] : undefined), { better: 'lower', proxyOnly: true }]);
+  r.push(['CPU/call of the mcpmux (or relay) process, SDK client (ms)', (x) => (x.via !== 'direct' ? x.tputSdk?.cpuMsPerCall?.[0] : undefined), { better: 'lower', proxyOnly: true }]);
+  r.push(['CPU/call of the client (bench process), light / SDK (ms)', (x) => x.tputLight?.clientCpuMsPerCall, { better: 'lower', pair: (x) => x.tputSdk?.clientCpuMsPerCall }]);
+  r.push(['peak RSS (VmHWM) after the run incl. 10 MB echo (MB): direct = echo server', (x) => (x.mem ? x.mem.hwmKb / 1024 : NaN), { better: 'lower' }]);
+  return r;
+}
+
+function value(rec, path) {
+  if (!rec) return undefined;
+  return typeof path === 'function' ? path(rec) : get(rec, path);
+}
+
+function verdict(target, ratio, proxyEcho) {
+  if (!target) return '';
+  if (target.op === 'ok') return proxyEcho === undefined ? '' : proxyEcho ? 'ok' : '**MISSED**';
+  if (!Number.isFinite(ratio)) return '';
+  const ok = target.op === '<=' ? ratio <= target.x : ratio >= target.x;
+  return `${ok ? 'ok' : '**MISSED**'} (${target.op === '<=' ? '≤' : '≥'} ${target.x}x)`;
+}
+
+function summarise(results, o) {
+  const sections = [];
+  const floors = { stdio: 'direct stdio', http: 'direct http', ws: 'direct stdio' };
+  for (const kind of o.only) {
+    const proxyLabel = `mcpmux ${kind}`;
+    const directLabel = floors[kind];
+    const rounds = results.rounds.map((r) => ({ d: r[directLabel], p: r[proxyLabel], x: kind === 'stdio' ? r['relay stdio'] : undefined }));
+    const hasRelay = rounds.some(({ x }) => x);
+    const proxyErr = results.rounds.map((r) => r.errors?.[proxyLabel]).find(Boolean);
+    const directErr = results.rounds.map((r) => r.errors?.[directLabel]).find(Boolean);
+    const rows = [];
+    for (const [label, path, meta] of rowsFor(kind)) {
+      if (meta.echo) {
+        const dv = rounds.map(({ d }) => value(d, path));
+        const pv = rounds.map(({ p }) => value(p, path));
+        const d = spread(dv.map((x) => x?.p50));
+        const p = spread(pv.map((x) => x?.p50));
+        const ratios = rounds.map((_, i) => pv[i]?.p50 / dv[i]?.p50);
+        const pOk = pv.filter(Boolean).length ? pv.every((x) => !x || x.ok) : undefined;
+        const dOk = dv.filter(Boolean).length ? dv.every((x) => !x || x.ok) : undefined;
+        const pErr = pv.find((x) => x && !x.ok)?.error;
+        const dErr = dv.find((x) => x && !x.ok)?.error;
+        const xv = rounds.map(({ x }) => value(x, path));
+        const xs = spread(xv.map((v) => v?.p50));
+        const xErr = xv.find((v) => v && !v.ok)?.error;
+        rows.push({ label, direct: d, proxy: p, relay: xs, relayFailed: xErr, directFailed: dOk === false ? dErr : undefined, proxyFailed: pOk === false ? pErr : undefined, ratio: p.med / d.med, ratios: spread(ratios), verdict: verdict(meta.target, p.med / d.med, pOk) });
+        if (meta.target?.op === '<=') rows[rows.length - 1].verdict = pOk === false ? '**MISSED** (failed)' : verdict(meta.target, p.med / d.med);
+        continue;
+      }
+      const dv = rounds.map(({ d }) => value(d, path));
+      const pv = rounds.map(({ p }) => value(p, path));
+      const d = meta.proxyOnly ? spread([]) : spread(dv);
+      const p = spread(pv);
+      const ratios = rounds.map((_, i) => pv[i] / dv[i]);
+      const ratio = meta.proxyOnly ? NaN : p.med / d.med;
+      const row = { label, direct: d, proxy: p, relay: spread(rounds.map(({ x }) => value(x, path))), ratio, ratios: meta.proxyOnly ? spread([]) : spread(ratios), verdict: verdict(meta.target, ratio) };
+      if (meta.pair) {
+        row.relayPair = spread(rounds.map(({ x }) => value(x, meta.pair)));
+        row.directPair = spread(rounds.map(({ d }) => value(d, meta.pair)));
+        row.proxyPair = spread(rounds.map(({ p }) => value(p, meta.pair)));
+        row.ratio = NaN;
+        row.ratios = spread([]);
+      }
+      rows.push(row);
+    }
+    const mode = results.rounds.map((r) => r[directLabel]?.httpResponseMode).find(Boolean);
+    const pmode = results.rounds.map((r) => r[proxyLabel]?.httpResponseMode).find(Boolean);
+    sections.push({ kind, hasRelay, title: `${kind} host → stdio upstream`, floor: directLabel, floorNote: floorNote(kind, mode), proxyMode: pmode, proxyError: proxyErr, directError: directErr, rows });
+  }
+  return sections;
+}
+
+function floorNote(kind, mode) {
+  if (kind === 'stdio') return 'direct floor: the SDK client (or the light client) talking to the SDK echo server over stdio';
+  if (kind === 'http') return `direct floor: the same echo server behind the SDK's StreamableHTTPServerTransport (stateful, ${mode === 'sse' ? 'SSE responses' : 'enableJsonResponse: true'}), over HTTP on 127.0.0.1`;
+  return 'direct floor: direct stdio (the SDK has no WebSocket server transport), so this ratio includes the cost of a network front';
+}
+
+function cell(s, failed) {
+  if (failed) return `FAILED: ${failed.replace(/\|/g, '/').slice(0, 80)}`;
+  return fmtSpread(s);
+}
+
+function renderMarkdown(results, o) {
+  const L = [];
+  const m = results.meta;
+  L.push(`# mcpmux benchmark — ${m.date}`);
+  L.push('');
+  L.push(`Node ${m.node}, ${m.cpus} × ${m.cpuModel}, ${m.memGb} GB; load average before ${m.loadBefore.join(' ')}, after ${m.loadAfter?.join(' ') ?? '?'}; mcpmux ${m.git}.`);
+  L.push(`${o.rounds} round(s); ${o.warmup} warm-up + ${o.calls} sequential calls; throughput ${o.inflight} in flight for ${o.duration} s. Cells: median over rounds (min–max). Ratio: mcpmux ÷ direct of the medians (range of the per-round ratios).`);
+  L.push(`1-minute load average at the start of each round: ${results.rounds.map((r) => r.loadavgAtStart.toFixed(2)).join(', ')}${results.rounds.some((r) => r.loadavgAtStart > 1.5) ? ' — **other load on the machine: figures are disturbed, read the ratio ranges**' : ''}.`);
+  if (m.serve) L.push(`mcpmux serve: ${m.serve}`);
+  L.push('');
+  for (const s of results.sections) {
+    L.push(`## ${s.title}`);
+    L.push('');
+    L.push(`${s.floorNote}.${s.proxyMode ? ` mcpmux answered POSTs with ${s.proxyMode === 'sse' ? 'SSE' : 'JSON'}.` : ''}`);
+    if (s.directError) L.push(`\n**${s.floor} failed:** ${s.directError.split('\n')[0]}`);
+    if (s.proxyError) L.push(`\n**mcpmux ${s.kind}: not available** — ${s.proxyError.split('\n')[0]}`);
+    L.push('');
+    if (s.hasRelay) L.push(`The "no-op relay" column is \`bench/relay.mjs\` in mcpmux's place: a process that only pipes bytes both ways, the cheapest possible middle process; its ratio to the direct floor is in brackets.\n`);
+    L.push(`| figure | ${s.floor} |${s.hasRelay ? ' no-op relay |' : ''} mcpmux ${s.kind} | ratio | added | target |`);
+    L.push(`|---|---:|${s.hasRelay ? '---:|' : ''}---:|---:|---:|---|`);
+    for (const r of s.rows) {
+      let d = cell(r.direct, r.directFailed);
+      let p = cell(r.proxy, r.proxyFailed);
+      if (r.directPair) {
+        d = `${fmt(r.direct.med)} / ${fmt(r.directPair.med)}`;
+        p = `${fmt(r.proxy.med)} / ${fmt(r.proxyPair.med)}`;
+      }
+      if (s.proxyError && !r.proxy.n) p = 'n/a';
+      const ratio = Number.isFinite(r.ratio) ? `${r.ratio.toFixed(2)}x${r.ratios.n > 1 && r.ratios.min !== r.ratios.max ? ` (${r.ratios.min.toFixed(2)}–${r.ratios.max.toFixed(2)})` : ''}` : '';
+      let x = '';
+      if (s.hasRelay) {
+        if (r.relayFailed) x = cell(undefined, r.relayFailed);
+        else if (r.relayPair) x = `${fmt(r.relay.med)} / ${fmt(r.relayPair.med)}`;
+        else x = `${fmt(r.relay?.med)}${Number.isFinite(r.relay?.med / r.direct.med) ? ` (${(r.relay.med / r.direct.med).toFixed(2)}x)` : ''}`;
+        x = ` ${x} |`;
+      }
+      // What mcpmux adds, in the row's own unit, for times (a ratio hides a tiny floor).
+      const added = /\(ms\)/.test(r.label) && !r.directPair && Number.isFinite(r.ratio) ? `${r.proxy.med - r.direct.med >= 0 ? '+' : '−'}${fmt(Math.abs(r.proxy.med - r.direct.med))} ms` : '';
+      L.push(`| ${r.label} | ${d} |${x} ${p} | ${ratio} | ${added} | ${r.verdict ?? ''} |`);
+    }
+    L.push('');
+  }
+  if (results.twenty) {
+    const t = results.twenty;
+    L.push(`## ${o.twentyServers} upstreams × ${o.twentyTools} tools (stdio host)`);
+    L.push('');
+    if (t.error) L.push(`**failed:** ${t.error.split('\n')[0]}\n`);
+    L.push('| figure | reference | mcpmux | ratio | target |');
+    L.push('|---|---:|---:|---:|---|');
+    const lp = spread(t.rounds.map((r) => r.mux?.list?.p50));
+    const lr = spread(t.rounds.map((r) => r.ref?.list?.p50));
+    L.push(`| initialize: spawn → answered (ms) | | ${fmtSpread(spread(t.rounds.map((r) => r.mux?.initMs)))} | | |`);
+    L.push(`| spawn → all ${o.twentyServers * (o.twentyTools + 1)} tools listed (ms) | | ${fmtSpread(spread(t.rounds.map((r) => r.mux?.completeMs)))} | | |`);
+    L.push(`| tools/list, all pages, p50 (ms); reference: direct stdio to one ${o.twentyTools}-tool server | ${fmtSpread(lr)} | ${fmtSpread(lp)} | ${fmt(lp.med / lr.med)}x | ${Number.isFinite(lp.med) ? (lp.med < 5 ? 'ok' : '**MISSED**') + ' (< 5 ms)' : ''} |`);
+    L.push(`| of which the client's JSON.parse of the answer, estimate (ms) | ${fmtSpread(spread(t.rounds.map((r) => r.ref?.list?.clientParseMs)))} | ${fmtSpread(spread(t.rounds.map((r) => r.mux?.list?.clientParseMs)))} | | |`);
+    L.push(`| tools/list p99 (ms) | ${fmtSpread(spread(t.rounds.map((r) => r.ref?.list?.p99)))} | ${fmtSpread(spread(t.rounds.map((r) => r.mux?.list?.p99)))} | | |`);
+    const mx = t.rounds.find((r) => r.mux)?.mux;
+    const rf = t.rounds.find((r) => r.ref)?.ref;
+    if (mx) L.push(`| tools listed, pages, JSON bytes | ${rf ? `${rf.list.tools}, ${rf.list.pages}, ${rf.list.bytes}` : ''} | ${mx.list.tools}, ${mx.list.pages}, ${mx.list.bytes} | | |`);
+    const hwm = spread(t.rounds.map((r) => (r.mux?.mem ? r.mux.mem.hwmKb / 1024 : NaN)));
+    L.push(`| mcpmux peak RSS (VmHWM), idle after listing (MB) | | ${fmtSpread(hwm)} | | ${Number.isFinite(hwm.med) ? (hwm.med < 80 ? 'ok' : '**MISSED**') + ' (< 80 MB)' : ''} |`);
+    const ds = t.defaultStartup;
+    if (ds) L.push(ds.error ? `| default startupMs (10 s): probe failed | | ${ds.error.split('\n')[0].slice(0, 100)} | | |` : `| default startupMs (10 s): initialize (ms); tools listed at initialize / 30 s later (of ${ds.expected}); "upstream failed" log lines | | ${fmt(ds.initMs)}; ${ds.toolsAtInit} / ${ds.toolsAfter30s}; ${ds.upstreamFailuresLogged} | | ${ds.toolsAtInit < ds.expected ? '**incomplete**' : 'ok'} |`);
+    L.push(`| mcpmux RSS (VmRSS), idle (MB) | | ${fmtSpread(spread(t.rounds.map((r) => (r.mux?.mem ? r.mux.mem.rssKb / 1024 : NaN))))} | | |`);
+    L.push('');
+  }
+  if (results.profile) {
+    const p = results.profile;
+    L.push('## Profile: mcpmux stdio process during the light-client throughput phase');
+    L.push('');
+    if (p.error) L.push(`**failed:** ${p.error.split('\n')[0]}`);
+    else {
+      L.push(`\`${p.file}\` — ${fmt(p.callsPerSec)} calls/s under --cpu-prof (${p.calls} calls, light client, ${o.inflight} in flight, ${o.duration} s). The profile covers the whole process life, startup included; self time per function:`);
+      L.push('');
+      L.push(p.table);
+    }
+    L.push('');
+  }
+  const left = results.rounds.flatMap((r) => Object.values(r).filter((x) => x?.leftovers?.length).map((x) => `${x.target}: ${x.leftovers.length}`));
+  if (left.length) L.push(`**Processes left behind after shutdown (killed by the bench):** ${left.join('; ')}\n`);
+  return L.join('\n');
+}
+
+// ---- main -------------------------------------------------------------------------------------
+
+async function main() {
+  const o = parseOptions(process.argv.slice(2));
+  if (o.render) {
+    // Re-render the markdown of a saved latest.json (no measurement).
+    const saved = JSON.parse(readFileSync(o.render, 'utf8'));
+    saved.sections = summarise(saved, saved.options);
+    process.stdout.write(renderMarkdown(saved, saved.options) + '\n');
+    return;
+  }
+  installCleanup();
+  const watchdog = setTimeout(() => {
+    process.stderr.write(`bench: gave up after ${o.maxMinutes} minutes (during: ${currentPhase}); killing every child\n`);
+    process.exit(1); // the exit hook kills the tracked children
+  }, o.maxMinutes * 60_000);
+  watchdog.unref();
+
+  if (!existsSync(join(ROOT, 'dist', 'cli', 'main.js'))) throw new Error('dist/ is missing: run `npm run build` (or `npm run bench`, which builds first)');
+  mkdirSync(RESULTS, { recursive: true });
+  const tmp = mkdtempSync(join(tmpdir(), 'mcpmux-bench-'));
+  const results = { meta: meta(o), options: o, rounds: [] };
+  try {
+    const one = join(tmp, 'one.json');
+    writeFileSync(one, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } }, listen: { host: '127.0.0.1', port: 0 } }, null, 2));
+    const twenty = join(tmp, 'twenty.json');
+    const servers = {};
+    for (let i = 1; i <= o.twentyServers; i++) {
+      const k = `s${String(i).padStart(2, '0')}`;
+      servers[k] = { command: NODE, args: [ECHO, '--tools', String(o.twentyTools), '--name', k] };
+    }
+    // 20 SDK servers booting at once on 2 cores can take longer than the default startupMs
+    // (10 s, also the upstream initialize timeout); the timed run gives them 60 s, and
+    // probeDefaultStartup() reports what the default does.
+    writeFileSync(twenty, JSON.stringify({ mcpServers: servers, timeouts: { startupMs: 60_000 } }, null, 2));
+    const twentyDefault = join(tmp, 'twenty-default.json');
+    writeFileSync(twentyDefault, JSON.stringify({ mcpServers: servers }, null, 2));
+
+    const targets = {
+      'direct stdio': stdioTarget('direct', { label: 'direct stdio', spawnArgs: () => [ECHO] }),
+      'relay stdio': stdioTarget('relay', { label: 'relay stdio', spawnArgs: () => [RELAY, NODE, ECHO] }),
+      'mcpmux stdio': stdioTarget('mcpmux', { label: 'mcpmux stdio', spawnArgs: () => [MCPMUX, 'stdio', '--config', one] }),
+      'direct http': netTarget('http', 'direct', {
+        label: 'direct http',
+        spawnArgs: () => [ECHO, '--http', '0', '--max-body', String(16 * 1024 * 1024), ...(o.httpMode === 'sse' ? ['--sse'] : [])],
+        urlOf: (m) => m.url,
+      }),
+      'mcpmux http': netTarget('http', 'mcpmux', {
+        label: 'mcpmux http',
+        spawnArgs: () => [MCPMUX, 'serve', '--config', one, '--port', '0'],
+        urlOf: (m) => new URL('/mcp', new URL(m.url).origin).href,
+      }),
+      'mcpmux ws': netTarget('ws', 'mcpmux', {
+        label: 'mcpmux ws',
+        spawnArgs: () => [MCPMUX, 'serve', '--config', one, '--port', '0'],
+        urlOf: (m) => (typeof m.ws === 'string' ? m.ws : new URL('/ws', new URL(m.url).origin.replace(/^http/, 'ws')).href),
+      }),
+    };
+    const order = [];
+    const add = (k) => !order.includes(k) && order.push(k);
+    for (const kind of o.only) {
+      if (kind === 'stdio') (add('direct stdio'), o.relay && add('relay stdio'), add('mcpmux stdio'));
+      if (kind === 'http') (add('direct http'), add('mcpmux http'));
+      if (kind === 'ws') (add('direct stdio'), add('mcpmux ws'));
+    }
+
+    let serveUnavailable;
+    for (let round = 1; round <= o.rounds; round++) {
+      const r = { round, errors: {}, loadavgAtStart: loadavg()[0] };
+      results.rounds.push(r);
+      for (const k of order) {
+        const t = targets[k];
+        if ((k === 'mcpmux http' || k === 'mcpmux ws') && serveUnavailable) {
+          r.errors[k] = serveUnavailable;
+          continue;
+        }
+        phase(`round ${round}/${o.rounds}: ${k}`);
+        try {
+          r[k] = await measureTarget(t, o);
+        } catch (e) {
+          const msg = errText(e);
+          r.errors[k] = msg;
+          process.stderr.write(`bench: ${k} failed: ${msg}\n`);
+          if ((k === 'mcpmux http' || k === 'mcpmux ws') && /before listening|no "listening"/.test(msg)) {
+            serveUnavailable = `\`mcpmux serve\` did not start: ${msg.split('\n')[0]}`;
+            const tail = msg.split('--- its stderr:\n')[1];
+            if (tail) serveUnavailable += ` — stderr: ${tail.split('\n').slice(-3).join(' ').slice(0, 300)}`;
+            results.meta.serve = serveUnavailable;
+          }
+        }
+      }
+    }
+
+    if (o.twenty && o.only.includes('stdio')) {
+      results.twenty = { rounds: [] };
+      for (let round = 1; round <= o.rounds; round++) {
+        const r = {};
+        results.twenty.rounds.push(r);
+        try {
+          r.ref = await measureDirectHundred(o);
+          r.mux = await measureTwenty(o, twenty);
+        } catch (e) {
+          r.error = errText(e);
+          results.twenty.error ??= r.error;
+          process.stderr.write(`bench: 20x100 failed: ${r.error}\n`);
+        }
+      }
+      try {
+        results.twenty.defaultStartup = await probeDefaultStartup(o, twentyDefault);
+      } catch (e) {
+        results.twenty.defaultStartup = { error: errText(e) };
+      }
+    }
+
+    if (o.profile) {
+      try {
+        results.profile = await profileStdio(o, one);
+      } catch (e) {
+        results.profile = { error: errText(e) };
+      }
+    }
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+
+  results.meta.loadAfter = loadavg().map((x) => x.toFixed(2));
+  results.sections = summarise(results, o);
+  const md = renderMarkdown(results, o);
+  writeFileSync(join(RESULTS, 'latest.json'), JSON.stringify(results, (k, v) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 2));
+  writeFileSync(join(RESULTS, 'latest.md'), md + '\n');
+  process.stdout.write(md + '\n');
+  process.stderr.write(`bench: wrote bench/results/latest.json and bench/results/latest.md\n`);
+  clearTimeout(watchdog);
+}
+
+function meta(o) {
+  let git = 'unknown';
+  try {
+    git = execFileSync('git', ['describe', '--always', '--dirty'], { cwd: ROOT, timeout: 5000, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    /* not a git checkout */
+  }
+  const c = cpus();
+  return {
+    date: new Date().toISOString(),
+    node: process.versions.node,
+    cpus: c.length,
+    cpuModel: c[0]?.model ?? '?',
+    memGb: Math.round(totalmem() / 2 ** 30),
+    loadBefore: loadavg().map((x) => x.toFixed(2)),
+    git,
+    quick: o.quick,
+  };
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    process.stderr.write(`bench: ${e && e.stack ? e.stack : e}\n`);
+    process.exit(1);
+  },
+);
