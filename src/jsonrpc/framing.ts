@@ -76,9 +76,33 @@ function parseLine(line: Buffer): Frame {
   }
 }
 
+/**
+ * Results that do not change between requests (a merged list page served from cache) are
+ * marked here and serialised once: the next response carrying the same object splices its id
+ * around the cached JSON. Every other message pays one WeakMap lookup.
+ */
+const stable = new WeakMap<object, string>();
+
+export function markStable(result: object): void {
+  if (!stable.has(result)) stable.set(result, '');
+}
+
+/** Serialises one message (or a batch). */
+export function encodeMessage(msg: unknown): string {
+  const result = (msg as { result?: unknown }).result;
+  if (typeof result === 'object' && result !== null) {
+    let json = stable.get(result);
+    if (json !== undefined) {
+      if (json === '') stable.set(result, (json = JSON.stringify(result)));
+      return `{"jsonrpc":"2.0","id":${JSON.stringify((msg as { id: unknown }).id)},"result":${json}}`;
+    }
+  }
+  return JSON.stringify(msg);
+}
+
 /** Serialises one message (or batch) as a single line. */
 export function encodeLine(msg: unknown): string {
-  return JSON.stringify(msg) + '\n';
+  return encodeMessage(msg) + '\n';
 }
 
 /**

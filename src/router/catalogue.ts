@@ -14,6 +14,7 @@ import { RpcError, ErrorCode } from '../jsonrpc/message.js';
 import type { Params } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
+import { markStable } from '../jsonrpc/framing.js';
 
 export type ListMethod = 'tools/list' | 'prompts/list' | 'resources/list' | 'resources/templates/list' | 'tasks/list';
 
@@ -40,6 +41,8 @@ export class Catalogue {
     sizeCalculation: (p) => p.items.length + 1,
   });
   private readonly inflight = new Map<string, Promise<Page>>();
+  /** Whole host pages built only from cached upstream pages, by everything they depend on. */
+  private readonly merged = new LRUCache<string, Params>({ max: 64 });
   /** Per upstream connection and list: bumped by list_changed, so old pages are never served. */
   private readonly generations = new WeakMap<Upstream, Record<string, number>>();
   private readonly ids = new WeakMap<Upstream, number>();
@@ -57,10 +60,41 @@ export class Catalogue {
     upstreams: readonly Upstream[],
     params: Params | undefined,
     signal: CancelSignal,
-    /** Per-host visibility (policy), applied after the cache. */
+    /** Per-host visibility (policy), applied after the cache, and a name for it (the client). */
     visible?: (item: Params) => boolean,
+    visibleKey = '',
   ): Promise<Params> {
     const offering = upstreams.filter((u) => u.state === 'ready' && u.capabilities[kind.capability] !== undefined);
+    // A page that only cached upstream pages go into is the same object until one of them
+    // changes: reuse it, and with it its serialisation (markStable).
+    const memoKey = offering.every((u) => this.cacheable(kind, u)) ? this.memoKey(kind, offering, params?.cursor, visibleKey) : undefined;
+    const memo = memoKey === undefined ? undefined : this.merged.get(memoKey);
+    if (memo) return memo;
+    const result = await this.build(kind, offering, params, signal, visible);
+    if (memoKey !== undefined) {
+      markStable(result);
+      this.merged.set(memoKey, result);
+    }
+    return result;
+  }
+
+  private memoKey(kind: ListKind, offering: readonly Upstream[], cursor: unknown, visibleKey: string): string {
+    let key = `${kind.method}|${typeof cursor === 'string' ? cursor : ''}|${visibleKey}|`;
+    for (const u of offering) key += `${this.idOf(u)}.${this.generationsOf(u)[kind.capability] ?? 0},`;
+    return key;
+  }
+
+  private cacheable(kind: ListKind, up: Upstream): boolean {
+    return (up.capabilities[kind.capability] as Params | undefined)?.listChanged === true;
+  }
+
+  private async build(
+    kind: ListKind,
+    offering: readonly Upstream[],
+    params: Params | undefined,
+    signal: CancelSignal,
+    visible: ((item: Params) => boolean) | undefined,
+  ): Promise<Params> {
     let start = 0;
     let innerCursor: string | undefined;
     if (params?.cursor !== undefined) {
@@ -99,8 +133,7 @@ export class Catalogue {
   }
 
   private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal): Promise<Page> {
-    const cacheable = (up.capabilities[kind.capability] as Params | undefined)?.listChanged === true;
-    if (!cacheable) return this.fetch(kind, up, cursor, signal);
+    if (!this.cacheable(kind, up)) return this.fetch(kind, up, cursor, signal);
     const key = `${this.idOf(up)}:${this.generationsOf(up)[kind.capability] ?? 0}:${kind.method}:${cursor ?? ''}`;
     const hit = this.cache.get(key);
     if (hit) return hit;

@@ -244,7 +244,7 @@ export class Router {
       case 'tools/list': {
         const visible = this.toolVisible;
         const filter = visible && ((item: Params) => visible(session.client, item.name as string));
-        return this.catalogue.list(this.kinds.tools, this.live(session), params, signal, filter);
+        return this.catalogue.list(this.kinds.tools, this.live(session), params, signal, filter, session.client);
       }
       case 'prompts/list':
         return this.catalogue.list(this.kinds.prompts, this.live(session), params, signal);

@@ -7,9 +7,6 @@ import type { Incoming, JsonRpcId } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
 import type { FrameError, Transport } from '../transport/transport.js';
 import { spawnChild } from './child.js';
-import { StreamableHttpTransport, safeUrl } from './http.js';
-import { LegacySseTransport } from './sse.js';
-import { WsTransport } from './ws.js';
 
 export interface Connection {
   transport: Transport;
@@ -36,9 +33,13 @@ export interface RemoteTransport extends Transport {
 
 export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log: Logger): Connection {
   if (cfg.transport === 'stdio') return spawnChild(cfg, maxMessageBytes, log);
-  log.info({ transport: cfg.transport, url: safeUrl(cfg.url) }, 'connecting to upstream');
   const link = new RemoteLink();
-  link.use(openRemote(cfg, maxMessageBytes, log, link));
+  // The remote transports (and fetch, ws, the SSE parser) load only when a config uses them:
+  // a stdio-only mcpmux saves their memory. The link queues sends until the transport is there.
+  openRemote(cfg, maxMessageBytes, log, link).then(
+    (t) => link.use(t),
+    (err: Error) => link.fail(`cannot open ${cfg.transport} transport: ${err.message}`),
+  );
   return {
     transport: link,
     pid: undefined,
@@ -50,17 +51,21 @@ export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log:
   };
 }
 
-function openRemote(cfg: RemoteServerConfig, max: number, log: Logger, link: RemoteLink): RemoteTransport {
+async function openRemote(cfg: RemoteServerConfig, max: number, log: Logger, link: RemoteLink): Promise<RemoteTransport> {
+  const http = await import('./http.js');
+  log.info({ transport: cfg.transport, url: http.safeUrl(cfg.url) }, 'connecting to upstream');
   switch (cfg.transport) {
-    case 'http':
-      return new StreamableHttpTransport(cfg.url, cfg.headers, max, log, {
+    case 'http': {
+      const { LegacySseTransport } = await import('./sse.js');
+      return new http.StreamableHttpTransport(cfg.url, cfg.headers, max, log, {
         // The spec's backwards-compatibility probe: same URL, legacy transport, same first message.
         onLegacy: (first, why) => link.use(new LegacySseTransport(cfg.url, cfg.headers, max, log, why), first),
       });
+    }
     case 'sse':
-      return new LegacySseTransport(cfg.url, cfg.headers, max, log);
+      return new (await import('./sse.js')).LegacySseTransport(cfg.url, cfg.headers, max, log);
     case 'ws':
-      return new WsTransport(cfg.url, cfg.headers, max, log);
+      return new (await import('./ws.js')).WsTransport(cfg.url, cfg.headers, max, log);
   }
 }
 
@@ -114,6 +119,11 @@ class RemoteLink implements Transport {
   async close(): Promise<void> {
     this.finish('closed');
     await this.inner?.close();
+  }
+
+  /** The transport could not even be created. */
+  fail(reason: string): void {
+    this.finish(reason);
   }
 
   private finish(reason: string): void {

@@ -3,6 +3,7 @@
 // from us is a `message` event on that stream; every POST is answered 202. The session is the
 // stream: it ends when the stream's connection closes.
 
+import { encodeMessage } from '../../jsonrpc/framing.js';
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Incoming } from '../../jsonrpc/message.js';
@@ -39,7 +40,7 @@ class LegacySseSession implements Transport, RegisteredSession {
   }
 
   send(msg: Incoming): void {
-    if (!this.closed) this.writer.event(JSON.stringify(msg), undefined, 'message');
+    if (!this.closed) this.writer.event(encodeMessage(msg), undefined, 'message');
   }
 
   async close(): Promise<void> {

@@ -12,6 +12,7 @@
 // Event ids are `<stream>-<seq>`: seq is unique in the session, the prefix ties an id to one
 // stream, so a GET with Last-Event-ID replays only that stream's later events.
 
+import { encodeMessage } from '../../jsonrpc/framing.js';
 import type { ServerResponse } from 'node:http';
 import type { Incoming, JsonRpcId, JsonRpcMessage } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
@@ -198,12 +199,12 @@ export class StreamableSession implements Transport, RegisteredSession {
       this.byRequest.delete(rid!);
       stream.pending.delete(rid!);
       if (stream.jsonMode) stream.collected.push(msg);
-      else this.emit(stream, JSON.stringify(msg));
+      else this.emit(stream, encodeMessage(msg));
       if (stream.pending.size === 0) this.complete(stream);
       return;
     }
     if (stream?.jsonMode) stream = undefined;
-    this.emit(stream ?? this.unrelatedStream(), JSON.stringify(msg));
+    this.emit(stream ?? this.unrelatedStream(), encodeMessage(msg));
   }
 
   /** The GET stream if connected; else an open POST stream; else the GET stream's buffer. */

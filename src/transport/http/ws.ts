@@ -4,6 +4,7 @@
 // Origin checks and the bearer token are done on the upgrade request itself, before the
 // handshake; a refusal is a plain HTTP answer on the socket.
 
+import { encodeMessage } from '../../jsonrpc/framing.js';
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
@@ -63,7 +64,7 @@ class WsSession implements Transport, RegisteredSession {
   }
 
   send(msg: Incoming): void {
-    if (!this.closed && this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(msg));
+    if (!this.closed && this.ws.readyState === this.ws.OPEN) this.ws.send(encodeMessage(msg));
   }
 
   async close(): Promise<void> {
