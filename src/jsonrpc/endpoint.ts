@@ -4,7 +4,7 @@
 // cancel notification is passed in, so this file stays free of MCP knowledge.
 
 import { Canceller, type CancelSignal } from './cancel.js';
-import { peekHead } from './framing.js';
+import { peekId } from './framing.js';
 import {
   classify,
   ErrorCode,
@@ -224,7 +224,7 @@ export class Endpoint {
       return;
     }
     const message = `Message of ${e.bytes} bytes exceeds the limit`;
-    const head = peekHead(e.head);
+    const head = peekId(e.head, e.tail);
     if (head && !head.isRequest && this.pending.fail(head.id, new RpcError(ErrorCode.InternalError, `Response too large: ${message}`))) {
       return;
     }

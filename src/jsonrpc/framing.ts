@@ -8,10 +8,11 @@ const NEWLINE = 0x0a;
 export type Frame =
   | { ok: true; value: unknown }
   | { ok: false; error: 'parse'; detail: string }
-  | { ok: false; error: 'too-large'; bytes: number; head: string };
+  | { ok: false; error: 'too-large'; bytes: number; head: string; tail: string };
 
-/** How much of an oversized line is kept, to find its id and answer it (see `peekHead`). */
+/** How much of each end of an oversized line is kept, to find its id and answer it (see `peekId`). */
 const HEAD_BYTES = 1024;
+const TAIL_BYTES = 256;
 
 export class LineDecoder {
   private chunks: Buffer[] = [];
@@ -20,6 +21,7 @@ export class LineDecoder {
   private skipping = false;
   private skippedBytes = 0;
   private head = '';
+  private tail: Buffer = Buffer.alloc(0);
 
   constructor(private readonly maxBytes: number) {}
 
@@ -32,10 +34,12 @@ export class LineDecoder {
       const piece = start === 0 && end === chunk.length ? chunk : chunk.subarray(start, end);
       if (this.skipping) {
         this.skippedBytes += piece.length;
+        this.keepTail(piece);
       } else if (this.buffered + piece.length > this.maxBytes) {
         this.skipping = true;
         this.skippedBytes = this.buffered + piece.length;
         this.head = Buffer.concat([...this.chunks, piece.subarray(0, HEAD_BYTES)]).subarray(0, HEAD_BYTES).toString('utf8');
+        this.keepTail(piece);
         this.chunks = [];
         this.buffered = 0;
       } else if (piece.length > 0) {
@@ -48,14 +52,20 @@ export class LineDecoder {
     }
   }
 
+  private keepTail(piece: Buffer): void {
+    this.tail = piece.length >= TAIL_BYTES ? Buffer.from(piece.subarray(piece.length - TAIL_BYTES)) : Buffer.concat([this.tail, piece]).subarray(-TAIL_BYTES);
+  }
+
   private finishLine(emit: (frame: Frame) => void): void {
     if (this.skipping) {
       const bytes = this.skippedBytes;
       const head = this.head;
+      const tail = this.tail.toString('utf8');
       this.skipping = false;
       this.skippedBytes = 0;
       this.head = '';
-      emit({ ok: false, error: 'too-large', bytes, head });
+      this.tail = Buffer.alloc(0);
+      emit({ ok: false, error: 'too-large', bytes, head, tail });
       return;
     }
     const line = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.buffered);
@@ -106,12 +116,12 @@ export function encodeLine(msg: unknown): string {
 }
 
 /**
- * Best effort at the id and kind of a message we refused to read whole: its first bytes.
- * Only an `"id"` key that comes before any nested object or array is trusted, so an id inside
- * `params` is never mistaken for the message's own.
+ * Best effort at the id and kind of a message we refused to read whole, from its first and
+ * last bytes. Only a top-level `"id"` is trusted: one before any nested object or array, or the
+ * last member right before the final `}` (where the SDK puts it). Never one inside `params`.
  */
-export function peekHead(head: string): { id: string | number; isRequest: boolean } | undefined {
-  const m = /^\s*\{[^{}[\]]*?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")/.exec(head);
+export function peekId(head: string, tail: string): { id: string | number; isRequest: boolean } | undefined {
+  const m = /^\s*\{[^{}[\]]*?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")/.exec(head) ?? /[,{]\s*"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$/.exec(tail);
   if (!m) return undefined;
   const raw = m[1]!;
   const id = raw.startsWith('"') ? (JSON.parse(raw) as string) : Number(raw);

@@ -269,7 +269,7 @@ export class StreamableHttpTransport implements RemoteTransport {
       this.forget(s);
       return this.deliver(tooLargeResponse(s.related, bytes, this.maxBytes), s.related);
     }
-    this.onframeerror?.({ ok: false, error: 'too-large', bytes, head: '' });
+    this.onframeerror?.({ ok: false, error: 'too-large', bytes, head: '', tail: '' });
     this.reconnect(s); // the GET stream is still wanted; resume after the oversized event
   }
 
