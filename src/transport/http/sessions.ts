@@ -16,8 +16,10 @@ export const DEFAULT_KEEPALIVE_MS = 25_000;
 
 export type SessionKind = 'streamable' | 'sse' | 'ws';
 
-export interface RegisteredSession {
+export interface RegisteredSession extends Transport {
   readonly kind: SessionKind;
+  /** The host session on top of this transport (set by `SessionRegistry.open`). */
+  host: HostSession;
   /** When the session became idle, or undefined while it is busy or connected. */
   idleSince(): number | undefined;
   /** Writes a keep-alive (SSE comment, WebSocket ping) and drops connections that are dead. */
@@ -55,6 +57,21 @@ export class SessionRegistry {
 
   add(s: RegisteredSession): void {
     this.sessions.add(s);
+  }
+
+  /**
+   * Opens the HostSession on top of a new transport and keeps it registered until the host
+   * session closes; `onClosed` then runs (each transport's own bookkeeping).
+   */
+  open<S extends RegisteredSession>(session: S, open: OpenSession, client: string | undefined, onClosed?: () => void): HostSession {
+    const host = open(session, { kind: session.kind, client });
+    session.host = host;
+    this.add(session);
+    host.onclose = () => {
+      this.delete(session);
+      onClosed?.();
+    };
+    return host;
   }
 
   delete(s: RegisteredSession): void {

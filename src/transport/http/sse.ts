@@ -79,15 +79,11 @@ export class LegacySse {
     const id = randomBytes(32).toString('base64url');
     const writer = new SseWriter(res, {});
     const session = new LegacySseSession(id, client, writer);
-    const host = this.opts.open(session, { kind: 'sse', client });
-    session.host = host;
     this.sessions.set(id, session);
-    this.opts.registry.add(session);
-    host.onclose = () => {
+    const host = this.opts.registry.open(session, this.opts.open, client, () => {
       this.sessions.delete(id);
-      this.opts.registry.delete(session);
       writer.end();
-    };
+    });
     // Relative to the stream's URL, as the SDK's SSEClientTransport resolves it.
     writer.event(`${MESSAGES_PATH}?sessionId=${id}`, undefined, 'endpoint');
     this.opts.log.debug({ session: host.id, client }, 'legacy SSE session opened');

@@ -178,14 +178,8 @@ export class StreamableHttp {
     // 32 random bytes, base64url: visible ASCII as the spec asks, and unguessable.
     const id = randomBytes(32).toString('base64url');
     const session = new StreamableSession(id, client, this.opts.log);
-    const host = this.opts.open(session, { kind: 'streamable', client });
-    session.host = host;
     this.sessions.set(id, session);
-    this.opts.registry.add(session);
-    host.onclose = () => {
-      this.sessions.delete(id);
-      this.opts.registry.delete(session);
-    };
+    const host = this.opts.registry.open(session, this.opts.open, client, () => this.sessions.delete(id));
     this.opts.log.debug({ session: host.id, client }, 'streamable HTTP session opened');
     return session;
   }

@@ -126,10 +126,7 @@ export class WsEndpoint {
     if (registry.full) return refuse(socket, 503, overloadedMessage(registry.maxSessions), { 'retry-after': '5' }, HttpRpcCode.Overloaded);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       const session = new WsSession(ws);
-      const host = this.opts.open(session, { kind: 'ws', client: auth.client });
-      session.host = host;
-      registry.add(session);
-      host.onclose = () => registry.delete(session);
+      const host = registry.open(session, this.opts.open, auth.client);
       this.opts.log.debug({ session: host.id, client: auth.client }, 'websocket session opened');
     });
   }
