@@ -190,6 +190,12 @@ export class Endpoint {
         return this.answer(c.msg, related);
       case 'invalid':
         return failure(c.id, ErrorCode.InvalidRequest, `Invalid Request: ${c.reason}`);
+      case 'bad-response':
+        // Answering it would look like a response to one of the peer's own requests.
+        if (c.id === null || !this.pending.fail(c.id, new RpcError(ErrorCode.InternalError, `Malformed response: ${c.reason}`))) {
+          this.opts.onProtocolError?.('malformed response', c);
+        }
+        return undefined;
     }
   }
 

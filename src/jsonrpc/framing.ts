@@ -124,6 +124,11 @@ export function peekId(head: string, tail: string): { id: string | number; isReq
   const m = /^\s*\{[^{}[\]]*?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")/.exec(head) ?? /[,{]\s*"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$/.exec(tail);
   if (!m) return undefined;
   const raw = m[1]!;
-  const id = raw.startsWith('"') ? (JSON.parse(raw) as string) : Number(raw);
+  let id: string | number;
+  try {
+    id = raw.startsWith('"') ? (JSON.parse(raw) as string) : Number(raw);
+  } catch {
+    return undefined; // a malformed id string: answer with id null rather than guess
+  }
   return { id, isRequest: /^\s*\{[^{}[\]]*?"method"\s*:/.test(head) };
 }

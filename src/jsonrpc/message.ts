@@ -80,7 +80,9 @@ export type Classified =
   | { kind: 'request'; msg: JsonRpcRequest }
   | { kind: 'notification'; msg: JsonRpcNotification }
   | { kind: 'response'; msg: JsonRpcResponse }
-  | { kind: 'invalid'; id: JsonRpcId | null; reason: string };
+  | { kind: 'invalid'; id: JsonRpcId | null; reason: string }
+  /** Looks like a response but is not a valid one: never answered (it would look like a response to the peer). */
+  | { kind: 'bad-response'; id: JsonRpcId | null; reason: string };
 
 /** Sorts one parsed value into its JSON-RPC kind, or says why it is not a valid message. */
 export function classify(v: unknown): Classified {
@@ -104,12 +106,12 @@ export function classify(v: unknown): Classified {
     if ('error' in m) {
       const e = m.error as Record<string, unknown> | null;
       if (typeof e !== 'object' || e === null || typeof e.code !== 'number' || typeof e.message !== 'string') {
-        return { kind: 'invalid', id, reason: 'error must be {code: number, message: string}' };
+        return { kind: 'bad-response', id, reason: 'error must be {code: number, message: string}' };
       }
     } else if (typeof m.result !== 'object' || m.result === null) {
-      return { kind: 'invalid', id, reason: 'result must be an object' };
+      return { kind: 'bad-response', id, reason: 'result must be an object' };
     }
-    if (id === null && !('error' in m)) return { kind: 'invalid', id: null, reason: 'response without id' };
+    if (id === null && !('error' in m)) return { kind: 'bad-response', id: null, reason: 'response without id' };
     return { kind: 'response', msg: m as unknown as JsonRpcResponse };
   }
   return { kind: 'invalid', id, reason: 'neither a request, a notification nor a response' };

@@ -16,10 +16,13 @@ export interface PendingOptions {
   onProgress?: (params: Record<string, unknown>) => void;
   /** Anything the owner wants back for messages related to this request (see contextOf). */
   context?: unknown;
+  /** False for requests that must never be cancelled (MCP's initialize): expiry only fails them. */
+  cancelOnExpire?: boolean;
 }
 
 interface Entry {
   context: unknown;
+  cancelOnExpire: boolean;
   /** Run once when the request settles (unsubscribes its cancellation listener). */
   cleanup: (() => void) | undefined;
   resolve(result: Record<string, unknown>): void;
@@ -51,6 +54,7 @@ export class PendingTable {
       const maxTotal = opts.maxTotalMs ?? 0;
       const entry: Entry = {
         context: opts.context,
+        cancelOnExpire: opts.cancelOnExpire ?? true,
         cleanup: undefined,
         resolve,
         reject,
@@ -127,7 +131,7 @@ export class PendingTable {
     const hard = Date.now() >= entry.deadline;
     const reason = hard ? 'maximum total time exceeded' : `no response within ${entry.timeoutMs} ms`;
     this.drop(id, entry);
-    this.onExpire(id, reason);
+    if (entry.cancelOnExpire) this.onExpire(id, reason);
     entry.reject(new RpcError(REQUEST_TIMEOUT, `Request timed out: ${reason}`));
   }
 

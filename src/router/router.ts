@@ -156,6 +156,12 @@ export class Router {
     for (const users of this.inflight.values()) users.delete(session);
     for (const [up, s] of this.lastUser) if (s === session) this.lastUser.delete(up);
     for (const owners of [this.taskOwners, this.elicitationOwners]) for (const [id, s] of owners) if (s === session) owners.delete(id);
+    for (const up of this.pool.forSession(session)) {
+      if (this.pool.ownerOf(up) !== session) continue;
+      this.subscriptions.forget(up);
+      this.inflight.delete(up);
+      this.lastUser.delete(up);
+    }
     void this.pool.closeFor(session);
     void this.syncLogLevels();
   }
@@ -168,7 +174,8 @@ export class Router {
   async greet(session: SessionPort): Promise<{ capabilities: Params; instructions: string | undefined }> {
     const own = this.pool.startFor(session);
     await Promise.all([this.startup, boundedAll(own, this.config.timeouts.startupMs)]);
-    this.greeted.set(session, this.changeSeq);
+    // It may have gone while we waited; then there is nobody to greet (and nothing to leak).
+    if (this.sessions.has(session)) this.greeted.set(session, this.changeSeq);
     return { capabilities: this.capabilities(session), instructions: this.instructions(session) };
   }
 
@@ -181,10 +188,13 @@ export class Router {
 
   /** The union of what the session's live upstreams offer. */
   capabilities(session?: SessionPort): Params {
-    const caps: Params = {};
+    let caps: Params = {};
     let subscribe = false;
     for (const up of this.live(session)) {
       const c = up.capabilities;
+      // Keys mcpmux does not know (experimental, newer ones) pass through, merged.
+      const { tools: _t, prompts: _p, resources: _r, logging: _l, completions: _c, tasks: _k, ...other } = c;
+      caps = mergeDeep(caps, other);
       if (c.tools) caps.tools = { listChanged: true };
       if (c.prompts) caps.prompts = { listChanged: true };
       if (c.resources) {
@@ -253,7 +263,8 @@ export class Router {
       case 'resources/templates/list':
         return this.catalogue.list(this.kinds.templates, this.live(session), params, signal);
       case 'tasks/list':
-        return this.catalogue.list(this.kinds.tasks, this.live(session), params, signal);
+        // A shared upstream sees one client (mcpmux): each host sees only its own tasks.
+        return this.catalogue.list(this.kinds.tasks, this.live(session), params, signal, (t) => this.taskOwners.get(t.taskId as string) === session);
       case 'tools/call':
         return this.callNamed(session, id, 'tools', params, signal);
       case 'prompts/get':
@@ -341,11 +352,13 @@ export class Router {
   private async taskRequest(session: SessionPort, req: JsonRpcRequest, params: Params, signal: CancelSignal): Promise<Result> {
     const wrapped = requireString(params, 'taskId');
     const parts = unwrapId(wrapped);
-    const up = parts && this.pool.get(session, parts.server);
+    const up = parts && this.taskOwners.get(wrapped) === session ? this.pool.get(session, parts.server) : undefined;
     if (!parts || !up) throw new RpcError(ErrorCode.InvalidParams, `Unknown task: ${wrapped}`);
     this.available(up, `Task ${wrapped}`);
     params.taskId = parts.id;
     const result = await this.forward(this.call(session, req.id, up, req.method, params, signal));
+    // Ownership lasts as long as the session: a host may still ask about a finished task
+    // until the upstream forgets it (its ttl).
     if (req.method === 'tasks/result') return this.adaptResult(session, up, rewriteToolResult, result);
     mapTaskResult(result, (t) => wrapId(up.name, t));
     return result;
@@ -431,8 +444,8 @@ export class Router {
       return await up.request(call.method, call.params, { signal: call.signal, onProgress: call.onProgress, context: call });
     } finally {
       const n = (users.get(session) ?? 1) - 1;
-      if (n === 0) users.delete(session);
-      else users.set(session, n);
+      if (n > 0) users.set(session, n);
+      else if (users.delete(session) && users.size === 0) this.inflight.delete(up);
     }
   }
 
@@ -564,6 +577,8 @@ export class Router {
         const owner = owners.get(shownId) ?? call?.session ?? this.pool.ownerOf(up);
         if (!owner) return up.log.debug({ method: n.method, id: shownId }, 'no session owns this id; dropped');
         owner.notify(n.method, { ...params, [key]: shownId });
+        // A completed elicitation is over. A task stays owned until its result is fetched.
+        if (key === 'elicitationId') owners.delete(shownId);
         return;
       }
       default:
@@ -596,8 +611,9 @@ export class Router {
    */
   private async upstreamRequest(up: Upstream, req: JsonRpcRequest, signal: CancelSignal, call: Call | undefined): Promise<Result> {
     if (req.method === 'roots/list' && up.config.roots) return { roots: up.config.roots };
-    const session = this.pool.ownerOf(up) ?? (call && this.sessions.has(call.session) ? call.session : this.sessionFor(up));
-    if (!session) throw new RpcError(ErrorCode.MethodNotFound, `No host session is connected to take ${req.method}`);
+    const callSession = call && this.greeted.has(call.session) ? call.session : undefined;
+    const session = this.pool.ownerOf(up) ?? callSession ?? this.sessionFor(up);
+    if (!session || !this.greeted.has(session)) throw new RpcError(ErrorCode.MethodNotFound, `No initialized host session is connected to take ${req.method}`);
     const params = req.params ?? {};
     const refusal = hostCanTake(session, req.method, params);
     if (refusal) throw new RpcError(ErrorCode.MethodNotFound, refusal);
@@ -606,19 +622,28 @@ export class Router {
       params.elicitationId = wrapId(up.name, params.elicitationId);
       this.elicitationOwners.set(params.elicitationId as string, session);
     }
-    const result = await session.request(req.method, params, signal, call?.hostRequestId);
+    // `related` picks the host's stream; it only means something for the call's own session.
+    const related = call && session === call.session ? call.hostRequestId : undefined;
+    const result = await session.request(req.method, params, signal, related);
     mapRelatedTask(result, (t) => unwrapId(t)?.id ?? t);
     return result;
   }
 
-  /** The session with requests in flight to this upstream; else the one that used it last. */
+  /**
+   * For a shared upstream that cannot say which call a request belongs to (stdio): the one
+   * session with requests in flight to it; among several, the most recent of them (logged);
+   * with none, the one that used it last, or the only session there is.
+   */
   private sessionFor(up: Upstream): SessionPort | undefined {
     const users = this.inflight.get(up);
-    if (users && users.size === 1) return users.keys().next().value;
     const last = this.lastUser.get(up);
-    if (users && users.size > 1) up.log.info('several sessions have requests in flight; routing to the most recent');
+    if (users && users.size > 0) {
+      if (users.size === 1) return users.keys().next().value;
+      up.log.info('several sessions have requests in flight; routing to the most recent');
+      return last && users.has(last) ? last : [...users.keys()].pop();
+    }
     if (last && this.sessions.has(last)) return last;
-    return this.sessions.size === 1 ? this.sessions.values().next().value : undefined;
+    return this.greeted.size === 1 ? this.greeted.keys().next().value : undefined;
   }
 }
 

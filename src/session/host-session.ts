@@ -79,6 +79,7 @@ export class HostSession implements SessionPort {
   }
 
   request(method: string, params: Params | undefined, signal: CancelSignal, related?: JsonRpcId): Promise<Result> {
+    if (!this.initialized) return Promise.reject(new RpcError(ErrorCode.MethodNotFound, `The host has not finished initializing; cannot take ${method}`));
     return this.endpoint.request(this.endpoint.allocateId(), method, params, { signal, related, maxTotalMs: this.opts.maxMs });
   }
 

@@ -111,7 +111,7 @@ export class Upstream {
           clientInfo: this.deps.clientInfo,
         },
         // initialize is never cancelled; it only times out.
-        { timeoutMs: this.deps.startupMs },
+        { timeoutMs: this.deps.startupMs, cancelOnExpire: false },
       );
       const version = result.protocolVersion;
       if (!isSupportedVersion(version)) {

@@ -74,7 +74,7 @@ export class StreamableHttp {
     let init: JsonRpcRequest | undefined;
     for (const item of items) {
       const c = classify(item);
-      if (c.kind === 'invalid') return sendError(res, 400, HttpRpcCode.InvalidRequest, `Invalid Request: ${c.reason}`);
+      if (c.kind === 'invalid' || c.kind === 'bad-response') return sendError(res, 400, HttpRpcCode.InvalidRequest, `Invalid Request: ${c.reason}`);
       if (c.kind === 'request') {
         requests.push(c.msg);
         if (c.msg.method === 'initialize') init = c.msg;

@@ -1,0 +1,34 @@
+// Hostile or broken input on the stdio host side never crashes mcpmux and never gets an answer
+// that the peer could mistake for something else.
+
+import { afterEach, describe, expect, it } from 'vitest';
+import { closeAll, fixture, startRawMux, writeConfig } from './helpers/harness.js';
+
+afterEach(closeAll);
+
+async function rawHost(limits: object = {}) {
+  const peer = startRawMux(await writeConfig({ mcpServers: { fx: fixture({ name: 'fx' }) }, limits }));
+  await peer.initialize();
+  return peer;
+}
+
+describe('hostile input on stdio', () => {
+  it('an oversized line whose id is a malformed string gets -32600 with id null, and mcpmux keeps serving', async () => {
+    const peer = await rawHost({ maxMessageBytes: 4096 });
+    peer.send(`{"jsonrpc":"2.0","id":"\\x","method":"tools/call","params":{"name":"fx__echo","arguments":{"pad":"${'z'.repeat(8000)}"}}}`);
+    const err = await peer.next((m) => m.error !== undefined);
+    expect(err).toMatchObject({ id: null, error: { code: -32600 } });
+    expect(err.error.message).toMatch(/exceeds the limit/);
+    const pong = await peer.request('ping');
+    expect(pong.result).toEqual({});
+  });
+
+  it('a malformed response from the host is not answered (it would look like a response to the host)', async () => {
+    const peer = await rawHost();
+    peer.send({ jsonrpc: '2.0', id: 1, result: null });
+    peer.send({ jsonrpc: '2.0', id: 'after', method: 'ping' });
+    // Messages are answered in order: anything mcpmux said about id 1 would come first.
+    const next = await peer.next((m) => m.id !== undefined && m.method === undefined);
+    expect(next).toMatchObject({ id: 'after', result: {} });
+  });
+});
