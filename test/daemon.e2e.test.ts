@@ -7,7 +7,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { isAlive, startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { closeAll, fixture, readEvents, waitFor } from './helpers/harness.js';
+import { closeAll, fixture, looseSchema, readEvents, waitFor } from './helpers/harness.js';
 import { startHttpFixture, type Fixture } from './helpers/http-fixture.js';
 
 const clients: Client[] = [];
@@ -142,5 +142,26 @@ describe('daemon: tool policy per client (bearer tokens name the client)', () =>
     expect(await names(dev.client)).toContain('fx__echo');
     await expect(ci.client.callTool({ name: 'fx__echo', arguments: {} })).rejects.toThrow(/fx__echo is denied by policy for client "ci"/);
     expect(textOf(await dev.client.callTool({ name: 'fx__echo', arguments: { x: 1 } }))).toContain('"x":1');
+  });
+});
+
+describe('daemon: tasks belong to the session that created them', () => {
+  it('another session can neither get nor list a task it did not create', async () => {
+    const d = await startDaemon({ mcpServers: { tk: fixture({ name: 'tk', tasks: true }) } });
+    const a = await host(d);
+    const b = await host(d);
+    await a.client.connect(a.transport);
+    await b.client.connect(b.transport);
+    const ask = (c: Client, method: string, params: object): Promise<any> => c.request({ method, params } as any, looseSchema);
+
+    const created = await ask(a.client, 'tools/call', { name: 'tk__echo', arguments: { x: 1 }, task: { ttl: 60_000 } });
+    const id: string = created.task.taskId;
+    expect(id).toBe('tk:task-1');
+    expect((await ask(a.client, 'tasks/get', { taskId: id })).taskId).toBe(id);
+    expect((await ask(a.client, 'tasks/list', {})).tasks.map((t: any) => t.taskId)).toEqual([id]);
+
+    await expect(ask(b.client, 'tasks/get', { taskId: id })).rejects.toThrow(/Unknown task: tk:task-1/);
+    await expect(ask(b.client, 'tasks/result', { taskId: id })).rejects.toThrow(/Unknown task/);
+    expect((await ask(b.client, 'tasks/list', {})).tasks).toEqual([]);
   });
 });

@@ -432,7 +432,25 @@ describe('flows: two upstreams with the same ids and progress tokens', () => {
 // ---- tasks -----------------------------------------------------------------------------------------------------
 
 describe('flows: tasks', () => {
-  // The fixture's tools declare execution.taskSupport "forbidden"; server-everything runs real tasks.
+  it('progress of a task-augmented call keeps the host token after the CreateTaskResult, until the task is terminal', async () => {
+    const { peer, init } = await rawHost(config({ tk: fixture({ name: 'tk', tasks: true }) }));
+    expect(init.result.capabilities.tasks?.requests?.tools?.call).toBeDefined();
+    peer.send({ jsonrpc: '2.0', id: 't1', method: 'tools/call', params: { name: 'tk__progress', arguments: { steps: 3, delayMs: 5 }, task: { ttl: 60_000 }, _meta: { progressToken: 'host-tok' } } });
+    const created = await peer.next((m) => m.id === 't1');
+    expect(created.result.task).toMatchObject({ taskId: 'tk:task-1', status: 'working' });
+
+    const status = await peer.next((m) => m.method === 'notifications/tasks/status', 10_000);
+    expect(status.params).toMatchObject({ taskId: 'tk:task-1', status: 'completed' });
+    // Every step arrived after the task was created, with the host's own token, increasing.
+    const steps = peer.messages.filter((m) => m.method === 'notifications/progress');
+    expect(steps.map((m) => [m.params.progressToken, m.params.progress])).toEqual([['host-tok', 1], ['host-tok', 2], ['host-tok', 3]]);
+    expect(peer.messages.indexOf(steps[0])).toBeGreaterThan(peer.messages.indexOf(created));
+
+    const result = await peer.request('tasks/result', { taskId: 'tk:task-1' });
+    expect(result.result.content[0].text).toBe('done 3');
+    expect(result.result._meta['io.modelcontextprotocol/related-task']).toEqual({ taskId: 'tk:task-1' });
+  });
+
   it('a task-augmented tools/call of server-everything\'s simulate-research-query completes via tasks/get and tasks/result', async () => {
     const { peer, init } = await rawHost(config({ every: everything() }), { elicitation: {} });
     expect.soft(init.result.capabilities.tasks?.requests?.tools?.call, 'mcpmux announces task-augmented tools/call').toBeDefined();

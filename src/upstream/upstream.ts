@@ -48,6 +48,8 @@ export interface CallOptions {
   context?: unknown;
 }
 
+const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
+
 /** Restart delays grow from restart.backoffMs, doubling, up to this. */
 const MAX_BACKOFF_MS = 30_000;
 
@@ -63,6 +65,11 @@ export class Upstream {
   private connection: Connection | undefined;
   private started: Promise<void> | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
+  /**
+   * Progress routes of task-augmented requests whose CreateTaskResult came back: the spec keeps
+   * the token valid until the task is terminal, so the route outlives the request (token -> route).
+   */
+  private readonly taskProgress = new Map<JsonRpcId, { taskId: string; onProgress: (p: Params) => void; timer: NodeJS.Timeout }>();
 
   constructor(
     readonly config: ServerConfig,
@@ -163,13 +170,35 @@ export class Upstream {
       const meta = params._meta as Params | undefined;
       params._meta = meta ? { ...meta, progressToken: id } : { progressToken: id };
     }
-    return ep.request(id, method, params, {
+    const pending = ep.request(id, method, params, {
       signal: opts.signal,
       onProgress: opts.onProgress,
       context: opts.context,
       timeoutMs: this.config.timeoutMs,
       maxTotalMs: this.deps.maxMs,
     });
+    const onProgress = opts.onProgress;
+    if (!onProgress || params?.task === undefined) return pending;
+    return pending.then((res) => {
+      const task = res.task as Params | undefined;
+      if (typeof task?.taskId === 'string') this.keepTaskProgress(id, task.taskId, typeof task.ttl === 'number' ? task.ttl : this.deps.maxMs, onProgress);
+      return res;
+    });
+  }
+
+  private keepTaskProgress(token: JsonRpcId, taskId: string, ttl: number, onProgress: (p: Params) => void): void {
+    // Bounded by the task's ttl even if no terminal status ever arrives.
+    const timer = setTimeout(() => this.taskProgress.delete(token), Math.min(ttl, this.deps.maxMs));
+    timer.unref?.();
+    this.taskProgress.set(token, { taskId, onProgress, timer });
+  }
+
+  private endTaskProgress(taskId: string): void {
+    for (const [token, route] of this.taskProgress) {
+      if (route.taskId !== taskId) continue;
+      clearTimeout(route.timer);
+      this.taskProgress.delete(token);
+    }
   }
 
   notify(method: string, params?: Params): void {
@@ -193,8 +222,13 @@ export class Upstream {
       if (n.method === 'notifications/progress') {
         const token = n.params?.progressToken;
         if ((typeof token === 'number' || typeof token === 'string') && this.endpoint?.progress(token, n.params!)) return;
+        const route = typeof token === 'number' || typeof token === 'string' ? this.taskProgress.get(token) : undefined;
+        if (route) return route.onProgress(n.params!);
         this.log.debug({ token }, 'progress for an unknown token dropped');
         return;
+      }
+      if (n.method === 'notifications/tasks/status' && TERMINAL.has(n.params?.status as string) && typeof n.params?.taskId === 'string') {
+        this.endTaskProgress(n.params.taskId);
       }
       if (n.method === 'notifications/cancelled') return; // handled by the endpoint
       this.deps.listener.notification(this, n, this.contextOf(related));
@@ -226,6 +260,8 @@ export class Upstream {
 
   private setState(state: UpstreamState, reason: string): void {
     this.state = state;
+    for (const route of this.taskProgress.values()) clearTimeout(route.timer);
+    this.taskProgress.clear();
     this.reason = reason;
     const ep = this.endpoint;
     // In-flight requests fail fast with a clear reason instead of waiting for their timeout.
