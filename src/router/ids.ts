@@ -2,6 +2,7 @@
 // `<server>:<id>` (server names cannot contain `:`), and mapped back on the way in.
 
 import type { Params } from '../protocol/mcp.js';
+import { splitServer } from './naming.js';
 
 export const RELATED_TASK = 'io.modelcontextprotocol/related-task';
 
@@ -9,10 +10,8 @@ export function wrapId(server: string, id: string): string {
   return server + ':' + id;
 }
 
-export function unwrapId(wrapped: string): { server: string; id: string } | undefined {
-  const at = wrapped.indexOf(':');
-  if (at <= 0) return undefined;
-  return { server: wrapped.slice(0, at), id: wrapped.slice(at + 1) };
+export function unwrapId(wrapped: string): { server: string; rest: string } | undefined {
+  return splitServer(wrapped, ':');
 }
 
 /** Rewrites `_meta["io.modelcontextprotocol/related-task"].taskId` in place, if present. */

@@ -72,9 +72,14 @@ export function wrapUri(server: string, uri: string): string {
   return server + '+' + uri;
 }
 
-/** `fs+file:///a` -> { server: 'fs', uri: 'file:///a' }, or undefined if there is no `+`. */
-export function unwrapUri(wrapped: string): { server: string; uri: string } | undefined {
-  const plus = wrapped.indexOf('+');
-  if (plus <= 0) return undefined;
-  return { server: wrapped.slice(0, plus), uri: wrapped.slice(plus + 1) };
+/** `<server><mark><rest>` -> { server, rest }, or undefined when there is no server part. */
+export function splitServer(wrapped: string, mark: string): { server: string; rest: string } | undefined {
+  const at = wrapped.indexOf(mark);
+  if (at <= 0) return undefined;
+  return { server: wrapped.slice(0, at), rest: wrapped.slice(at + mark.length) };
+}
+
+/** `fs+file:///a` -> { server: 'fs', rest: 'file:///a' }. */
+export function unwrapUri(wrapped: string): { server: string; rest: string } | undefined {
+  return splitServer(wrapped, '+');
 }

@@ -299,7 +299,7 @@ export class Router {
       call.onProgress = (p) => session.notify('notifications/progress', { ...p, progressToken: token }, hostRequestId);
     }
     // A related-task id the host saw as `<server>:<id>` goes upstream as `<id>`.
-    mapRelatedTask(params, (t) => unwrapId(t)?.id ?? t);
+    mapRelatedTask(params, (t) => unwrapId(t)?.rest ?? t);
     return call;
   }
 
@@ -355,7 +355,7 @@ export class Router {
     const up = parts && this.taskOwners.get(wrapped) === session ? this.pool.get(session, parts.server) : undefined;
     if (!parts || !up) throw new RpcError(ErrorCode.InvalidParams, `Unknown task: ${wrapped}`);
     this.available(up, `Task ${wrapped}`);
-    params.taskId = parts.id;
+    params.taskId = parts.rest;
     const result = await this.forward(this.call(session, req.id, up, req.method, params, signal));
     // Ownership lasts as long as the session: a host may still ask about a finished task
     // until the upstream forgets it (its ttl).
@@ -498,7 +498,7 @@ export class Router {
     const parts = unwrapUri(wrapped);
     const prefixed = parts && this.pool.get(session, parts.server);
     if (parts && prefixed && prefixed.config.resources.namespace === 'prefix') {
-      return { up: this.available(prefixed, `Resource ${wrapped}`), uri: parts.uri };
+      return { up: this.available(prefixed, `Resource ${wrapped}`), uri: parts.rest };
     }
     // Passthrough upstreams keep their URIs; with exactly one, it owns every URI that is not prefixed.
     const passthrough = this.live(session).filter((u) => u.config.resources.namespace === 'passthrough' && u.capabilities.resources);
@@ -625,7 +625,7 @@ export class Router {
     // `related` picks the host's stream; it only means something for the call's own session.
     const related = call && session === call.session ? call.hostRequestId : undefined;
     const result = await session.request(req.method, params, signal, related);
-    mapRelatedTask(result, (t) => unwrapId(t)?.id ?? t);
+    mapRelatedTask(result, (t) => unwrapId(t)?.rest ?? t);
     return result;
   }
 
