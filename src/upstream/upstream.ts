@@ -7,7 +7,7 @@ import type { ServerConfig } from '../config/types.js';
 import { Endpoint, type Result } from '../jsonrpc/endpoint.js';
 import { RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
-import { cancelProtocol, MuxError, type Params } from '../protocol/mcp.js';
+import { cancelProtocol, MuxError, withProgressToken, type Params } from '../protocol/mcp.js';
 import { LATEST_VERSION, isSupportedVersion, type ProtocolVersion } from '../protocol/versions.js';
 import { connectUpstream, type Connection } from './connect.js';
 
@@ -166,10 +166,8 @@ export class Upstream {
       return Promise.reject(new RpcError(MuxError.UpstreamUnavailable, `Upstream "${this.name}" is not available${this.reason ? `: ${this.reason}` : ''}`));
     }
     const id = ep.allocateId();
-    if (opts.onProgress && params) {
-      const meta = params._meta as Params | undefined;
-      params._meta = meta ? { ...meta, progressToken: id } : { progressToken: id };
-    }
+    // The upstream sees our request id as the token: unique on this connection by construction.
+    if (opts.onProgress && params) withProgressToken(params, id);
     const pending = ep.request(id, method, params, {
       signal: opts.signal,
       onProgress: opts.onProgress,
