@@ -389,6 +389,20 @@ describe('core: capabilities and instructions', () => {
     expect(caps.completions).toBeDefined(); // only alpha has completions
   });
 
+  it('capability keys mcpmux does not know (experimental, newer ones) pass through, merged across upstreams', async () => {
+    const peer = startRawMux(
+      await writeConfig(
+        config({
+          alpha: fixture({ name: 'alpha', capabilities: { experimental: { 'com.example/a': { on: true } }, 'x-future': { level: 2 } } }),
+          beta: fixture({ name: 'beta', capabilities: { experimental: { 'com.example/b': {} } } }),
+        }),
+      ),
+    );
+    const init = await peer.initialize();
+    expect(init.result.capabilities.experimental).toEqual({ 'com.example/a': { on: true }, 'com.example/b': {} });
+    expect(init.result.capabilities['x-future']).toEqual({ level: 2 });
+  });
+
   it('a prompts capability appears as soon as one upstream has prompts', async () => {
     const { client } = await startMux(
       config({ alpha: fixture({ name: 'alpha', capabilities: { prompts: false } }), beta: fixture({ name: 'beta' }) }),
