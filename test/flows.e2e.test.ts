@@ -431,6 +431,23 @@ describe('flows: two upstreams with the same ids and progress tokens', () => {
 
 // ---- tasks -----------------------------------------------------------------------------------------------------
 
+describe('flows: server-initiated requests and the host handshake', () => {
+  it('an upstream asking for roots while the host is still initializing gets an error; the host never sees the request early', async () => {
+    const events = tempFile('roots-on-init.jsonl');
+    const fast = fixture({ name: 'fast', rootsOnInit: true, events });
+    // A second upstream that takes a second to start keeps mcpmux's initialize answer waiting.
+    const slow = fixture({ name: 'slow' });
+    const slowEntry = { command: 'sh', args: ['-c', `sleep 1; exec "$0" "$@"`, slow.command, ...slow.args] };
+    const peer = startRawMux(await writeConfig(config({ fast, slow: slowEntry })));
+    const init = await peer.initialize({ protocolVersion: '2025-11-25', capabilities: { roots: {} }, clientInfo: { name: 'raw-host', version: '0.0.0' } });
+    const answered = await waitForEvent(events, (e: any) => e.type === 'roots_on_init');
+    expect(answered.error?.message).toMatch(/not finished initializing|No initialized host session/);
+    // Nothing but the initialize answer came before it; no roots/list reached the host at all.
+    expect(peer.messages.indexOf(init)).toBe(0);
+    expect(peer.messages.some((m) => m.method === 'roots/list')).toBe(false);
+  });
+});
+
 describe('flows: tasks', () => {
   it('progress of a task-augmented call keeps the host token after the CreateTaskResult, until the task is terminal', async () => {
     const { peer, init } = await rawHost(config({ tk: fixture({ name: 'tk', tasks: true }) }));
