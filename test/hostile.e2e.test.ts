@@ -31,4 +31,15 @@ describe('hostile input on stdio', () => {
     const next = await peer.next((m) => m.id !== undefined && m.method === undefined);
     expect(next).toMatchObject({ id: 'after', result: {} });
   });
+
+  it('requests beyond limits.maxInFlightPerSession get -31003 at once; the ones within the limit complete', async () => {
+    const peer = await rawHost({ maxInFlightPerSession: 2 });
+    const slow = (id: string) => peer.send({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'fx__slow', arguments: { ms: 300 } } });
+    slow('a');
+    slow('b');
+    slow('c');
+    const refused = await peer.next((m) => m.id === 'c');
+    expect(refused.error).toMatchObject({ code: -31003, message: 'Too many requests in flight (limit 2)' });
+    for (const id of ['a', 'b']) expect((await peer.next((m) => m.id === id)).result).toBeDefined();
+  });
 });
