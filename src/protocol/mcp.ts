@@ -1,6 +1,6 @@
 // MCP-level constants and small helpers shared by the host side and the upstream side.
 
-import type { CancelProtocol } from '../jsonrpc/endpoint.js';
+import { TOO_MANY_IN_FLIGHT, type CancelProtocol } from '../jsonrpc/endpoint.js';
 import type { JsonRpcId } from '../jsonrpc/message.js';
 
 export const McpError = {
@@ -18,7 +18,8 @@ export const McpError = {
 export const MuxError = {
   UpstreamUnavailable: -31001,
   PolicyDenied: -31002,
-  TooManyInFlight: -31003,
+  /** Set by the JSON-RPC endpoint itself (it enforces the limit). */
+  TooManyInFlight: TOO_MANY_IN_FLIGHT,
 } as const;
 
 export const cancelProtocol: CancelProtocol = {

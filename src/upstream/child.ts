@@ -5,22 +5,14 @@ import { execa, type ResultPromise } from 'execa';
 import type { StdioServerConfig } from '../config/types.js';
 import type { Logger } from '../observe/logger.js';
 import { StreamTransport } from '../transport/stream.js';
-import type { Transport } from '../transport/transport.js';
+import type { Connection } from './connect.js';
 
 /** How long a child gets after stdin closes, and again after SIGTERM, before the next step. */
 const GRACE_MS = 2000;
 const MAX_STDERR_LINE = 4096;
 
-export interface ChildHandle {
-  transport: Transport;
-  pid: number | undefined;
-  /** Resolves when the process has exited, with a description of how. */
-  exited: Promise<string>;
-  /** Close stdin, wait; SIGTERM, wait; SIGKILL. Resolves once the process is gone. */
-  stop(): Promise<void>;
-}
 
-export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log: Logger): ChildHandle {
+export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log: Logger): Connection {
   // A child must never inherit systemd's notify socket (it could report readiness for us).
   const { NOTIFY_SOCKET: _notify, ...inherited } = process.env;
   const proc: ResultPromise = execa(cfg.command, cfg.args, {
@@ -61,7 +53,7 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
       await exited;
     })());
 
-  return { transport, pid: proc.pid, exited, stop };
+  return { transport, exited, stop };
 }
 
 function exitsWithin(exited: Promise<string>, ms: number): Promise<boolean> {

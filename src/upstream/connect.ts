@@ -10,8 +10,6 @@ import { spawnChild } from './child.js';
 
 export interface Connection {
   transport: Transport;
-  /** Child pid for stdio upstreams. */
-  pid: number | undefined;
   /** Resolves (never rejects) with a description once the connection is gone for good. */
   exited: Promise<string>;
   /** Ends the connection (for a child: the spec's shutdown order). */
@@ -42,7 +40,6 @@ export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log:
   );
   return {
     transport: link,
-    pid: undefined,
     exited: link.exited,
     stop: () => link.close(),
     get expired() {

@@ -86,10 +86,6 @@ export class Upstream {
     return this.info?.capabilities ?? {};
   }
 
-  get pid(): number | undefined {
-    return this.connection?.pid;
-  }
-
   /** Connects and initializes; resolves when ready or failed (never rejects). */
   start(): Promise<void> {
     return (this.started ??= this.run());

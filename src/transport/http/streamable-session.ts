@@ -68,9 +68,6 @@ export class StreamableSession implements Transport, RegisteredSession {
   onclose?: (reason: string) => void;
   /** Set right after construction (the HostSession needs this transport first). */
   host!: HostSession;
-  /** True once the answer to initialize went out: from then on batches may be acceptable. */
-  initialized = false;
-
   private readonly streams = new Map<number, Stream>();
   private readonly byRequest = new Map<JsonRpcId, Stream>();
   private readonly detached: Stream[] = [];
@@ -78,7 +75,6 @@ export class StreamableSession implements Transport, RegisteredSession {
   private seq = 0;
   private lastActive = Date.now();
   private closed = false;
-  private initId: JsonRpcId | undefined;
 
   constructor(
     readonly id: string,
@@ -103,14 +99,13 @@ export class StreamableSession implements Transport, RegisteredSession {
    * A POST that carries requests: registers its stream before the messages are handed on, so
    * the responses (and everything related to them) find it.
    */
-  openPost(res: ServerResponse, ids: JsonRpcId[], opts: { sse: boolean; batch: boolean; prime: boolean; initId?: JsonRpcId }): void {
+  openPost(res: ServerResponse, ids: JsonRpcId[], opts: { sse: boolean; batch: boolean; prime: boolean }): void {
     this.touch();
     const stream = newStream(this.nextStream++, !opts.sse, opts.batch);
     for (const id of ids) {
       stream.pending.add(id);
       this.byRequest.set(id, stream);
     }
-    if (opts.initId !== undefined) this.initId = opts.initId;
     this.streams.set(stream.key, stream);
     const headers = { 'mcp-session-id': this.id };
     if (opts.sse) {
@@ -195,7 +190,6 @@ export class StreamableSession implements Transport, RegisteredSession {
         this.log.debug({ id: rid }, 'response for a request no longer waiting (cancelled or closed); dropped');
         return;
       }
-      if (rid === this.initId && 'result' in msg) this.initialized = true;
       this.byRequest.delete(rid!);
       stream.pending.delete(rid!);
       if (stream.jsonMode) stream.collected.push(msg);

@@ -128,7 +128,6 @@ export class StreamableHttp {
       sse: acceptsEventStream(req),
       batch,
       prime: versionAtLeast(version, PRIMING_SINCE),
-      ...(init && { initId: init.id }),
     });
     session.deliver(value);
     for (const id of cancels) session.cancelled(id);
@@ -136,7 +135,7 @@ export class StreamableHttp {
 
   /** Batches are JSON-RPC for 2024-11-05 and 2025-03-26 hosts only, and never before initialize. */
   private batchAllowed(session: StreamableSession): boolean {
-    return session.initialized && !versionAtLeast(session.host.protocolVersion, '2025-06-18');
+    return session.host.isInitialized && !versionAtLeast(session.host.protocolVersion, '2025-06-18');
   }
 
   // ---- GET -----------------------------------------------------------------------------------
