@@ -14,17 +14,28 @@ export function unwrapId(wrapped: string): { server: string; rest: string } | un
   return splitServer(wrapped, ':');
 }
 
-/** Rewrites `_meta["io.modelcontextprotocol/related-task"].taskId` in place, if present. */
-export function mapRelatedTask(obj: unknown, map: (id: string) => string): void {
+function relatedTask(obj: unknown): Params | undefined {
   const meta = (obj as Params | null | undefined)?._meta as Params | undefined;
   const rel = meta?.[RELATED_TASK] as Params | undefined;
-  if (rel && typeof rel.taskId === 'string') rel.taskId = map(rel.taskId);
+  return rel && typeof rel.taskId === 'string' ? rel : undefined;
 }
 
-/** Rewrites `task.taskId` (CreateTaskResult) or a top-level `taskId` (Task, tasks/get result). */
-export function mapTaskResult(result: Params, map: (id: string) => string): void {
+/** Upstream -> host: `_meta["io.modelcontextprotocol/related-task"].taskId` becomes `<server>:<id>`, in place. */
+export function wrapRelatedTask(obj: unknown, server: string): void {
+  const rel = relatedTask(obj);
+  if (rel) rel.taskId = wrapId(server, rel.taskId as string);
+}
+
+/** Host -> upstream: the related-task id loses its `<server>:`, in place. */
+export function unwrapRelatedTask(obj: unknown): void {
+  const rel = relatedTask(obj);
+  if (rel) rel.taskId = unwrapId(rel.taskId as string)?.rest ?? rel.taskId;
+}
+
+/** Upstream -> host: `task.taskId` (CreateTaskResult) or a top-level `taskId` (a Task), and the related task. */
+export function wrapTaskResult(result: Params, server: string): void {
   const task = result.task as Params | undefined;
-  if (task && typeof task.taskId === 'string') task.taskId = map(task.taskId);
-  if (typeof result.taskId === 'string') result.taskId = map(result.taskId);
-  mapRelatedTask(result, map);
+  if (task && typeof task.taskId === 'string') task.taskId = wrapId(server, task.taskId);
+  if (typeof result.taskId === 'string') result.taskId = wrapId(server, result.taskId);
+  wrapRelatedTask(result, server);
 }

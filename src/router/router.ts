@@ -16,7 +16,7 @@ import type { ProtocolVersion } from '../protocol/versions.js';
 import type { Upstream, UpstreamListener } from '../upstream/upstream.js';
 import { Catalogue, type ListKind } from './catalogue.js';
 import { adaptForHost, hostCanTake } from './downgrade.js';
-import { mapRelatedTask, mapTaskResult, unwrapId, wrapId } from './ids.js';
+import { unwrapId, unwrapRelatedTask, wrapId, wrapRelatedTask, wrapTaskResult } from './ids.js';
 import { NameIndex, unwrapUri, wrapUri, type NamedKind } from './naming.js';
 import { UpstreamPool } from './pool.js';
 import { rewritePromptResult, rewriteReadResult, rewriteToolResult } from './rewrite.js';
@@ -299,7 +299,7 @@ export class Router {
       call.onProgress = (p) => session.notify('notifications/progress', { ...p, progressToken: token }, hostRequestId);
     }
     // A related-task id the host saw as `<server>:<id>` goes upstream as `<id>`.
-    mapRelatedTask(params, (t) => unwrapId(t)?.rest ?? t);
+    unwrapRelatedTask(params);
     return call;
   }
 
@@ -320,7 +320,7 @@ export class Router {
     if (kind === 'prompts') return this.adaptResult(session, up, rewritePromptResult, result);
     // A task-augmented call answers with a task; the host will come back for it by id.
     if (params.task !== undefined && typeof (result.task as Params | undefined)?.taskId === 'string') {
-      mapTaskResult(result, (t) => wrapId(up.name, t));
+      wrapTaskResult(result, up.name);
       this.taskOwners.set((result.task as Params).taskId as string, session);
       return result;
     }
@@ -328,9 +328,9 @@ export class Router {
   }
 
   /** Upstream result -> what this host can read: URIs namespaced, ids wrapped, blocks it knows. */
-  private adaptResult(session: SessionPort, up: Upstream, rewrite: (r: Params, map: (u: string) => string) => Params, result: Result): Result {
-    if (up.config.resources.namespace === 'prefix') rewrite(result, (u) => wrapUri(up.name, u));
-    mapRelatedTask(result, (t) => wrapId(up.name, t));
+  private adaptResult(session: SessionPort, up: Upstream, rewrite: (r: Params, server: string) => Params, result: Result): Result {
+    if (up.config.resources.namespace === 'prefix') rewrite(result, up.name);
+    wrapRelatedTask(result, up.name);
     return adaptForHost(session.protocolVersion, result);
   }
 
@@ -360,7 +360,7 @@ export class Router {
     // Ownership lasts as long as the session: a host may still ask about a finished task
     // until the upstream forgets it (its ttl).
     if (req.method === 'tasks/result') return this.adaptResult(session, up, rewriteToolResult, result);
-    mapTaskResult(result, (t) => wrapId(up.name, t));
+    wrapTaskResult(result, up.name);
     return result;
   }
 
@@ -542,7 +542,7 @@ export class Router {
 
   private upstreamNotification(up: Upstream, n: JsonRpcNotification, call: Call | undefined): void {
     const params = n.params ?? {};
-    mapRelatedTask(params, (t) => wrapId(up.name, t));
+    wrapRelatedTask(params, up.name);
     switch (n.method) {
       case 'notifications/tools/list_changed':
       case 'notifications/prompts/list_changed':
@@ -617,7 +617,7 @@ export class Router {
     const params = req.params ?? {};
     const refusal = hostCanTake(session, req.method, params);
     if (refusal) throw new RpcError(ErrorCode.MethodNotFound, refusal);
-    mapRelatedTask(params, (t) => wrapId(up.name, t));
+    wrapRelatedTask(params, up.name);
     if (req.method === 'elicitation/create' && typeof params.elicitationId === 'string') {
       params.elicitationId = wrapId(up.name, params.elicitationId);
       this.elicitationOwners.set(params.elicitationId as string, session);
@@ -625,7 +625,7 @@ export class Router {
     // `related` picks the host's stream; it only means something for the call's own session.
     const related = call && session === call.session ? call.hostRequestId : undefined;
     const result = await session.request(req.method, params, signal, related);
-    mapRelatedTask(result, (t) => unwrapId(t)?.rest ?? t);
+    unwrapRelatedTask(result);
     return result;
   }
 
