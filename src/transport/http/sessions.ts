@@ -3,7 +3,8 @@
 
 import type { Logger } from '../../observe/logger.js';
 import type { HostSession } from '../../session/host-session.js';
-import type { Transport } from '../transport.js';
+import type { Incoming } from '../../jsonrpc/message.js';
+import type { FrameError, Transport } from '../transport.js';
 
 /**
  * Idle expiry: a Streamable HTTP session with no request in flight and no open stream for this
@@ -118,3 +119,35 @@ export class SessionRegistry {
  * options). The transport sets `onclose` on the returned session to forget it.
  */
 export type OpenSession = (transport: Transport, info: { kind: SessionKind; client: string | undefined }) => HostSession;
+
+/**
+ * A host session that lives exactly as long as one connection (a legacy SSE stream, a
+ * WebSocket): it is never idle on its own, and ends when the connection does.
+ */
+export abstract class ConnectionSession implements RegisteredSession {
+  abstract readonly kind: SessionKind;
+  onmessage?: (value: unknown) => void;
+  onframeerror?: (err: FrameError) => void;
+  onclose?: (reason: string) => void;
+  host!: HostSession;
+  protected closed = false;
+
+  abstract send(msg: Incoming): void;
+  abstract close(): Promise<void>;
+  abstract keepalive(): void;
+
+  idleSince(): undefined {
+    return undefined;
+  }
+
+  end(): Promise<void> {
+    return this.host.close();
+  }
+
+  /** The connection is gone: tell the session once. */
+  protected finish(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.onclose?.(reason);
+  }
+}

@@ -3,15 +3,13 @@
 // from us is a `message` event on that stream; every POST is answered 202. The session is the
 // stream: it ends when the stream's connection closes.
 
-import { encodeMessage } from '../../jsonrpc/framing.js';
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { encodeMessage } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
-import type { HostSession } from '../../session/host-session.js';
-import type { FrameError, Transport } from '../transport.js';
 import { header, HttpRpcCode, readBody, sendError, sendOverloaded, sendTooLarge } from './respond.js';
-import type { OpenSession, RegisteredSession, SessionRegistry } from './sessions.js';
+import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
 import { SseWriter } from './sse-writer.js';
 
 export const MESSAGES_PATH = '/messages';
@@ -23,19 +21,15 @@ export interface LegacySseOptions {
   log: Logger;
 }
 
-class LegacySseSession implements Transport, RegisteredSession {
+class LegacySseSession extends ConnectionSession {
   readonly kind = 'sse' as const;
-  onmessage?: (value: unknown) => void;
-  onframeerror?: (err: FrameError) => void;
-  onclose?: (reason: string) => void;
-  host!: HostSession;
-  private closed = false;
 
   constructor(
     readonly id: string,
     readonly client: string | undefined,
     private readonly writer: SseWriter,
   ) {
+    super();
     writer.onclose = () => this.finish('stream closed');
   }
 
@@ -48,22 +42,8 @@ class LegacySseSession implements Transport, RegisteredSession {
     this.finish('closed');
   }
 
-  idleSince(): undefined {
-    return undefined; // the session lasts as long as its stream
-  }
-
   keepalive(): void {
     this.writer.comment('keepalive');
-  }
-
-  end(): Promise<void> {
-    return this.host.close();
-  }
-
-  private finish(reason: string): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.onclose?.(reason);
   }
 }
 

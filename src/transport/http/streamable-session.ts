@@ -12,8 +12,8 @@
 // Event ids are `<stream>-<seq>`: seq is unique in the session, the prefix ties an id to one
 // stream, so a GET with Last-Event-ID replays only that stream's later events.
 
-import { encodeMessage } from '../../jsonrpc/framing.js';
 import type { ServerResponse } from 'node:http';
+import { encodeMessage } from '../../jsonrpc/framing.js';
 import type { Incoming, JsonRpcId, JsonRpcMessage } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import type { HostSession } from '../../session/host-session.js';

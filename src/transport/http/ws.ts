@@ -4,17 +4,15 @@
 // Origin checks and the bearer token are done on the upgrade request itself, before the
 // handshake; a refusal is a plain HTTP answer on the socket.
 
-import { encodeMessage } from '../../jsonrpc/framing.js';
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
+import { encodeMessage } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
-import type { HostSession } from '../../session/host-session.js';
-import type { FrameError, Transport } from '../transport.js';
 import type { Guard } from './guard.js';
 import { HttpRpcCode, overloadedMessage } from './respond.js';
-import type { OpenSession, RegisteredSession, SessionRegistry } from './sessions.js';
+import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
 
 export const WS_SUBPROTOCOL = 'mcp';
 /** After a close frame, how long the peer gets to answer before the socket is destroyed. */
@@ -28,17 +26,13 @@ export interface WsOptions {
   log: Logger;
 }
 
-class WsSession implements Transport, RegisteredSession {
+class WsSession extends ConnectionSession {
   readonly kind = 'ws' as const;
-  onmessage?: (value: unknown) => void;
-  onframeerror?: (err: FrameError) => void;
-  onclose?: (reason: string) => void;
-  host!: HostSession;
-  private closed = false;
   /** Cleared on each keep-alive ping, set by the pong: still false at the next one = dead peer. */
   private alive = true;
 
   constructor(private readonly ws: WebSocket) {
+    super();
     ws.on('message', (data: RawData) => this.receive(data));
     ws.on('pong', () => (this.alive = true));
     ws.on('close', (code: number) => this.finish(`websocket closed (${code})`));
@@ -75,10 +69,6 @@ class WsSession implements Transport, RegisteredSession {
     this.finish('closed');
   }
 
-  idleSince(): undefined {
-    return undefined; // the session lasts as long as its connection
-  }
-
   keepalive(): void {
     if (!this.alive) {
       this.ws.terminate();
@@ -88,15 +78,6 @@ class WsSession implements Transport, RegisteredSession {
     this.ws.ping();
   }
 
-  end(): Promise<void> {
-    return this.host.close();
-  }
-
-  private finish(reason: string): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.onclose?.(reason);
-  }
 }
 
 export class WsEndpoint {
