@@ -19,40 +19,28 @@ export async function main(argv: string[]): Promise<number> {
   const levelOpt = (): Option =>
     new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']);
 
-  program
-    .command('stdio')
-    .description('serve one host on stdin/stdout')
-    .addOption(configOpt())
-    .addOption(levelOpt())
+  /** A command that reads a config file: every one but `connect`. */
+  const configured = (name: string, description: string): Command =>
+    program.command(name).description(description).addOption(configOpt()).addOption(levelOpt());
+
+  configured('stdio', 'serve one host on stdin/stdout')
     .action((o: GlobalOptions) => {
       result = runStdio(o);
     });
 
-  program
-    .command('check')
-    .description('validate the config; --probe also connects to every upstream')
-    .addOption(configOpt())
-    .addOption(levelOpt())
+  configured('check', 'validate the config; --probe also connects to every upstream')
     .option('--probe', 'connect to each upstream and report its capabilities and counts')
     .action((o: GlobalOptions & { probe?: boolean }) => {
       result = runCheck(o);
     });
 
-  program
-    .command('tools')
-    .description('print the merged, filtered tool table')
-    .addOption(configOpt())
-    .addOption(levelOpt())
+  configured('tools', 'print the merged, filtered tool table')
     .option('--json', 'print JSON')
     .action((o: GlobalOptions & { json?: boolean }) => {
       result = runTools(o);
     });
 
-  program
-    .command('serve')
-    .description('run the daemon: Streamable HTTP at /mcp, HTTP+SSE at /sse, WebSocket at /ws')
-    .addOption(configOpt())
-    .addOption(levelOpt())
+  configured('serve', 'run the daemon: Streamable HTTP at /mcp, HTTP+SSE at /sse, WebSocket at /ws')
     .option('--host <host>', 'address to bind (default: listen.host, 127.0.0.1)')
     .option('--port <port>', 'port to listen on, 0 for any free port (default: listen.port, 7330)')
     .action(async (o: import('./serve.js').ServeOptions) => {
