@@ -2,7 +2,7 @@
 // starts is stopped after it (SIGTERM, then SIGKILL past a bound).
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { MUX_BIN, writeConfig } from './harness.js';
+import { exitWithin, MUX_BIN, writeConfig } from './harness.js';
 
 export interface Daemon {
   child: ChildProcess;
@@ -62,10 +62,7 @@ export async function startDaemon(config: object | string, env: Record<string, s
     async stop(timeoutMs = 10_000) {
       daemons.delete(d);
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-      const e = await exited;
-      clearTimeout(timer);
-      return e;
+      return exitWithin(child, exited, timeoutMs);
     },
   };
   daemons.add(d);

@@ -320,10 +320,7 @@ export function startRawMux(target: string | ServerEntry, opts: { env?: Record<s
       open.delete(peer);
       if (exitInfo) return exitInfo;
       child.stdin!.end();
-      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-      const info = await exited;
-      clearTimeout(timer);
-      return info;
+      return exitWithin(child, exited, timeoutMs);
     },
   };
   open.add(peer);
@@ -332,3 +329,13 @@ export function startRawMux(target: string | ServerEntry, opts: { env?: Record<s
 
 /** Alias of startRawMux for non-mux targets, e.g. `startRaw(fixture({name: 'a'}))`. */
 export const startRaw = (entry: ServerEntry, opts?: { env?: Record<string, string> }) => startRawMux(entry, opts);
+
+/** Waits for a child to exit, killing it with SIGKILL if it has not within `timeoutMs`. */
+export async function exitWithin<T>(child: { kill(signal: NodeJS.Signals): unknown }, exited: Promise<T>, timeoutMs: number): Promise<T> {
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  try {
+    return await exited;
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -3,7 +3,7 @@
 
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { ROOT, tempFile } from './harness.js';
+import { exitWithin, ROOT, tempFile } from './harness.js';
 
 const HTTP_FIXTURE = path.join(ROOT, 'test/fixtures/http-upstream.mjs');
 
@@ -37,9 +37,7 @@ export async function startHttpFixture(opts: object = {}): Promise<Fixture> {
     events,
     async close() {
       child.stdin.end();
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(timer);
+      await exitWithin(child, exited, 5000);
     },
   };
 }
