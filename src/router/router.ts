@@ -187,7 +187,7 @@ export class Router {
   // ---- the merged view ----------------------------------------------------------------
 
   /** The union of what the session's live upstreams offer. */
-  capabilities(session?: SessionPort): Params {
+  private capabilities(session: SessionPort): Params {
     let caps: Params = {};
     let subscribe = false;
     for (const up of this.live(session)) {
@@ -204,14 +204,14 @@ export class Router {
       if (c.logging) caps.logging = {};
       if (c.completions) caps.completions = {};
       // Tasks arrived in 2025-11-25; older hosts are not offered them.
-      if (c.tasks && (!session || session.protocolVersion >= '2025-11-25')) caps.tasks = mergeDeep((caps.tasks as Params) ?? {}, c.tasks as Params);
+      if (c.tasks && session.protocolVersion >= '2025-11-25') caps.tasks = mergeDeep((caps.tasks as Params) ?? {}, c.tasks as Params);
     }
     if (caps.resources && subscribe) (caps.resources as Params).subscribe = true;
     return caps;
   }
 
   /** Every live upstream's instructions under a heading with its name. */
-  instructions(session?: SessionPort): string | undefined {
+  private instructions(session: SessionPort): string | undefined {
     const parts: string[] = [];
     for (const up of this.live(session)) {
       const text = up.info?.instructions;

@@ -47,7 +47,7 @@ export class HostSession implements SessionPort {
     this.log = opts.log.child({ session: this.id, ...(opts.client ? { client: opts.client } : {}) });
     this.endpoint = new Endpoint(
       transport,
-      { request: (req, signal) => this.request_(req, signal), notification: (n) => this.notification(n) },
+      { request: (req, signal) => this.onRequest(req, signal), notification: (n) => this.onNotification(n) },
       {
         cancel: cancelProtocol,
         maxInFlight: opts.maxInFlight,
@@ -85,7 +85,7 @@ export class HostSession implements SessionPort {
 
   // ---- what the host sends ------------------------------------------------------------
 
-  private async request_(req: JsonRpcRequest, signal: CancelSignal): Promise<Result> {
+  private async onRequest(req: JsonRpcRequest, signal: CancelSignal): Promise<Result> {
     switch (req.method) {
       case 'initialize':
         if (this.initializing) throw new RpcError(ErrorCode.InvalidRequest, 'Invalid Request: the session is already initialized');
@@ -116,7 +116,7 @@ export class HostSession implements SessionPort {
     };
   }
 
-  private notification(n: JsonRpcNotification): void {
+  private onNotification(n: JsonRpcNotification): void {
     switch (n.method) {
       case 'notifications/initialized':
       case 'notifications/cancelled': // the endpoint already aborted the request
