@@ -6,11 +6,16 @@ import { ConfigError, type Config } from '../config/types.js';
 import { createLogger, type Logger } from '../observe/logger.js';
 import { ToolPolicy } from '../governance/policy.js';
 import { Router } from '../router/router.js';
+import { HostSession } from '../session/host-session.js';
+import type { Transport } from '../transport/transport.js';
+import { VERSION } from '../version.js';
 
 export interface Runtime {
   config: Config;
   log: Logger;
   router: Router;
+  /** A host session on a new host connection, with the config's limits (client: from its token). */
+  openSession(transport: Transport, client?: string): HostSession;
 }
 
 export interface GlobalOptions {
@@ -47,7 +52,16 @@ export function createRuntime(config: Config, opts: GlobalOptions): Runtime {
     interceptors: [policy.interceptor()],
     toolVisible: policy.open ? undefined : (client, name) => policy.allows(client, name),
   });
-  return { config, log, router };
+  const serverInfo = { name: 'mcpmux', version: VERSION };
+  const openSession = (transport: Transport, client?: string): HostSession =>
+    new HostSession(transport, router, {
+      log,
+      maxInFlight: config.limits.maxInFlightPerSession,
+      maxMs: config.timeouts.maxMs,
+      serverInfo,
+      ...(client !== undefined && { client }),
+    });
+  return { config, log, router, openSession };
 }
 
 /**

@@ -7,10 +7,8 @@
 // `detail`, as counts per upstream state). SIGTERM/SIGINT drain: stop accepting, close every session, close the router (and
 // with it every child process), exit 0.
 
-import { HostSession } from '../session/host-session.js';
 import { HttpServer } from '../transport/http/server.js';
 import { DEFAULT_IDLE_SESSION_MS } from '../transport/http/sessions.js';
-import { VERSION } from '../version.js';
 import { createRuntime, loadOrReport, onShutdownSignals, UsageError, type GlobalOptions } from './runtime.js';
 
 export interface ServeOptions extends GlobalOptions {
@@ -26,12 +24,11 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   const config = await loadOrReport(opts);
   if (!config) return 1;
   const host = opts.host ?? config.listen.host;
-  const { log, router } = createRuntime(config, opts);
+  const { log, router, openSession } = createRuntime(config, opts);
   router.start();
   let started = false;
   void router.ready().then(() => (started = true));
 
-  const serverInfo = { name: 'mcpmux', version: VERSION };
   const server = new HttpServer({
     host,
     port: port ?? config.listen.port,
@@ -42,14 +39,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     maxSessions: config.limits.maxSessions,
     idleSessionMs: idleMs(),
     log,
-    open: (transport, { client }) =>
-      new HostSession(transport, router, {
-        log,
-        maxInFlight: config.limits.maxInFlightPerSession,
-        maxMs: config.timeouts.maxMs,
-        serverInfo,
-        ...(client !== undefined && { client }),
-      }),
+    open: (transport, { client }) => openSession(transport, client),
     // Counts only: the operator routes need no token, so they name nothing of the config.
     readiness: () => {
       const upstreams: Record<string, number> = {};
