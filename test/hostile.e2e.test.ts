@@ -42,4 +42,14 @@ describe('hostile input on stdio', () => {
     expect(refused.error).toMatchObject({ code: -31003, message: 'Too many requests in flight (limit 2)' });
     for (const id of ['a', 'b']) expect((await peer.next((m) => m.id === id)).result).toBeDefined();
   });
+
+  it('a long argument with a raw control character is a parse error (-32700), never forwarded', async () => {
+    const peer = await rawHost();
+    // JSON forbids raw control characters inside strings; mcpmux checks long values it keeps raw.
+    peer.send(`{"jsonrpc":"2.0","id":"tab","method":"tools/call","params":{"name":"fx__echo","arguments":{"pad":"${'z'.repeat(50_000)}\t"}}}`);
+    const err = await peer.next((m) => m.error !== undefined);
+    expect(err).toMatchObject({ id: null, error: { code: -32700 } });
+    const ok = await peer.request('tools/call', { name: 'fx__echo', arguments: { after: 1 } });
+    expect(ok.result.structuredContent).toEqual({ after: 1 });
+  });
 });

@@ -8,6 +8,7 @@ import { WebSocketClientTransport } from '@modelcontextprotocol/sdk/client/webso
 import WebSocket from 'ws';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
 import path from 'node:path';
+import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { closeAll, fixture, ROOT, startMux } from './helpers/harness.js';
 
 // The SDK's WebSocketClientTransport uses the global WebSocket, which Node 20 has only behind a flag.
@@ -62,5 +63,70 @@ describe('large messages: a 10 MB argument and its echo', () => {
     await expect(client.callTool({ name: 'fx__echo', arguments: { blob: 'y'.repeat(2 * MB) } })).rejects.toThrow(/exceeds the limit/);
     const small: any = await client.callTool({ name: 'fx__echo', arguments: { ok: 1 } });
     expect(small.structuredContent).toEqual({ ok: 1 });
+  });
+});
+
+// Inside mcpmux, long string values stay the bytes they arrived as (src/jsonrpc/opaque.ts).
+// These check that what comes out is exactly what went in, in every direction and shape.
+// 200 KB of every escape, non-ASCII text, and a look-alike of mcpmux's own placeholders.
+const TRICKY = `quote " backslash \\ tab \t newline \n nul \u0000 é 漢字 🎉 \u0000mcpmux-000000000000-0 `.repeat(3000);
+const fx = { mcpServers: { fx: fixture({ name: 'fx' }) } };
+
+async function echoTricky(client: Client): Promise<void> {
+  const res: any = await client.callTool({ name: 'fx__echo', arguments: { text: TRICKY, n: 1 } });
+  expect(res.structuredContent.text === TRICKY).toBe(true);
+  expect(JSON.parse(res.content[0].text)).toEqual({ text: TRICKY, n: 1 });
+}
+
+describe('long values pass through byte for byte', () => {
+  it('stdio host: a 200 KB argument full of escapes and its echo', async () => {
+    const { client } = await startMux(fx);
+    await echoTricky(client);
+  });
+
+  it('Streamable HTTP host: the same', async () => {
+    const d = await startDaemon(fx);
+    const client = new Client({ name: 'big', version: '0.0.0' });
+    clients.push(client);
+    await client.connect(new StreamableHTTPClientTransport(new URL(d.url)));
+    await echoTricky(client);
+  });
+
+  it('WebSocket host: the same', async () => {
+    const d = await startDaemon(fx);
+    const client = new Client({ name: 'big', version: '0.0.0' });
+    clients.push(client);
+    await client.connect(new WebSocketClientTransport(new URL(`ws://127.0.0.1:${d.port}/ws`)));
+    await echoTricky(client);
+  });
+
+  it('sampling: a long prompt reaches the host, and a long answer reaches the upstream', async () => {
+    let seen = '';
+    const { client } = await startMux(fx, {
+      clientCapabilities: { sampling: {} },
+      beforeConnect: (c) =>
+        c.setRequestHandler(CreateMessageRequestSchema, (req) => {
+          seen = (req.params.messages[0]!.content as { text: string }).text;
+          return { model: 'm', role: 'assistant', content: { type: 'text', text: `${TRICKY}!` } };
+        }),
+    });
+    const res: any = await client.callTool({ name: 'fx__sample', arguments: { text: TRICKY } });
+    expect(seen === TRICKY).toBe(true);
+    expect(JSON.parse(res.content[0].text).content.text === `${TRICKY}!`).toBe(true);
+  });
+
+  it('a long URI in a resource_link is still namespaced (URIs are always parsed, however long)', async () => {
+    const { client } = await startMux(fx);
+    const uri = `data:text/plain,${'u'.repeat(40_000)}`;
+    const res: any = await client.callTool({ name: 'fx__links', arguments: { uri } });
+    expect(res.content[1].uri).toBe(`fx+${uri}`);
+    expect(res.content[2].resource.uri).toBe(`fx+${uri}`);
+  });
+
+  it('a long string inside a tool definition arrives whole in tools/list (lists are always parsed)', async () => {
+    const { client } = await startMux(fx);
+    await client.callTool({ name: 'fx__add_tool', arguments: { note: TRICKY } });
+    const { tools } = await client.listTools();
+    expect(tools.find((t) => t.name === 'fx__added_0')?.inputSchema.$comment === TRICKY).toBe(true);
   });
 });

@@ -421,6 +421,10 @@ describe('mcpmux serve', () => {
     expect(tools.map((t) => t.name)).toContain('fx__whoami');
     const r: any = await peer.client.callTool({ name: 'fx__echo', arguments: { via: 'connect' } });
     expect(r.structuredContent).toEqual({ via: 'connect' });
+    // A long value the bridge's decoder keeps raw (src/jsonrpc/opaque.ts) still arrives whole.
+    const long = 'é " \\ \n '.repeat(10_000);
+    const big: any = await peer.client.callTool({ name: 'fx__echo', arguments: { long } });
+    expect(big.structuredContent.long === long).toBe(true);
     const progress: number[] = [];
     await peer.client.callTool({ name: 'fx__progress', arguments: { steps: 3, delayMs: 50 } }, undefined, { onprogress: (p) => void progress.push(p.progress) });
     expect(progress[0]).toBe(1); // see exercise() for why not all three

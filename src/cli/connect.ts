@@ -8,7 +8,7 @@
 // keeps its connection. stdout carries only MCP; logs go to stderr.
 
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
-import { LineDecoder, type Frame } from '../jsonrpc/framing.js';
+import { LineDecoder, encodeMessage, type Frame } from '../jsonrpc/framing.js';
 import { classify, type JsonRpcId } from '../jsonrpc/message.js';
 import { createLogger, type Logger } from '../observe/logger.js';
 import { DEFAULTS } from '../config/types.js';
@@ -211,7 +211,8 @@ class Bridge {
 
   private post(msg: unknown): Promise<Response> {
     const headers = this.headers({ 'content-type': 'application/json', accept: 'application/json, text/event-stream' });
-    return fetch(this.url, { method: 'POST', headers, body: JSON.stringify(msg), signal: this.abort.signal });
+    // encodeMessage, not JSON.stringify: the decoder may have kept long values raw (opaque.ts).
+    return fetch(this.url, { method: 'POST', headers, body: encodeMessage(msg), signal: this.abort.signal });
   }
 
   private get(lastEventId: string | undefined): Promise<Response> {

@@ -16,6 +16,7 @@ import {
   type JsonRpcRequest,
   type JsonRpcResponse,
 } from './message.js';
+import { materialise } from './opaque.js';
 import { PendingTable, type PendingOptions } from './pending.js';
 import type { FrameError, Transport } from '../transport/transport.js';
 
@@ -46,6 +47,12 @@ export interface EndpointOptions {
   maxInFlight?: number;
   /** Whether a batch is acceptable now; a string is the reason it is not. */
   acceptBatch?: () => true | string;
+  /**
+   * Incoming requests whose params the handler passes on without reading their long string
+   * values, which may then stay raw bytes (opaque.ts). Every other message is fully decoded
+   * before the handler sees it.
+   */
+  opaqueRequests?: ReadonlySet<string>;
   /** Diagnostics for things the peer did wrong that have no response to carry them. */
   onProtocolError?: (what: string, detail: unknown) => void;
 }
@@ -179,6 +186,7 @@ export class Endpoint {
         if (!this.pending.settle(c.msg)) this.opts.onProtocolError?.('response for unknown or cancelled id', c.msg.id);
         return undefined;
       case 'notification':
+        if (c.msg.params) materialise(c.msg.params);
         if (c.msg.method === this.opts.cancel.method) {
           const id = this.opts.cancel.requestId(c.msg.params);
           // Invalid or late cancellations are ignored, as the spec asks.
@@ -187,6 +195,7 @@ export class Endpoint {
         this.handlers.notification(c.msg, related);
         return undefined;
       case 'request':
+        if (c.msg.params && !this.opts.opaqueRequests?.has(c.msg.method)) materialise(c.msg.params);
         return this.answer(c.msg, related);
       case 'invalid':
         return failure(c.id, ErrorCode.InvalidRequest, `Invalid Request: ${c.reason}`);

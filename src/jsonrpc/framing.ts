@@ -1,7 +1,11 @@
-// Newline-delimited JSON framing (the MCP stdio transport) with a maximum message size.
+// Newline-delimited JSON framing (the MCP stdio transport) with a maximum message size, and
+// the encoders every transport uses.
 //
 // Chunks are kept as Buffers until a newline completes a line, so a 10 MB message is copied
-// once (Buffer.concat) and decoded once, instead of being re-scanned on every chunk.
+// once (Buffer.concat) and then scanned, not re-scanned on every chunk. Long string values stay
+// as those bytes all the way to the other side (see opaque.ts).
+
+import { decodeJson, opaqueSlices, splice } from './opaque.js';
 
 const NEWLINE = 0x0a;
 
@@ -76,11 +80,20 @@ export class LineDecoder {
 }
 
 function parseLine(line: Buffer): Frame {
-  let text = line.toString('utf8');
-  if (text.endsWith('\r')) text = text.slice(0, -1);
-  if (text.trim() === '') return { ok: true, value: undefined };
+  if (line[line.length - 1] === 0x0d) line = line.subarray(0, -1);
+  if (isBlank(line)) return { ok: true, value: undefined };
+  return parseBytes(line);
+}
+
+function isBlank(line: Buffer): boolean {
+  for (const b of line) if (b !== 0x20 && b !== 0x09 && b !== 0x0d) return false;
+  return true;
+}
+
+/** One JSON text from bytes (a line, an HTTP body, a WebSocket message). */
+export function parseBytes(bytes: Buffer): Exclude<Frame, { error: 'too-large' }> {
   try {
-    return { ok: true, value: JSON.parse(text) };
+    return { ok: true, value: decodeJson(bytes) };
   } catch (e) {
     return { ok: false, error: 'parse', detail: (e as Error).message };
   }
@@ -97,9 +110,21 @@ export function markStable(result: object): void {
   if (!stable.has(result)) stable.set(result, '');
 }
 
-/** Serialises one message (or a batch). */
+/** Serialises one message (or a batch) as one string. */
 export function encodeMessage(msg: unknown): string {
-  const result = (msg as { result?: unknown }).result;
+  const wire = encodeChunks(msg);
+  return typeof wire === 'string' ? wire : wire.map((p) => (typeof p === 'string' ? p : p.toString('utf8'))).join('');
+}
+
+/**
+ * Serialises one message (or a batch): a string, or, for a message carrying raw string values
+ * (opaque.ts), the pieces to write in order, those values as the Buffers they arrived in.
+ * Transports that can write Buffers use this and never copy the large values.
+ */
+export function encodeChunks(msg: unknown): string | (string | Buffer)[] {
+  if (Array.isArray(msg)) return encodeBatch(msg);
+  const m = msg as { params?: unknown; result?: unknown };
+  const result = m.result;
   if (typeof result === 'object' && result !== null) {
     let json = stable.get(result);
     if (json !== undefined) {
@@ -107,12 +132,22 @@ export function encodeMessage(msg: unknown): string {
       return `{"jsonrpc":"2.0","id":${JSON.stringify((msg as { id: unknown }).id)},"result":${json}}`;
     }
   }
-  return JSON.stringify(msg);
+  const json = JSON.stringify(msg);
+  const slices = opaqueSlices(m.params ?? result);
+  return (slices && splice(json, slices)) ?? json;
 }
 
-/** Serialises one message (or batch) as a single line. */
-export function encodeLine(msg: unknown): string {
-  return encodeMessage(msg) + '\n';
+function encodeBatch(msgs: unknown[]): string | (string | Buffer)[] {
+  const items = msgs.map(encodeChunks);
+  if (items.every((i) => typeof i === 'string')) return `[${items.join(',')}]`;
+  const out: (string | Buffer)[] = ['['];
+  items.forEach((item, n) => {
+    if (n > 0) out.push(',');
+    if (typeof item === 'string') out.push(item);
+    else out.push(...item);
+  });
+  out.push(']');
+  return out;
 }
 
 /**

@@ -2,6 +2,7 @@
 // be reset by progress, and a hard maximum. Ids are ours (a counter per connection), so the
 // peer's id space and ours never mix.
 
+import { materialise } from './opaque.js';
 import { RpcError, type JsonRpcId, type JsonRpcResponse, isFailure } from './message.js';
 
 /** Error code for a request that ran out of time (the SDK uses the same). */
@@ -18,11 +19,18 @@ export interface PendingOptions {
   context?: unknown;
   /** False for requests that must never be cancelled (MCP's initialize): expiry only fails them. */
   cancelOnExpire?: boolean;
+  /**
+   * True when the caller passes the result on without reading its long string values, which
+   * may then stay raw bytes (opaque.ts). Otherwise the result is fully decoded before it is
+   * handed over.
+   */
+  opaque?: boolean;
 }
 
 interface Entry {
   context: unknown;
   cancelOnExpire: boolean;
+  opaque: boolean;
   /** Run once when the request settles (unsubscribes its cancellation listener). */
   cleanup: (() => void) | undefined;
   resolve(result: Record<string, unknown>): void;
@@ -55,6 +63,7 @@ export class PendingTable {
       const entry: Entry = {
         context: opts.context,
         cancelOnExpire: opts.cancelOnExpire ?? true,
+        opaque: opts.opaque ?? false,
         cleanup: undefined,
         resolve,
         reject,
@@ -86,8 +95,12 @@ export class PendingTable {
     const entry = this.entries.get(id);
     if (!entry) return false;
     this.drop(id, entry);
-    if (isFailure(res)) entry.reject(RpcError.from(res.error));
-    else entry.resolve(res.result);
+    if (isFailure(res)) {
+      entry.reject(RpcError.from(res.error));
+      return true;
+    }
+    if (!entry.opaque) materialise(res.result);
+    entry.resolve(res.result);
     return true;
   }
 

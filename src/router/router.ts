@@ -44,6 +44,10 @@ export interface Call {
   hostRequestId: JsonRpcId;
   upstream: Upstream;
   method: string;
+  /**
+   * Long string values in the params of a passed-through request (PASS_THROUGH) may be raw
+   * placeholders: an interceptor that reads argument values calls `materialise(params)` first.
+   */
   params: Params;
   /** For tools/call and prompts/get: the public and upstream names. */
   publicName?: string;
@@ -59,6 +63,20 @@ export interface Governance {
   interceptors?: readonly Interceptor[];
   toolVisible?: (client: string | undefined, publicName: string) => boolean;
 }
+
+/**
+ * What the router forwards without reading any long string value in it (tool arguments,
+ * content, sampling messages): such values may stay raw bytes from one side to the other
+ * (jsonrpc/opaque.ts). Everything else is fully decoded before the router sees it.
+ */
+export const PASS_THROUGH = {
+  /** Host requests whose params go on to an upstream. */
+  hostRequests: new Set(['tools/call', 'prompts/get']),
+  /** Upstream requests whose params go on to a host. */
+  upstreamRequests: new Set(['sampling/createMessage', 'elicitation/create']),
+  /** Our requests to upstreams whose results go back to the host. */
+  results: new Set(['tools/call', 'prompts/get', 'resources/read']),
+} as const;
 
 const LIST_CHANGED_DEBOUNCE_MS = 10;
 type ChangeKind = 'tools' | 'prompts' | 'resources';
@@ -441,7 +459,12 @@ export class Router {
     users.set(session, (users.get(session) ?? 0) + 1);
     this.lastUser.set(up, session);
     try {
-      return await up.request(call.method, call.params, { signal: call.signal, onProgress: call.onProgress, context: call });
+      return await up.request(call.method, call.params, {
+        signal: call.signal,
+        onProgress: call.onProgress,
+        context: call,
+        opaque: PASS_THROUGH.results.has(call.method),
+      });
     } finally {
       const n = (users.get(session) ?? 1) - 1;
       if (n > 0) users.set(session, n);
@@ -516,6 +539,7 @@ export class Router {
   // ---- upstream -> host ---------------------------------------------------------------
 
   private readonly listener: UpstreamListener = {
+    opaqueRequests: PASS_THROUGH.upstreamRequests,
     notification: (up, n, context) => this.upstreamNotification(up, n, context as Call | undefined),
     request: (up, req, signal, context) => this.upstreamRequest(up, req, signal, context as Call | undefined),
     stateChanged: (up) => {

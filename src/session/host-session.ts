@@ -9,7 +9,7 @@ import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcNotification, type Jso
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, type LogLevel, type Params } from '../protocol/mcp.js';
 import { LATEST_VERSION, negotiateVersion, versionAtLeast, type ProtocolVersion } from '../protocol/versions.js';
-import type { Router, SessionPort } from '../router/router.js';
+import { PASS_THROUGH, type Router, type SessionPort } from '../router/router.js';
 import type { Transport } from '../transport/transport.js';
 
 export interface HostSessionOptions {
@@ -51,6 +51,7 @@ export class HostSession implements SessionPort {
       {
         cancel: cancelProtocol,
         maxInFlight: opts.maxInFlight,
+        opaqueRequests: PASS_THROUGH.hostRequests,
         acceptBatch: () => this.acceptBatch(),
         onProtocolError: (what, detail) => this.log.debug({ detail: String(detail) }, what),
       },
@@ -80,7 +81,8 @@ export class HostSession implements SessionPort {
 
   request(method: string, params: Params | undefined, signal: CancelSignal, related?: JsonRpcId): Promise<Result> {
     if (!this.initialized) return Promise.reject(new RpcError(ErrorCode.MethodNotFound, `The host has not finished initializing; cannot take ${method}`));
-    return this.endpoint.request(this.endpoint.allocateId(), method, params, { signal, related, maxTotalMs: this.opts.maxMs });
+    // Only the router asks (sampling, elicitation, roots), and it hands the result back upstream untouched.
+    return this.endpoint.request(this.endpoint.allocateId(), method, params, { signal, related, maxTotalMs: this.opts.maxMs, opaque: true });
   }
 
   // ---- what the host sends ------------------------------------------------------------

@@ -2,7 +2,7 @@
 // Used for the host side (process stdin/stdout) and for child-process upstreams.
 
 import type { Readable, Writable } from 'node:stream';
-import { LineDecoder, encodeLine, type Frame } from '../jsonrpc/framing.js';
+import { LineDecoder, encodeChunks, type Frame } from '../jsonrpc/framing.js';
 import type { Incoming } from '../jsonrpc/message.js';
 import type { FrameError, Transport } from './transport.js';
 
@@ -43,14 +43,31 @@ export class StreamTransport implements Transport {
   send(msg: Incoming): void {
     if (this.closed || this.output.destroyed || this.output.writableEnded) return;
     if (this.queue.length === 0) process.nextTick(this.flush);
-    this.queue.push(encodeLine(msg));
+    const wire = encodeChunks(msg);
+    if (typeof wire === 'string') {
+      this.queue.push(wire + '\n');
+    } else {
+      // Raw values (opaque.ts) are written as the Buffers they arrived in, never copied.
+      for (const piece of wire) this.queue.push(piece);
+      this.queue.push('\n');
+      this.hasBuffers = true;
+    }
   }
 
-  private queue: string[] = [];
+  private queue: (string | Buffer)[] = [];
+  private hasBuffers = false;
   private readonly flush = (): void => {
-    const out = this.queue.length === 1 ? this.queue[0]! : this.queue.join('');
+    const queue = this.queue;
     this.queue = [];
-    if (!this.output.destroyed && !this.output.writableEnded) this.output.write(out);
+    if (this.output.destroyed || this.output.writableEnded) return;
+    if (!this.hasBuffers) {
+      this.output.write(queue.length === 1 ? queue[0]! : queue.join(''));
+      return;
+    }
+    this.hasBuffers = false;
+    this.output.cork();
+    for (const piece of queue) this.output.write(piece);
+    this.output.uncork();
   };
 
   async close(): Promise<void> {

@@ -7,6 +7,7 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { ErrorCode, errorResponse, type Incoming, type JsonRpcId, type JsonRpcResponse } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
 import { MuxError } from '../protocol/mcp.js';
+import { encodeMessage } from '../jsonrpc/framing.js';
 import type { FrameError } from '../transport/transport.js';
 import type { RemoteTransport } from './connect.js';
 
@@ -106,7 +107,7 @@ export class StreamableHttpTransport implements RemoteTransport {
       res = await fetchSameOrigin(this.url, {
         method: 'POST',
         headers: this.requestHeaders(`${JSON_TYPE}, ${SSE_TYPE}`, true),
-        body: JSON.stringify(msg),
+        body: encodeMessage(msg),
         signal: this.abort.signal,
       });
     } catch (err) {

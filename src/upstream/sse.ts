@@ -6,6 +6,7 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import type { Incoming, JsonRpcId } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
+import { encodeMessage } from '../jsonrpc/framing.js';
 import type { FrameError } from '../transport/transport.js';
 import type { RemoteTransport } from './connect.js';
 import { TooLargeError, describeFetchError, errorExcerpt, fetchSameOrigin, mediaType, readSse, requestIdOf, safeUrl, unavailable } from './http.js';
@@ -106,7 +107,7 @@ export class LegacySseTransport implements RemoteTransport {
     try {
       const headers = this.requestHeaders('application/json, text/event-stream');
       headers.set('content-type', 'application/json');
-      res = await fetchSameOrigin(endpoint, { method: 'POST', headers, body: JSON.stringify(msg), signal: this.abort.signal });
+      res = await fetchSameOrigin(endpoint, { method: 'POST', headers, body: encodeMessage(msg), signal: this.abort.signal });
     } catch (err) {
       if (!this.closed) this.fail(`cannot reach ${safeUrl(endpoint)}: ${describeFetchError(err)}`);
       return;

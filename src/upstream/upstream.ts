@@ -28,6 +28,8 @@ export interface UpstreamListener {
   notification(up: Upstream, n: JsonRpcNotification, context: unknown): void;
   request(up: Upstream, req: JsonRpcRequest, signal: CancelSignal, context: unknown): Promise<Result>;
   stateChanged(up: Upstream): void;
+  /** Requests from upstreams whose params the listener forwards untouched (Endpoint.opaqueRequests). */
+  readonly opaqueRequests?: ReadonlySet<string>;
 }
 
 export interface UpstreamDeps {
@@ -46,6 +48,8 @@ export interface CallOptions {
   onProgress?: (params: Params) => void;
   /** Handed back to the listener with messages related to this request. */
   context?: unknown;
+  /** The result is passed on untouched: its long strings may stay raw (PendingOptions.opaque). */
+  opaque?: boolean;
 }
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
@@ -99,6 +103,7 @@ export class Upstream {
       const ep = new Endpoint(conn.transport, this.handlers, {
         cancel: cancelProtocol,
         peer: `upstream "${this.name}"`,
+        opaqueRequests: this.deps.listener.opaqueRequests,
         onProtocolError: (what, detail) => this.log.debug({ detail }, what),
       });
       this.endpoint = ep;
@@ -168,6 +173,7 @@ export class Upstream {
       signal: opts.signal,
       onProgress: opts.onProgress,
       context: opts.context,
+      opaque: opts.opaque,
       timeoutMs: this.config.timeoutMs,
       maxTotalMs: this.deps.maxMs,
     });

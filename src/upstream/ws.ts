@@ -4,7 +4,9 @@
 import { WebSocket, type RawData } from 'ws';
 import type { Incoming, JsonRpcId } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
+import { parseBytes } from '../jsonrpc/framing.js';
 import type { FrameError } from '../transport/transport.js';
+import { sendOverWs } from '../transport/ws-frames.js';
 import type { RemoteTransport } from './connect.js';
 import { safeUrl } from './http.js';
 
@@ -54,7 +56,7 @@ export class WsTransport implements RemoteTransport {
 
   send(msg: Incoming): void {
     if (this.closed || this.ws.readyState !== WebSocket.OPEN) return;
-    this.ws.send(JSON.stringify(msg));
+    sendOverWs(this.ws, msg);
   }
 
   async close(): Promise<void> {
@@ -70,13 +72,9 @@ export class WsTransport implements RemoteTransport {
     if (this.closed) return;
     const buf = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
     if (isBinary) return this.onframeerror?.({ ok: false, error: 'parse', detail: 'binary WebSocket frame (MCP uses text frames)' });
-    let value: unknown;
-    try {
-      value = JSON.parse(buf.toString('utf8'));
-    } catch (e) {
-      return this.onframeerror?.({ ok: false, error: 'parse', detail: (e as Error).message });
-    }
-    this.onmessage?.(value);
+    const frame = parseBytes(buf);
+    if (frame.ok) this.onmessage?.(frame.value);
+    else this.onframeerror?.(frame);
   }
 
   private finish(reason: string): void {

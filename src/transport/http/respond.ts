@@ -2,6 +2,7 @@
 // reading a body under a size limit, and single-valued header access.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { encodeMessage } from '../../jsonrpc/framing.js';
 
 /** Codes for errors that happen at the HTTP level, before any JSON-RPC peer is involved. */
 export const HttpRpcCode = {
@@ -31,9 +32,9 @@ export function sendError(
   res.end(body);
 }
 
-/** Ends `res` with a JSON body. */
+/** Ends `res` with a JSON body (a JSON-RPC message or batch, or any JSON value). */
 export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
-  const body = JSON.stringify(value);
+  const body = encodeMessage(value);
   res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }
@@ -44,7 +45,7 @@ export function header(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-export type Body = { ok: true; text: string } | { ok: false; tooLarge: true } | { ok: false; tooLarge: false; error: string };
+export type Body = { ok: true; bytes: Buffer } | { ok: false; tooLarge: true } | { ok: false; tooLarge: false; error: string };
 
 /**
  * Reads the whole request body, at most `limit` bytes. Over the limit (by Content-Length up
@@ -78,7 +79,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Body> {
       chunks.push(c);
     };
     req.on('data', onData);
-    req.once('end', () => finish({ ok: true, text: Buffer.concat(chunks, size).toString('utf8') }));
+    req.once('end', () => finish({ ok: true, bytes: Buffer.concat(chunks, size) }));
     req.once('error', (e) => finish({ ok: false, tooLarge: false, error: e.message }));
     req.once('close', () => finish({ ok: false, tooLarge: false, error: 'connection closed' }));
   });

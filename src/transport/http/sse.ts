@@ -8,6 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { encodeMessage } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
+import { parseBytes } from '../../jsonrpc/framing.js';
 import { header, HttpRpcCode, readBody, sendError, sendOverloaded, sendTooLarge } from './respond.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
 import { SseWriter } from './sse-writer.js';
@@ -86,12 +87,9 @@ export class LegacySse {
       if (body.tooLarge) sendTooLarge(res, this.opts.maxMessageBytes);
       return;
     }
-    let value: unknown;
-    try {
-      value = JSON.parse(body.text);
-    } catch (e) {
-      return sendError(res, 400, HttpRpcCode.ParseError, `Parse error: ${(e as Error).message}`);
-    }
+    const frame = parseBytes(body.bytes);
+    if (!frame.ok) return sendError(res, 400, HttpRpcCode.ParseError, `Parse error: ${frame.detail}`);
+    const value = frame.value;
     res.writeHead(202, { 'content-type': 'text/plain' }).end('Accepted');
     // The endpoint checks the JSON-RPC shape and answers on the stream, as over stdio.
     session.onmessage?.(value);

@@ -305,7 +305,7 @@ export class StreamableSession implements Transport, RegisteredSession {
       for (const id of stream.pending) {
         const error = { jsonrpc: '2.0', id, error: { code: -32000, message: `Connection closed: ${reason}` } } as JsonRpcMessage;
         if (stream.jsonMode) stream.collected.push(error);
-        else if (stream.writer?.open) stream.writer.event(JSON.stringify(error), `${stream.key}-${++this.seq}`);
+        else if (stream.writer?.open) stream.writer.event(encodeMessage(error), `${stream.key}-${++this.seq}`);
       }
       stream.pending.clear();
       if (stream.jsonMode) this.complete(stream);

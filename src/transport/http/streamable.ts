@@ -8,6 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { classify, type JsonRpcId, type JsonRpcRequest } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import { isSupportedVersion, negotiateVersion, SUPPORTED_VERSIONS, versionAtLeast } from '../../protocol/versions.js';
+import { parseBytes } from '../../jsonrpc/framing.js';
 import { header, HttpRpcCode, readBody, sendError, sendOverloaded, sendTooLarge } from './respond.js';
 import type { OpenSession, SessionRegistry } from './sessions.js';
 import { StreamableSession } from './streamable-session.js';
@@ -57,12 +58,9 @@ export class StreamableHttp {
       if (body.tooLarge) return sendTooLarge(res, this.opts.maxMessageBytes);
       return; // the connection went away while we read
     }
-    let value: unknown;
-    try {
-      value = JSON.parse(body.text);
-    } catch (e) {
-      return sendError(res, 400, HttpRpcCode.ParseError, `Parse error: ${(e as Error).message}`);
-    }
+    const frame = parseBytes(body.bytes);
+    if (!frame.ok) return sendError(res, 400, HttpRpcCode.ParseError, `Parse error: ${frame.detail}`);
+    const value = frame.value;
     const batch = Array.isArray(value);
     const items: unknown[] = batch ? (value as unknown[]) : [value];
     if (items.length === 0) return sendError(res, 400, HttpRpcCode.InvalidRequest, 'Invalid Request: empty batch');

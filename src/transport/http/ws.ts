@@ -7,11 +7,12 @@
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
-import { encodeMessage } from '../../jsonrpc/framing.js';
+import { parseBytes } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import type { Guard } from './guard.js';
 import { HttpRpcCode, overloadedMessage } from './respond.js';
+import { sendOverWs } from '../ws-frames.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
 
 export const WS_SUBPROTOCOL = 'mcp';
@@ -42,23 +43,13 @@ class WsSession extends ConnectionSession {
 
   private receive(data: RawData): void {
     // Text and binary frames alike are read as UTF-8 JSON.
-    const text = Buffer.isBuffer(data)
-      ? data.toString('utf8')
-      : Array.isArray(data)
-        ? Buffer.concat(data).toString('utf8')
-        : Buffer.from(data).toString('utf8');
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch (e) {
-      this.onframeerror?.({ ok: false, error: 'parse', detail: (e as Error).message });
-      return;
-    }
-    this.onmessage?.(value);
+    const frame = parseBytes(Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data));
+    if (frame.ok) this.onmessage?.(frame.value);
+    else this.onframeerror?.(frame);
   }
 
   send(msg: Incoming): void {
-    if (!this.closed && this.ws.readyState === this.ws.OPEN) this.ws.send(encodeMessage(msg));
+    if (!this.closed && this.ws.readyState === this.ws.OPEN) sendOverWs(this.ws, msg);
   }
 
   async close(): Promise<void> {

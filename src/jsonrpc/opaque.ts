@@ -1,0 +1,249 @@
+// Large string values travel through mcpmux as the bytes they arrived as.
+//
+// A 10 MB tool argument or result is one long JSON string that mcpmux never reads: it only
+// rewrites the message's id and, perhaps, a tool name or a URI. Parsing that string and
+// serialising it again costs two copies and two full scans per hop, and several times the
+// message's size in memory. So, for long lines, `decodeJson` finds the long string values in
+// the raw bytes first, parses a skeleton in which each is replaced by a short placeholder, and
+// keeps the raw bytes (the JSON string literal, quotes and escapes included). The encoders in
+// framing.ts splice those bytes back where the placeholders are, so the string is never decoded.
+//
+// The rules that keep this safe:
+// - Only string *values* are kept as bytes, never keys, and never the values of keys whose
+//   strings mcpmux reads or rewrites anywhere (`READ_KEYS`): names, URIs, ids, tokens, types.
+// - The bytes belong to one message's payload (`params` or `result`), stored under the
+//   `OPAQUE` symbol. A placeholder anywhere else (the envelope, a batch) makes the whole message
+//   decode as usual.
+// - Only payloads whose consumer says it passes them through (a forwarded tools/call, a
+//   sampling request...) keep placeholders; the Endpoint calls `materialise` on every other
+//   one before anyone reads it (see `Endpoint`, `RequestOptions.opaque`).
+// - Placeholders carry a random per-process nonce and a NUL, so a peer cannot write one by
+//   accident; one the encoder cannot resolve is left as the (valid JSON) string it is.
+
+import { isUtf8 } from 'node:buffer';
+import { randomBytes } from 'node:crypto';
+
+/** The raw string literals of a payload, indexed by placeholder number. */
+export const OPAQUE = Symbol('mcpmux.opaque');
+
+export type OpaqueSlices = Buffer[];
+
+/** Lines shorter than this are parsed as usual: scanning them would cost more than it saves. */
+export const OPAQUE_MIN_LINE = 32 * 1024;
+/** String literals (in bytes, quotes included) at least this long are kept as bytes. */
+export const OPAQUE_MIN_STRING = 8 * 1024;
+
+const NONCE = randomBytes(6).toString('hex');
+/** A placeholder's value after JSON.parse: NUL, the nonce, the slice number. */
+const MARK = `\u0000mcpmux-${NONCE}-`;
+/** How JSON.stringify writes the start of a placeholder (it escapes NUL as \u0000). */
+export const MARK_JSON = `"\\u0000mcpmux-${NONCE}-`;
+
+/**
+ * Keys whose string values mcpmux reads or rewrites somewhere (routing, URI and id rewriting,
+ * downgrades for older hosts, policy, logging). Their values are always parsed, however long.
+ */
+const READ_KEYS = new Set([
+  'jsonrpc', 'id', 'method', 'name', 'title', 'description', 'uri', 'type', 'mimeType', 'mode',
+  'cursor', 'nextCursor', 'progressToken', 'taskId', 'elicitationId', 'requestId', 'level',
+  'logger', 'protocolVersion', 'status', 'reason', 'message', 'url',
+]);
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COLON = 0x3a;
+
+/** Parses one JSON text given as bytes. Throws SyntaxError as JSON.parse does. */
+export function decodeJson(buf: Buffer): unknown {
+  if (buf.length < OPAQUE_MIN_LINE) return JSON.parse(buf.toString('utf8'));
+  const slices: OpaqueSlices = [];
+  const skeleton = hoist(buf, slices);
+  if (slices.length === 0) return JSON.parse(skeleton);
+  const value = JSON.parse(skeleton) as unknown;
+  const payload = payloadOf(value);
+  if (payload === undefined || envelopeHasMark(value as Record<string, unknown>)) {
+    // Somewhere we do not track (a batch, an error, an unknown envelope field): decode it all.
+    return JSON.parse(buf.toString('utf8'));
+  }
+  payload[OPAQUE] = slices;
+  return value;
+}
+
+/**
+ * The text of `buf` with every long string value that is not under a READ_KEYS key replaced by
+ * a placeholder; the replaced literals are appended to `slices`. Returns the text unchanged
+ * (decoded) when there is nothing to replace.
+ */
+function hoist(buf: Buffer, slices: OpaqueSlices): string {
+  const parts: string[] = [];
+  let copied = 0;
+  let pos = 0;
+  let lastKey: string | undefined;
+  for (;;) {
+    const open = buf.indexOf(QUOTE, pos);
+    if (open === -1) break;
+    const close = closingQuote(buf, open + 1);
+    if (close === -1) break; // unterminated: JSON.parse will say so
+    pos = close + 1;
+    if (buf[skipSpace(buf, pos)] === COLON) {
+      lastKey = keyText(buf, open, close);
+      continue;
+    }
+    if (close + 1 - open < OPAQUE_MIN_STRING) continue;
+    // A value right after `:` belongs to the last key; after `[` or `,` it is an array element.
+    const afterColon = buf[skipSpaceBack(buf, open - 1)] === COLON;
+    if (afterColon && (lastKey === undefined || READ_KEYS.has(lastKey))) continue;
+    // JSON.parse would have checked it; bytes passed on must be a valid string literal too.
+    const bad = badStringByte(buf, open + 1, close);
+    if (bad !== -1) throw new SyntaxError(`Bad character or escape in JSON string at position ${bad}`);
+    const literal = buf.subarray(open, close + 1);
+    // Invalid UTF-8 is decoded (with U+FFFD) as usual, never passed on: a WebSocket peer
+    // would close the connection over it.
+    if (!isUtf8(literal)) continue;
+    parts.push(buf.toString('utf8', copied, open), `${MARK_JSON}${slices.length}"`);
+    slices.push(literal);
+    copied = close + 1;
+  }
+  if (slices.length === 0) return buf.toString('utf8');
+  parts.push(buf.toString('utf8', copied));
+  return parts.join('');
+}
+
+/** The index of the quote that closes a string whose first content byte is at `from`, or -1. */
+function closingQuote(buf: Buffer, from: number): number {
+  for (;;) {
+    const q = buf.indexOf(QUOTE, from);
+    if (q === -1) return -1;
+    let k = q - 1;
+    while (buf[k] === BACKSLASH) k--;
+    if ((q - 1 - k) % 2 === 0) return q; // an even run of backslashes escapes only themselves
+    from = q + 1;
+  }
+}
+
+/**
+ * The offset of the first byte that makes buf[start, end) an invalid JSON string body (a raw
+ * control character or a bad escape), or -1. Control bytes are looked for four at a time.
+ * UTF-8 is checked by the caller.
+ */
+function badStringByte(buf: Buffer, start: number, end: number): number {
+  let i = start;
+  const pad = (4 - ((buf.byteOffset + i) & 3)) & 3;
+  for (const stop = Math.min(end, i + pad); i < stop; i++) if (buf[i]! < 0x20) return i;
+  const words = (end - i) >>> 2;
+  if (words > 0) {
+    const view = new Uint32Array(buf.buffer, buf.byteOffset + i, words);
+    for (let k = 0; k < words; k++) {
+      const w = view[k]!;
+      // Non-zero iff some byte of w is below 0x20 (exact for thresholds up to 0x80).
+      if (((w - 0x20202020) & ~w & 0x80808080) !== 0) {
+        for (let j = i + k * 4; j < i + k * 4 + 4; j++) if (buf[j]! < 0x20) return j;
+      }
+    }
+    i += words * 4;
+  }
+  for (; i < end; i++) if (buf[i]! < 0x20) return i;
+  for (let b = buf.indexOf(BACKSLASH, start); b !== -1 && b < end; b = buf.indexOf(BACKSLASH, b + 2)) {
+    const e = buf[b + 1];
+    if (e === 0x75) {
+      for (let h = b + 2; h < b + 6; h++) if (h >= end || !isHex(buf[h]!)) return b;
+    } else if (!SIMPLE_ESCAPES.has(e!)) return b;
+  }
+  return -1;
+}
+
+/** The characters that may follow a backslash in a JSON string, besides `u`: " \ / b f n r t. */
+const SIMPLE_ESCAPES = new Set([0x22, 0x5c, 0x2f, 0x62, 0x66, 0x6e, 0x72, 0x74]);
+
+function isHex(b: number): boolean {
+  return (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66);
+}
+
+/** A key's text; undefined for keys too long to be one of READ_KEYS. */
+function keyText(buf: Buffer, open: number, close: number): string | undefined {
+  if (close - open > 64) return undefined;
+  const raw = buf.toString('utf8', open, close + 1);
+  // An escaped key ("na\u006de") must still be recognised for what it means.
+  return raw.includes('\\') ? (JSON.parse(raw) as string) : raw.slice(1, -1);
+}
+
+function isSpace(b: number | undefined): boolean {
+  return b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+}
+
+function skipSpace(buf: Buffer, i: number): number {
+  while (isSpace(buf[i])) i++;
+  return i;
+}
+
+function skipSpaceBack(buf: Buffer, i: number): number {
+  while (isSpace(buf[i])) i--;
+  return i;
+}
+
+function payloadOf(value: unknown): Record<string | symbol, unknown> | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const v = value as { params?: unknown; result?: unknown };
+  const p = v.params ?? v.result;
+  return typeof p === 'object' && p !== null && !Array.isArray(p) ? (p as Record<string | symbol, unknown>) : undefined;
+}
+
+function envelopeHasMark(msg: Record<string, unknown>): boolean {
+  for (const key of Object.keys(msg)) {
+    if (key === 'params' || key === 'result') continue;
+    const v = msg[key];
+    if (typeof v === 'string' ? v.startsWith(MARK) : typeof v === 'object' && v !== null && JSON.stringify(v).includes(MARK_JSON)) return true;
+  }
+  return false;
+}
+
+/** The raw slices a payload carries, if any. */
+export function opaqueSlices(payload: unknown): OpaqueSlices | undefined {
+  return typeof payload === 'object' && payload !== null ? ((payload as Record<symbol, unknown>)[OPAQUE] as OpaqueSlices | undefined) : undefined;
+}
+
+/** Replaces every placeholder in `payload` by the string it stands for, in place. */
+export function materialise(payload: Record<string | symbol, unknown>): void {
+  const slices = opaqueSlices(payload);
+  if (!slices) return;
+  delete payload[OPAQUE];
+  const walk = (v: unknown): unknown => {
+    if (typeof v === 'string') return v.startsWith(MARK) ? resolve(v, slices) : v;
+    if (typeof v !== 'object' || v === null) return v;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) v[i] = walk(v[i]);
+    } else {
+      const o = v as Record<string, unknown>;
+      for (const k of Object.keys(o)) o[k] = walk(o[k]);
+    }
+    return v;
+  };
+  walk(payload);
+}
+
+function resolve(placeholder: string, slices: OpaqueSlices): string {
+  const slice = slices[Number(placeholder.slice(MARK.length))];
+  return slice === undefined ? placeholder : (JSON.parse(slice.toString('utf8')) as string);
+}
+
+/**
+ * Splits the JSON text of a message whose payload carries `slices` at each placeholder, and
+ * puts the raw literal in its place. Returns undefined when there is no placeholder in `json`.
+ */
+export function splice(json: string, slices: OpaqueSlices): (string | Buffer)[] | undefined {
+  let at = json.indexOf(MARK_JSON);
+  if (at === -1) return undefined;
+  const out: (string | Buffer)[] = [];
+  let from = 0;
+  while (at !== -1) {
+    const end = json.indexOf('"', at + MARK_JSON.length);
+    const slice = slices[Number(json.slice(at + MARK_JSON.length, end))];
+    if (slice !== undefined) {
+      out.push(json.slice(from, at), slice);
+      from = end + 1;
+    }
+    at = json.indexOf(MARK_JSON, end + 1);
+  }
+  out.push(json.slice(from));
+  return out;
+}
