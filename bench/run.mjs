@@ -16,7 +16,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { HttpLight, StdioLight, WsLight } from './lib/light-client.mjs';
 import { closeSdk, connectSdk } from './lib/sdk-client.mjs';
-import { TICK_MS, childrenOf, cmdline, cpuTicks, installCleanup, memory, spawnTracked, stopTracked } from './lib/procs.mjs';
+import { TICK_MS, childrenOf, cmdline, cpuTicks, installCleanup, memory, resetPeak, spawnTracked, stopTracked } from './lib/procs.mjs';
 import { fmt, fmtSpread, latencySummary, median, spread } from './lib/stats.mjs';
 import { analyse, topTable } from './profile-top.mjs';
 
@@ -380,13 +380,16 @@ async function throughput(call, { inflight, durationMs, pids }) {
   };
 }
 
-async function echoSizes(c, name, sizes) {
+async function echoSizes(c, name, sizes, pid) {
   const out = {};
   for (const { label, bytes, reps } of sizes) {
     const text = makeText(bytes);
     const lat = [];
     let error;
+    let growthKb;
     for (let i = 0; i < reps && !error; i++) {
+      // The first echo's peak RSS above the RSS before it: what one message of this size costs.
+      const before = i === 0 ? resetPeak(pid) : undefined;
       const t0 = now();
       try {
         const r = await c.request('tools/call', { name, arguments: { text } }, 120_000);
@@ -398,8 +401,12 @@ async function echoSizes(c, name, sizes) {
       } catch (e) {
         error = errText(e).slice(0, 200);
       }
+      if (before !== undefined) {
+        const after = memory(pid);
+        if (after) growthKb = after.hwmKb - before;
+      }
     }
-    out[label] = { ok: !error, error, reps: lat.length, p50: lat.length ? median(lat) : NaN };
+    out[label] = { ok: !error, error, reps: lat.length, p50: lat.length ? median(lat) : NaN, peakGrowthKb: growthKb, bytes };
     if (error && c.closed) break; // the connection died (e.g. a size limit); later sizes can't run
   }
   return out;
@@ -446,7 +453,7 @@ async function measureTarget(t, o) {
     rec.tputLight = await throughput(lightCall(L.c, tool), { inflight: o.inflight, durationMs: o.duration * 1000, pids: [L.pid, upstream] });
     if (L.c.mode) rec.httpResponseMode = L.c.mode;
     phase(`${t.label}: echo ${o.echo.map((e) => e.label).join(', ')}`);
-    rec.echo = await echoSizes(L.c, tool, o.echo);
+    rec.echo = await echoSizes(L.c, tool, o.echo, L.pid);
     await sleep(200);
     rec.mem = memory(L.pid); // read while the process is still up
     sessionsToClose.splice(sessionsToClose.indexOf(L), 1);
@@ -600,7 +607,14 @@ function rowsFor(kind) {
   r.push(['CPU/call of the mcpmux (or relay) process, SDK client (ms)', (x) => (x.via !== 'direct' ? x.tputSdk?.cpuMsPerCall?.[0] : undefined), { better: 'lower', proxyOnly: true }]);
   r.push(['CPU/call of the client (bench process), light / SDK (ms)', (x) => x.tputLight?.clientCpuMsPerCall, { better: 'lower', pair: (x) => x.tputSdk?.clientCpuMsPerCall }]);
   r.push(['peak RSS (VmHWM) after the run incl. 10 MB echo (MB): direct = echo server', (x) => (x.mem ? x.mem.hwmKb / 1024 : NaN), { better: 'lower' }]);
+  r.push(['peak RSS growth during one 10 MB echo ÷ 10 MB: direct = echo server; else the middle process', (x) => echoGrowth(x, '10 MB'), { better: 'lower', target: { op: 'max', x: 3, what: 'the message size' } }]);
   return r;
+}
+
+/** How many times the message size one echo raised the process's peak RSS (see echoSizes). */
+function echoGrowth(rec, label) {
+  const e = rec.echo?.[label];
+  return e?.peakGrowthKb === undefined ? NaN : (e.peakGrowthKb * 1024) / e.bytes;
 }
 
 function value(rec, path) {
@@ -608,8 +622,9 @@ function value(rec, path) {
   return typeof path === 'function' ? path(rec) : get(rec, path);
 }
 
-function verdict(target, ratio, proxyEcho) {
+function verdict(target, ratio, proxyEcho, proxyValue) {
   if (!target) return '';
+  if (target.op === 'max') return Number.isFinite(proxyValue) ? `${proxyValue <= target.x ? 'ok' : '**MISSED**'} (≤ ${target.x}x ${target.what})` : '';
   if (target.op === 'ok') return proxyEcho === undefined ? '' : proxyEcho ? 'ok' : '**MISSED**';
   if (!Number.isFinite(ratio)) return '';
   const ok = target.op === '<=' ? ratio <= target.x : ratio >= target.x;
@@ -651,7 +666,7 @@ function summarise(results, o) {
       const p = spread(pv);
       const ratios = rounds.map((_, i) => pv[i] / dv[i]);
       const ratio = meta.proxyOnly ? NaN : p.med / d.med;
-      const row = { label, direct: d, proxy: p, relay: spread(rounds.map(({ x }) => value(x, path))), ratio, ratios: meta.proxyOnly ? spread([]) : spread(ratios), verdict: verdict(meta.target, ratio) };
+      const row = { label, direct: d, proxy: p, relay: spread(rounds.map(({ x }) => value(x, path))), ratio, ratios: meta.proxyOnly ? spread([]) : spread(ratios), verdict: verdict(meta.target, ratio, undefined, p.med) };
       if (meta.pair) {
         row.relayPair = spread(rounds.map(({ x }) => value(x, meta.pair)));
         row.directPair = spread(rounds.map(({ d }) => value(d, meta.pair)));

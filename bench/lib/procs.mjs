@@ -3,7 +3,7 @@
 // Also the /proc readers: CPU ticks, VmHWM/VmRSS, children, process-group members.
 
 import { spawn } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, writeFileSync, readdirSync } from 'node:fs';
 
 const tracked = new Set(); // ChildProcess, spawned detached (pgid === pid)
 const STDERR_KEEP = 64 * 1024;
@@ -134,6 +134,19 @@ export function memory(pid) {
     const s = readFileSync(`/proc/${pid}/status`, 'utf8');
     const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(s)?.[1]);
     return { hwmKb: kb('VmHWM'), rssKb: kb('VmRSS') };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Resets a process's peak RSS (VmHWM) to its current RSS (Linux: clear_refs 5) and returns
+ * that RSS in kB; undefined where the kernel does not allow it.
+ */
+export function resetPeak(pid) {
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, '5');
+    return memory(pid)?.rssKb;
   } catch {
     return undefined;
   }
