@@ -29,6 +29,19 @@ afterEach(async () => {
 });
 afterAll(stopAllDaemons);
 
+const HOSTS = ['stdio', 'Streamable HTTP', 'WebSocket'] as const;
+
+/** An SDK client connected to a fresh `mcpmux stdio`, or `mcpmux serve` over HTTP or WebSocket. */
+async function host(cfg: object, kind: (typeof HOSTS)[number]): Promise<Client> {
+  if (kind === 'stdio') return (await startMux(cfg)).client;
+  const d = await startDaemon(cfg);
+  const client = new Client({ name: 'big', version: '0.0.0' });
+  clients.push(client);
+  const url = kind === 'WebSocket' ? new URL(`ws://127.0.0.1:${d.port}/ws`) : new URL(d.url);
+  await client.connect(kind === 'WebSocket' ? new WebSocketClientTransport(url) : new StreamableHTTPClientTransport(url));
+  return client;
+}
+
 async function echoBlob(client: Client): Promise<void> {
   const res: any = await client.callTool({ name: 'fx__echo', arguments: { text: BLOB } }, undefined, { timeout: 60_000 });
   expect(res.content[0].text.length).toBe(BLOB.length);
@@ -36,25 +49,8 @@ async function echoBlob(client: Client): Promise<void> {
 }
 
 describe('large messages: a 10 MB argument and its echo', () => {
-  it('stdio host -> stdio upstream', async () => {
-    const { client } = await startMux(config);
-    await echoBlob(client);
-  });
-
-  it('Streamable HTTP host -> stdio upstream', async () => {
-    const d = await startDaemon(config);
-    const client = new Client({ name: 'big', version: '0.0.0' });
-    clients.push(client);
-    await client.connect(new StreamableHTTPClientTransport(new URL(d.url)));
-    await echoBlob(client);
-  });
-
-  it('WebSocket host -> stdio upstream', async () => {
-    const d = await startDaemon(config);
-    const client = new Client({ name: 'big', version: '0.0.0' });
-    clients.push(client);
-    await client.connect(new WebSocketClientTransport(new URL(`ws://127.0.0.1:${d.port}/ws`)));
-    await echoBlob(client);
+  it.each(HOSTS)('%s host -> stdio upstream', async (kind) => {
+    await echoBlob(await host(config, kind));
   });
 
   it('over limits.maxMessageBytes: the call fails with an error naming the size, and the session carries on', async () => {
@@ -79,25 +75,8 @@ async function echoTricky(client: Client): Promise<void> {
 }
 
 describe('long values pass through byte for byte', () => {
-  it('stdio host: a 200 KB argument full of escapes and its echo', async () => {
-    const { client } = await startMux(fx);
-    await echoTricky(client);
-  });
-
-  it('Streamable HTTP host: the same', async () => {
-    const d = await startDaemon(fx);
-    const client = new Client({ name: 'big', version: '0.0.0' });
-    clients.push(client);
-    await client.connect(new StreamableHTTPClientTransport(new URL(d.url)));
-    await echoTricky(client);
-  });
-
-  it('WebSocket host: the same', async () => {
-    const d = await startDaemon(fx);
-    const client = new Client({ name: 'big', version: '0.0.0' });
-    clients.push(client);
-    await client.connect(new WebSocketClientTransport(new URL(`ws://127.0.0.1:${d.port}/ws`)));
-    await echoTricky(client);
+  it.each(HOSTS)('%s host: a 200 KB argument full of escapes, and its echo', async (kind) => {
+    await echoTricky(await host(fx, kind));
   });
 
   it('sampling: a long prompt reaches the host, and a long answer reaches the upstream', async () => {
