@@ -129,6 +129,9 @@ export class StdioLight extends Base {
       }
       start = nl + 1;
       if (line.length === 0 || (line.length === 1 && line === '\r')) continue;
+      // When the last byte of the newest message arrived, before we parse it (bench: how long
+      // the server took to deliver a large answer, net of this client's JSON.parse).
+      this.lineDoneAt = performance.now();
       let msg;
       try {
         msg = JSON.parse(line);
