@@ -72,6 +72,13 @@ describe('decodeJson', () => {
     expect(v).toEqual(msg);
   });
 
+  it('a message with both params and result: a long value in the one that is not the payload makes it parse as usual', () => {
+    const msg = { jsonrpc: '2.0', id: 1, method: 'x', params: { a: LONG }, result: { b: LONG } };
+    const v = decodeJson(bytes(msg)) as any;
+    expect(v).toEqual(msg);
+    expect(opaqueSlices(v.params)).toBeUndefined();
+  });
+
   it('a batch is parsed as usual', () => {
     const batch = [call({ text: LONG }), call({ text: LONG })];
     const v = decodeJson(bytes(batch)) as any[];

@@ -60,8 +60,9 @@ export function decodeJson(buf: Buffer): unknown {
   const skeleton = hoist(buf, slices);
   if (slices.length === 0) return JSON.parse(skeleton);
   const value = JSON.parse(skeleton) as unknown;
-  const payload = payloadOf(value);
-  if (payload === undefined || envelopeHasMark(value as Record<string, unknown>)) {
+  const key = payloadKey(value);
+  const payload = key && ((value as Record<string, unknown>)[key] as Record<string | symbol, unknown>);
+  if (!key || !payload || envelopeHasMark(value as Record<string, unknown>, key)) {
     // Somewhere we do not track (a batch, an error, an unknown envelope field): decode it all.
     return JSON.parse(buf.toString('utf8'));
   }
@@ -181,16 +182,19 @@ function skipSpaceBack(buf: Buffer, i: number): number {
   return i;
 }
 
-function payloadOf(value: unknown): Record<string | symbol, unknown> | undefined {
+/** Where a message's payload is: `params` or `result`, when it is an object. */
+function payloadKey(value: unknown): 'params' | 'result' | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
   const v = value as { params?: unknown; result?: unknown };
-  const p = v.params ?? v.result;
-  return typeof p === 'object' && p !== null && !Array.isArray(p) ? (p as Record<string | symbol, unknown>) : undefined;
+  const key = v.params !== undefined ? 'params' : 'result';
+  const p = v[key];
+  return typeof p === 'object' && p !== null && !Array.isArray(p) ? key : undefined;
 }
 
-function envelopeHasMark(msg: Record<string, unknown>): boolean {
+/** Whether a placeholder sits anywhere in the message outside its payload. */
+function envelopeHasMark(msg: Record<string, unknown>, payload: string): boolean {
   for (const key of Object.keys(msg)) {
-    if (key === 'params' || key === 'result') continue;
+    if (key === payload) continue;
     const v = msg[key];
     if (typeof v === 'string' ? v.startsWith(MARK) : typeof v === 'object' && v !== null && JSON.stringify(v).includes(MARK_JSON)) return true;
   }
