@@ -113,6 +113,28 @@ export function markStable(result: object): void {
   if (!stable.has(result)) stable.set(result, null);
 }
 
+/** A serialised message: one string, or pieces to write in order (see encodeChunks). */
+export type Wire = string | (string | Buffer)[];
+
+/** Its length in bytes, as UTF-8. */
+export function wireBytes(wire: Wire): number {
+  if (typeof wire === 'string') return Buffer.byteLength(wire);
+  let n = 0;
+  for (const piece of wire) n += typeof piece === 'string' ? Buffer.byteLength(piece) : piece.length;
+  return n;
+}
+
+/** Writes it to a byte stream; pieces go out as one writev (cork), Buffers uncopied. */
+export function writeWire(out: NodeJS.WritableStream & { cork(): void; uncork(): void }, wire: Wire): void {
+  if (typeof wire === 'string') {
+    out.write(wire);
+    return;
+  }
+  out.cork();
+  for (const piece of wire) out.write(piece);
+  out.uncork();
+}
+
 /** Serialises one message (or a batch) as one string. */
 export function encodeMessage(msg: unknown): string {
   const wire = encodeChunks(msg);
@@ -125,7 +147,7 @@ export function encodeMessage(msg: unknown): string {
  * (opaque.ts), or the cached bytes of a stable result. Transports that can write Buffers use
  * this and never copy those bytes.
  */
-export function encodeChunks(msg: unknown): string | (string | Buffer)[] {
+export function encodeChunks(msg: unknown): Wire {
   if (Array.isArray(msg)) return encodeBatch(msg);
   const m = msg as { id?: unknown; params?: unknown; result?: unknown };
   const result = m.result;
@@ -141,7 +163,7 @@ export function encodeChunks(msg: unknown): string | (string | Buffer)[] {
   return (slices && splice(json, slices)) ?? json;
 }
 
-function encodeBatch(msgs: unknown[]): string | (string | Buffer)[] {
+function encodeBatch(msgs: unknown[]): Wire {
   const items = msgs.map(encodeChunks);
   if (items.every((i) => typeof i === 'string')) return `[${items.join(',')}]`;
   const out: (string | Buffer)[] = ['['];

@@ -2,7 +2,7 @@
 // reading a body under a size limit, and single-valued header access.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { encodeMessage } from '../../jsonrpc/framing.js';
+import { encodeChunks, wireBytes, writeWire } from '../../jsonrpc/framing.js';
 
 /** Codes for errors that happen at the HTTP level, before any JSON-RPC peer is involved. */
 export const HttpRpcCode = {
@@ -34,9 +34,10 @@ export function sendError(
 
 /** Ends `res` with a JSON body (a JSON-RPC message or batch, or any JSON value). */
 export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
-  const body = encodeMessage(value);
-  res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-  res.end(body);
+  const body = encodeChunks(value);
+  res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': wireBytes(body) });
+  writeWire(res, body);
+  res.end();
 }
 
 /** The first value of a header, or undefined. */

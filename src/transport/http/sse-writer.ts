@@ -2,6 +2,7 @@
 // Used by the Streamable HTTP streams and by the legacy HTTP+SSE endpoint.
 
 import type { ServerResponse } from 'node:http';
+import { writeWire, type Wire } from '../../jsonrpc/framing.js';
 
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream',
@@ -31,15 +32,15 @@ export class SseWriter {
 
   /**
    * Writes one event; false if the connection is gone. `data` must not contain newlines
-   * (JSON.stringify output never does).
+   * (serialised JSON never does). Pieces of a Wire are written as they are, Buffers uncopied.
    */
-  event(data: string, id?: string, event?: string): boolean {
+  event(data: Wire, id?: string, event?: string): boolean {
     if (!this.open) return false;
-    let s = '';
-    if (event !== undefined) s += `event: ${event}\n`;
-    if (id !== undefined) s += `id: ${id}\n`;
-    s += `data: ${data}\n\n`;
-    this.res.write(s);
+    let head = '';
+    if (event !== undefined) head += `event: ${event}\n`;
+    if (id !== undefined) head += `id: ${id}\n`;
+    head += 'data: ';
+    writeWire(this.res, typeof data === 'string' ? `${head}${data}\n\n` : [head, ...data, '\n\n']);
     return true;
   }
 

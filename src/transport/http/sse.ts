@@ -5,7 +5,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { encodeMessage } from '../../jsonrpc/framing.js';
+import { encodeChunks } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import { parseBytes } from '../../jsonrpc/framing.js';
@@ -35,7 +35,7 @@ class LegacySseSession extends ConnectionSession {
   }
 
   send(msg: Incoming): void {
-    if (!this.closed) this.writer.event(encodeMessage(msg), undefined, 'message');
+    if (!this.closed) this.writer.event(encodeChunks(msg), undefined, 'message');
   }
 
   async close(): Promise<void> {

@@ -13,7 +13,7 @@
 // stream, so a GET with Last-Event-ID replays only that stream's later events.
 
 import type { ServerResponse } from 'node:http';
-import { encodeMessage } from '../../jsonrpc/framing.js';
+import { encodeChunks, wireBytes, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming, JsonRpcId, JsonRpcMessage } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import type { HostSession } from '../../session/host-session.js';
@@ -33,7 +33,8 @@ const GET_STREAM = 0;
 
 interface Event {
   seq: number;
-  data: string;
+  data: Wire;
+  bytes: number;
 }
 
 interface Stream {
@@ -193,12 +194,12 @@ export class StreamableSession implements Transport, RegisteredSession {
       this.byRequest.delete(rid!);
       stream.pending.delete(rid!);
       if (stream.jsonMode) stream.collected.push(msg);
-      else this.emit(stream, encodeMessage(msg));
+      else this.emit(stream, encodeChunks(msg));
       if (stream.pending.size === 0) this.complete(stream);
       return;
     }
     if (stream?.jsonMode) stream = undefined;
-    this.emit(stream ?? this.unrelatedStream(), encodeMessage(msg));
+    this.emit(stream ?? this.unrelatedStream(), encodeChunks(msg));
   }
 
   /** The GET stream if connected; else an open POST stream; else the GET stream's buffer. */
@@ -209,14 +210,15 @@ export class StreamableSession implements Transport, RegisteredSession {
     return get;
   }
 
-  private emit(stream: Stream, data: string): void {
+  private emit(stream: Stream, data: Wire): void {
     const seq = ++this.seq;
-    stream.events.push({ seq, data });
-    stream.bytes += data.length;
+    const bytes = wireBytes(data);
+    stream.events.push({ seq, data, bytes });
+    stream.bytes += bytes;
     // The newest event always stays, however large: it may be the response a resume needs.
     while (stream.events.length > 1 && (stream.events.length > REPLAY_EVENTS || stream.bytes > REPLAY_BYTES)) {
       const dropped = stream.events.shift()!;
-      stream.bytes -= dropped.data.length;
+      stream.bytes -= dropped.bytes;
       stream.dropped = dropped.seq;
       if (dropped.seq > stream.delivered) this.log.warn({ stream: stream.key }, 'SSE buffer full: an undelivered message was dropped');
     }
@@ -305,7 +307,7 @@ export class StreamableSession implements Transport, RegisteredSession {
       for (const id of stream.pending) {
         const error = { jsonrpc: '2.0', id, error: { code: -32000, message: `Connection closed: ${reason}` } } as JsonRpcMessage;
         if (stream.jsonMode) stream.collected.push(error);
-        else if (stream.writer?.open) stream.writer.event(encodeMessage(error), `${stream.key}-${++this.seq}`);
+        else if (stream.writer?.open) stream.writer.event(encodeChunks(error), `${stream.key}-${++this.seq}`);
       }
       stream.pending.clear();
       if (stream.jsonMode) this.complete(stream);
