@@ -119,6 +119,9 @@ export class StdioLight extends Base {
     let start = 0;
     let nl;
     while ((nl = chunk.indexOf(10, start)) !== -1) {
+      // When the last byte of the newest message arrived, before we join and parse it (bench:
+      // how long the server took to deliver a large answer, net of this client's own work).
+      this.lineDoneAt = performance.now();
       let line;
       if (this.parts.length) {
         this.parts.push(chunk.subarray(start, nl));
@@ -129,9 +132,6 @@ export class StdioLight extends Base {
       }
       start = nl + 1;
       if (line.length === 0 || (line.length === 1 && line === '\r')) continue;
-      // When the last byte of the newest message arrived, before we parse it (bench: how long
-      // the server took to deliver a large answer, net of this client's JSON.parse).
-      this.lineDoneAt = performance.now();
       let msg;
       try {
         msg = JSON.parse(line);
