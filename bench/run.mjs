@@ -24,7 +24,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
 const MCPMUX = join(ROOT, 'bin', 'mcpmux.js');
 const RELAY = join(ROOT, 'bench', 'relay.mjs');
-const RESULTS = join(ROOT, 'bench', 'results');
+let RESULTS = join(ROOT, 'bench', 'results');
 const NODE = process.execPath;
 
 // ---- options ----------------------------------------------------------------------------------
@@ -74,6 +74,7 @@ function parseOptions(argv) {
         break;
       }
       case '--max-minutes': o.maxMinutes = num(a, next()); break;
+      case '--out': RESULTS = next(); break;
       case '--render': o.render = next(); break;
       case '-h':
       case '--help':
@@ -913,7 +914,7 @@ async function main() {
   writeFileSync(join(RESULTS, 'latest.json'), JSON.stringify(results, (k, v) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 2));
   writeFileSync(join(RESULTS, 'latest.md'), md + '\n');
   process.stdout.write(md + '\n');
-  process.stderr.write(`bench: wrote bench/results/latest.json and bench/results/latest.md\n`);
+  process.stderr.write(`bench: wrote ${join(RESULTS, 'latest.json')} and latest.md\n`);
   clearTimeout(watchdog);
 }
 

@@ -1,0 +1,54 @@
+// The benchmark harness itself (`npm run bench`): a minimal run of every section into a
+// temporary folder. No speed is asserted here (figures belong in docs/performance.md, measured
+// on a quiet machine); this checks that every figure is produced for direct and mcpmux, that
+// every echo up to 10 MB succeeds, and that no process is left behind.
+
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { expect, it } from 'vitest';
+import { exitWithin, ROOT, tempDir } from './helpers/harness.js';
+
+const FIGURES = [
+  'tools/list, 1 upstream, p50 (ms)',
+  'tools/call p50, SDK client (ms)',
+  'tools/call p50, light client (ms)',
+  'throughput, SDK client (calls/s)',
+  'throughput, light client (calls/s)',
+  'echo 100 KB, p50 (ms)',
+  'echo 1 MB, p50 (ms)',
+  'echo 10 MB, p50 (ms)',
+  'peak RSS growth during one 10 MB echo ÷ 10 MB: direct = echo server; else the middle process',
+];
+
+it('a minimal bench run measures every section, direct and through mcpmux, and leaves nothing behind', async () => {
+  const out = tempDir();
+  const args = ['--quick', '--no-20x100', '--no-profile', '--duration', '0.5', '--calls', '50', '--warmup', '10', '--max-minutes', '4', '--out', out];
+  const child = spawn(process.execPath, [path.join(ROOT, 'bench/run.mjs'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const code = await exitWithin(child, exited, 280_000);
+  expect(code, stderr.slice(-2000)).toBe(0);
+
+  const results = JSON.parse(readFileSync(path.join(out, 'latest.json'), 'utf8'));
+  expect(results.sections.map((s: { kind: string }) => s.kind)).toEqual(['stdio', 'http', 'ws']);
+  for (const section of results.sections) {
+    for (const label of FIGURES) {
+      const row = section.rows.find((r: { label: string }) => r.label === label);
+      expect(row, `${section.kind}: ${label}`).toBeDefined();
+      expect(row.proxyFailed, `${section.kind}: ${label}`).toBeUndefined();
+      expect(Number.isFinite(row.proxy.med), `${section.kind}: ${label} through mcpmux`).toBe(true);
+      expect(Number.isFinite(row.direct.med), `${section.kind}: ${label} direct`).toBe(true);
+    }
+  }
+  for (const round of results.rounds) {
+    expect(round.errors ?? {}).toEqual({});
+    for (const [label, rec] of Object.entries(round)) {
+      if (rec && typeof rec === 'object' && 'leftovers' in rec) expect.fail(`${label} left processes behind`);
+    }
+  }
+  expect(stdout).toContain('## stdio host → stdio upstream');
+}, 300_000);
