@@ -52,4 +52,13 @@ describe('hostile input on stdio', () => {
     const ok = await peer.request('tools/call', { name: 'fx__echo', arguments: { after: 1 } });
     expect(ok.result.structuredContent).toEqual({ after: 1 });
   });
+
+  it('a long notification nested 20 000 deep is taken without harm, and mcpmux keeps serving', async () => {
+    const peer = await rawHost();
+    const deep = '['.repeat(20_000) + ']'.repeat(20_000);
+    peer.send(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed","params":{"a":"${'z'.repeat(9000)}","b":${deep}}}`);
+    const pong = await peer.request('ping');
+    expect(pong.result).toEqual({});
+    expect(peer.child.exitCode).toBeNull();
+  });
 });

@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { encodeChunks, encodeMessage, parseBytes } from '../src/jsonrpc/framing.js';
 import { decodeJson, materialise, MARK_JSON, OPAQUE, OPAQUE_MIN_LINE, opaqueSlices } from '../src/jsonrpc/opaque.js';
+import { adaptForHost } from '../src/router/downgrade.js';
 
 const LONG = 'a'.repeat(OPAQUE_MIN_LINE); // alone makes a line long enough to be scanned
 // Every kind of escape, non-ASCII text, and text that looks like a placeholder of another process.
@@ -122,5 +123,35 @@ describe('decodeJson', () => {
     const v = decodeJson(bytes(call({ text: LONG }))) as any;
     const copy = { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { ...v.params, extra: 1 } };
     expect(JSON.parse(encodeMessage(copy)).params.arguments.text).toBe(LONG);
+  });
+
+  it('nesting as deep as the peer likes neither overflows the stack nor hides a placeholder', () => {
+    const deep = '['.repeat(20_000) + ']'.repeat(20_000);
+    const text = `{"jsonrpc":"2.0","method":"notifications/x","params":{"a":"${LONG}","b":${deep}}}`;
+    const v = decodeJson(Buffer.from(text)) as any;
+    expect(opaqueSlices(v.params)).toHaveLength(1);
+    expect(() => materialise(v.params)).not.toThrow();
+    expect(v.params.a === LONG).toBe(true);
+    // The same depth outside the payload is looked through too.
+    const env = `{"jsonrpc":"2.0","method":"x","params":{"a":"${LONG}"},"extra":${deep}}`;
+    const e = decodeJson(Buffer.from(env)) as any;
+    materialise(e.params);
+    expect(e.params.a === LONG).toBe(true);
+  });
+
+  it('a parse error names the peer\'s own text, never a placeholder', () => {
+    const text = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"a":"${LONG}",]}}}`;
+    const frame = parseBytes(Buffer.from(text));
+    expect(frame.ok).toBe(false);
+    expect(frame.ok ? '' : frame.detail).not.toContain('mcpmux-');
+  });
+
+  it('a result adapted for an older host has real strings in the blocks it rewrites', () => {
+    const msg = { jsonrpc: '2.0', id: 1, result: { content: [{ type: 'resource_link', name: 'n', uri: [LONG] }, { type: 'audio', data: 'x', mimeType: [LONG] }] } };
+    const v = decodeJson(bytes(msg)) as any;
+    expect(opaqueSlices(v.result)).toHaveLength(2);
+    const out = JSON.stringify(adaptForHost('2024-11-05', v.result));
+    expect(out).not.toContain(MARK_JSON);
+    expect(out).toContain(LONG);
   });
 });

@@ -158,7 +158,14 @@ export class Endpoint {
       void this.receiveBatch(value, related);
       return;
     }
-    const out = this.dispatch(value, related);
+    let out: ReturnType<Endpoint['dispatch']>;
+    try {
+      out = this.dispatch(value, related);
+    } catch (err) {
+      // A bug or a message nobody foresaw must cost that message, not the process.
+      this.opts.onProtocolError?.('message handling failed', err);
+      return;
+    }
     if (out instanceof Promise) {
       out.then((res) => res && this.transport.send(res, res.id ?? undefined));
     } else if (out) {

@@ -85,9 +85,11 @@ function parseLine(line: Buffer): Frame {
   return parseBytes(line);
 }
 
+/** A line with nothing but whitespace (as String.prototype.trim sees it) is skipped. */
 function isBlank(line: Buffer): boolean {
-  for (const b of line) if (b !== 0x20 && b !== 0x09 && b !== 0x0d) return false;
-  return true;
+  const first = line[0];
+  if (first === 0x7b || first === 0x5b) return false; // '{' or '[': the usual case, decided at once
+  return line.toString('utf8').trim() === '';
 }
 
 /** One JSON text from bytes (a line, an HTTP body, a WebSocket message). */

@@ -52,14 +52,22 @@ const READ_KEYS = new Set([
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const COLON = 0x3a;
+const OPEN_BRACE = 0x7b;
 
 /** Parses one JSON text given as bytes. Throws SyntaxError as JSON.parse does. */
 export function decodeJson(buf: Buffer): unknown {
-  if (buf.length < OPAQUE_MIN_LINE) return JSON.parse(buf.toString('utf8'));
+  // Batches are always decoded whole (see the rules above): no point scanning them.
+  if (buf.length < OPAQUE_MIN_LINE || buf[skipSpace(buf, 0)] !== OPEN_BRACE) return JSON.parse(buf.toString('utf8'));
   const slices: OpaqueSlices = [];
   const skeleton = hoist(buf, slices);
   if (slices.length === 0) return JSON.parse(skeleton);
-  const value = JSON.parse(skeleton) as unknown;
+  let value: unknown;
+  try {
+    value = JSON.parse(skeleton);
+  } catch {
+    // Report the peer's own text, not the skeleton's (offsets, placeholders).
+    return JSON.parse(buf.toString('utf8'));
+  }
   const key = payloadKey(value);
   const payload = key && ((value as Record<string, unknown>)[key] as Record<string | symbol, unknown>);
   if (!key || !payload || envelopeHasMark(value as Record<string, unknown>, key)) {
@@ -144,11 +152,14 @@ function badStringByte(buf: Buffer, start: number, end: number): number {
     i += words * 4;
   }
   for (; i < end; i++) if (buf[i]! < 0x20) return i;
-  for (let b = buf.indexOf(BACKSLASH, start); b !== -1 && b < end; b = buf.indexOf(BACKSLASH, b + 2)) {
-    const e = buf[b + 1];
+  // Searched within this string only: indexOf on the whole line would rescan the rest of the
+  // message for every string, quadratic in the number of long strings.
+  const body = buf.subarray(start, end);
+  for (let b = body.indexOf(BACKSLASH); b !== -1; b = body.indexOf(BACKSLASH, b + 2)) {
+    const e = body[b + 1];
     if (e === 0x75) {
-      for (let h = b + 2; h < b + 6; h++) if (h >= end || !isHex(buf[h]!)) return b;
-    } else if (!SIMPLE_ESCAPES.has(e!)) return b;
+      for (let h = b + 2; h < b + 6; h++) if (h >= body.length || !isHex(body[h]!)) return start + b;
+    } else if (!SIMPLE_ESCAPES.has(e!)) return start + b;
   }
   return -1;
 }
@@ -193,12 +204,33 @@ function payloadKey(value: unknown): 'params' | 'result' | undefined {
 
 /** Whether a placeholder sits anywhere in the message outside its payload. */
 function envelopeHasMark(msg: Record<string, unknown>, payload: string): boolean {
-  for (const key of Object.keys(msg)) {
-    if (key === payload) continue;
-    const v = msg[key];
-    if (typeof v === 'string' ? v.startsWith(MARK) : typeof v === 'object' && v !== null && JSON.stringify(v).includes(MARK_JSON)) return true;
+  let found = false;
+  const { [payload]: _payload, ...envelope } = msg;
+  eachString(envelope, (s) => {
+    if (s.startsWith(MARK)) found = true;
+    return undefined;
+  });
+  return found;
+}
+
+/**
+ * Calls `visit` on every string value inside `root`; a string it returns replaces the value.
+ * Iterative, not recursive: how deep a message nests is the peer's choice.
+ */
+function eachString(root: object, visit: (s: string) => string | undefined): void {
+  const stack: object[] = [root];
+  while (stack.length > 0) {
+    const node = stack.pop() as Record<string, unknown>;
+    for (const k of Object.keys(node)) {
+      const v = node[k];
+      if (typeof v === 'string') {
+        const replaced = visit(v);
+        if (replaced !== undefined) node[k] = replaced;
+      } else if (typeof v === 'object' && v !== null) {
+        stack.push(v);
+      }
+    }
   }
-  return false;
 }
 
 /** The raw slices a payload carries, if any. */
@@ -211,18 +243,7 @@ export function materialise(payload: Record<string | symbol, unknown>): void {
   const slices = opaqueSlices(payload);
   if (!slices) return;
   delete payload[OPAQUE];
-  const walk = (v: unknown): unknown => {
-    if (typeof v === 'string') return v.startsWith(MARK) ? resolve(v, slices) : v;
-    if (typeof v !== 'object' || v === null) return v;
-    if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) v[i] = walk(v[i]);
-    } else {
-      const o = v as Record<string, unknown>;
-      for (const k of Object.keys(o)) o[k] = walk(o[k]);
-    }
-    return v;
-  };
-  walk(payload);
+  eachString(payload, (s) => (s.startsWith(MARK) ? resolve(s, slices) : undefined));
 }
 
 function resolve(placeholder: string, slices: OpaqueSlices): string {

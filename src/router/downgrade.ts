@@ -1,6 +1,7 @@
 // What an older or less capable host can take. Older peers ignore unknown fields, but not
 // unknown content types or methods, so those are translated or refused here.
 
+import { materialise } from '../jsonrpc/opaque.js';
 import type { Params } from '../protocol/mcp.js';
 import type { SessionPort } from './router.js';
 
@@ -11,6 +12,8 @@ import type { SessionPort } from './router.js';
  */
 export function adaptForHost(version: string, result: Params): Params {
   if (version >= '2025-06-18') return result;
+  // Blocks are rewritten into text here: long values kept raw must be real strings first.
+  materialise(result);
   adaptBlocks(result.content, version);
   const messages = result.messages;
   if (Array.isArray(messages)) {
