@@ -96,6 +96,17 @@ describe('decodeJson', () => {
     }
   });
 
+  it('a control character is found wherever it sits in a long value (every alignment, both ends)', () => {
+    const size = OPAQUE_MIN_LINE + 37;
+    for (const at of [...Array(80).keys(), size - 40, size - 9, size - 5, size - 2, size - 1]) {
+      const value = 'v'.repeat(at) + '\u0001' + 'v'.repeat(size - at - 1);
+      for (const pad of ['', 'p', 'pp', 'ppp']) {
+        const text = `{"jsonrpc":"2.0","id":1,"method":"m","params":{"${pad}a":"${value}"}}`;
+        expect(parseBytes(Buffer.from(text)).ok, `control byte at ${at}, key ${pad}a`).toBe(false);
+      }
+    }
+  });
+
   it('invalid UTF-8 in a long string is decoded (U+FFFD), never passed on raw', () => {
     const head = Buffer.from(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"a":"${LONG}`);
     const input = Buffer.concat([head, Buffer.from([0xff, 0xfe]), Buffer.from('"}}}')]);

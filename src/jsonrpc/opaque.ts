@@ -141,11 +141,18 @@ function badStringByte(buf: Buffer, start: number, end: number): number {
   for (const stop = Math.min(end, i + pad); i < stop; i++) if (buf[i]! < 0x20) return i;
   const words = (end - i) >>> 2;
   if (words > 0) {
-    const view = new Uint32Array(buf.buffer, buf.byteOffset + i, words);
-    for (let k = 0; k < words; k++) {
-      const w = view[k]!;
-      // Non-zero iff some byte of w is below 0x20 (exact for thresholds up to 0x80).
-      if (((w - 0x20202020) & ~w & 0x80808080) !== 0) {
+    const v = new Uint32Array(buf.buffer, buf.byteOffset + i, words);
+    let k = 0;
+    // Eight words a step with one branch: twice as fast as a branch per word. On a hit, the
+    // word-by-word loop below finds the byte.
+    for (; k + 8 <= words; k += 8) {
+      const any =
+        below20(v[k]!) | below20(v[k + 1]!) | below20(v[k + 2]!) | below20(v[k + 3]!) |
+        below20(v[k + 4]!) | below20(v[k + 5]!) | below20(v[k + 6]!) | below20(v[k + 7]!);
+      if (any !== 0) break;
+    }
+    for (; k < words; k++) {
+      if (below20(v[k]!) !== 0) {
         for (let j = i + k * 4; j < i + k * 4 + 4; j++) if (buf[j]! < 0x20) return j;
       }
     }
@@ -162,6 +169,11 @@ function badStringByte(buf: Buffer, start: number, end: number): number {
     } else if (!SIMPLE_ESCAPES.has(e!)) return start + b;
   }
   return -1;
+}
+
+/** Non-zero iff some byte of the 32-bit word `w` is below 0x20 (exact for thresholds up to 0x80). */
+function below20(w: number): number {
+  return (w - 0x20202020) & ~w & 0x80808080;
 }
 
 /** The characters that may follow a backslash in a JSON string, besides `u`: " \ / b f n r t. */
