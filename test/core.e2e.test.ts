@@ -27,7 +27,7 @@ afterEach(closeAll);
 /** The fixture's special tools, in the order it lists them after the generated tool_<i>. */
 const SPECIAL = [
   'echo', 'whoami', 'slow', 'progress', 'sample', 'elicit', 'elicit_url', 'url_required', 'roots', 'log',
-  'cancel_own_sample', 'add_tool', 'links', 'touch', 'fail', 'crash',
+  'cancel_own_sample', 'add_tool', 'links', 'nested', 'touch', 'fail', 'crash',
 ];
 const LIST_KEY = { 'tools/list': 'tools', 'prompts/list': 'prompts', 'resources/list': 'resources', 'resources/templates/list': 'resourceTemplates' } as const;
 type ListMethod = keyof typeof LIST_KEY;

@@ -28,7 +28,7 @@ afterEach(closeAll);
 
 const SPECIAL = [
   'echo', 'whoami', 'slow', 'progress', 'sample', 'elicit', 'elicit_url', 'url_required', 'roots', 'log',
-  'cancel_own_sample', 'add_tool', 'links', 'touch', 'fail', 'crash',
+  'cancel_own_sample', 'add_tool', 'links', 'nested', 'touch', 'fail', 'crash',
 ];
 const textOf = (r: any) => r.content[0].text as string;
 const jsonOf = (r: any) => JSON.parse(textOf(r));

@@ -2,7 +2,7 @@
 // that the peer could mistake for something else.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { closeAll, fixture, startRawMux, writeConfig } from './helpers/harness.js';
+import { closeAll, fixture, startRawMux, UPSTREAM_FIXTURE, writeConfig } from './helpers/harness.js';
 
 afterEach(closeAll);
 
@@ -60,5 +60,27 @@ describe('hostile input on stdio', () => {
     const pong = await peer.request('ping');
     expect(pong.result).toEqual({});
     expect(peer.child.exitCode).toBeNull();
+  });
+
+  // JSON.parse reads nesting that JSON.stringify cannot write back (~4 000 levels on Node's
+  // default stack). mcpmux answers instead of crashing or leaving the request waiting.
+  it('a request nested too deeply to forward gets -32603 at once, and mcpmux keeps serving', async () => {
+    const peer = await rawHost();
+    const deep = '['.repeat(20_000) + ']'.repeat(20_000);
+    peer.send(`{"jsonrpc":"2.0","id":"deep","method":"tools/call","params":{"name":"fx__echo","arguments":{"v":${deep}}}}`);
+    const res = await peer.next((m) => m.id === 'deep');
+    expect(res.error).toMatchObject({ code: -32603 });
+    expect(res.error.message).toMatch(/could not be serialised/);
+    expect((await peer.request('ping')).result).toEqual({});
+  });
+
+  it('an upstream result nested too deeply to pass on becomes -32603 for that call, and mcpmux keeps serving', async () => {
+    // The fixture gets a bigger stack, so that it can write what mcpmux cannot.
+    const deepFixture = { command: process.execPath, args: ['--stack-size=4000', UPSTREAM_FIXTURE, JSON.stringify({ name: 'fx' })] };
+    const peer = startRawMux(await writeConfig({ mcpServers: { fx: deepFixture } }));
+    await peer.initialize();
+    const res = await peer.request('tools/call', { name: 'fx__nested', arguments: { depth: 6000 } });
+    expect(res.error).toMatchObject({ code: -32603 });
+    expect((await peer.request('tools/call', { name: 'fx__nested', arguments: { depth: 3 } })).result.structuredContent).toEqual({ v: [[[]]] });
   });
 });

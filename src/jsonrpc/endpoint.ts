@@ -106,7 +106,13 @@ export class Endpoint {
     const { signal } = opts;
     if (signal?.aborted) return Promise.reject(cancelledError(signal));
     const promise = this.pending.add(id, opts);
-    this.transport.send(params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params }, opts.related);
+    try {
+      this.transport.send(params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params }, opts.related);
+    } catch (err) {
+      // It could not be written (see encodeChunks): the caller gets the error, nothing waits.
+      this.pending.fail(id, err instanceof RpcError ? err : new RpcError(ErrorCode.InternalError, String(err)));
+      return promise;
+    }
     if (signal) {
       // The table calls the unsubscribe when the request settles, however it settles.
       this.pending.onSettle(
@@ -121,7 +127,11 @@ export class Endpoint {
 
   notify(method: string, params?: Result, related?: JsonRpcId): void {
     if (this.closed) return;
-    this.transport.send(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }, related);
+    try {
+      this.transport.send(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }, related);
+    } catch (err) {
+      this.opts.onProtocolError?.(`notification ${method} could not be sent`, err);
+    }
   }
 
   /** The context given with an outgoing request still in flight (see PendingOptions.context). */

@@ -5,6 +5,7 @@
 // once (Buffer.concat) and then scanned, not re-scanned on every chunk. Long string values stay
 // as those bytes all the way to the other side (see opaque.ts).
 
+import { ErrorCode, RpcError } from './message.js';
 import { decodeJson, opaqueSlices, splice } from './opaque.js';
 
 const NEWLINE = 0x0a;
@@ -160,9 +161,28 @@ export function encodeChunks(msg: unknown): Wire {
       return [`{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":`, bytes, '}'];
     }
   }
-  const json = JSON.stringify(msg);
+  let json: string;
+  try {
+    json = JSON.stringify(msg);
+  } catch (err) {
+    return unserialisable(msg, err);
+  }
   const slices = opaqueSlices(m.params ?? result);
   return (slices && splice(json, slices)) ?? json;
+}
+
+/**
+ * JSON.parse accepts nesting that JSON.stringify cannot write back (about 4 000 levels on
+ * Node's default stack). A response becomes an error response for its id, so the peer is
+ * answered; a request or notification is refused with an RpcError for its sender to handle.
+ */
+function unserialisable(msg: unknown, err: unknown): string {
+  const m = msg as { id?: unknown; result?: unknown; error?: unknown };
+  const why = `the message could not be serialised: ${(err as Error)?.message ?? String(err)}`;
+  if ((m.result !== undefined || m.error !== undefined) && (typeof m.id === 'string' || typeof m.id === 'number')) {
+    return JSON.stringify({ jsonrpc: '2.0', id: m.id, error: { code: ErrorCode.InternalError, message: `Internal error: ${why}` } });
+  }
+  throw new RpcError(ErrorCode.InternalError, why);
 }
 
 function encodeBatch(msgs: unknown[]): Wire {

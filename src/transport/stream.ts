@@ -42,8 +42,8 @@ export class StreamTransport implements Transport {
    */
   send(msg: Incoming): void {
     if (this.closed || this.output.destroyed || this.output.writableEnded) return;
+    const wire = encodeChunks(msg); // first: it throws for a message that cannot be written
     if (this.queue.length === 0) process.nextTick(this.flush);
-    const wire = encodeChunks(msg);
     if (typeof wire === 'string') {
       this.queue.push(wire + '\n');
     } else {

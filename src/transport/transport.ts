@@ -14,7 +14,11 @@ export type FrameError = Exclude<Frame, { ok: true }>;
  * others ignore it.
  */
 export interface Transport {
-  /** Sends one message or a batch. Never throws; a dead transport drops and reports via onclose. */
+  /**
+   * Sends one message or a batch. A dead transport drops it and reports via onclose. Throws
+   * only an RpcError, for a request or notification that cannot be serialised (nested deeper
+   * than JSON.stringify goes); a response that cannot be becomes an error response instead.
+   */
   send(msg: Incoming, related?: JsonRpcId): void;
   /** Closes the transport; resolves once it is closed. Idempotent. */
   close(): Promise<void>;

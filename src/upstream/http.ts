@@ -82,7 +82,10 @@ export class StreamableHttpTransport implements RemoteTransport {
     // Once we cancel a request, its answer stream is of no use: stop reading it.
     const cancelled = cancelledId(msg);
     if (cancelled !== undefined) this.dropStream(cancelled);
-    this.post(msg).catch((err: Error) => this.fail(`POST ${this.where} failed: ${err.message}`));
+    // Serialised here, not in post(): a message that cannot be written must throw to its
+    // sender (Endpoint.request), not fail the connection.
+    const body = encodeMessage(msg);
+    this.post(msg, body).catch((err: Error) => this.fail(`POST ${this.where} failed: ${err.message}`));
   }
 
   close(): Promise<void> {
@@ -97,7 +100,7 @@ export class StreamableHttpTransport implements RemoteTransport {
 
   // ---- sending ---------------------------------------------------------------------------
 
-  private async post(msg: Incoming): Promise<void> {
+  private async post(msg: Incoming, body: string): Promise<void> {
     const id = requestIdOf(msg);
     const method = Array.isArray(msg) ? undefined : (msg as { method?: unknown }).method;
     if (method === 'initialize' && id !== undefined) this.initializeId = id;
@@ -107,7 +110,7 @@ export class StreamableHttpTransport implements RemoteTransport {
       res = await fetchSameOrigin(this.url, {
         method: 'POST',
         headers: this.requestHeaders(`${JSON_TYPE}, ${SSE_TYPE}`, true),
-        body: encodeMessage(msg),
+        body,
         signal: this.abort.signal,
       });
     } catch (err) {

@@ -40,7 +40,8 @@ export class LegacySseTransport implements RemoteTransport {
 
   send(msg: Incoming): void {
     if (this.closed || this.endpoint === undefined) return;
-    this.post(this.endpoint, msg).catch((err: Error) => this.fail(`POST to the SSE endpoint failed: ${err.message}`));
+    const body = encodeMessage(msg); // here, so that an unwritable message throws to its sender
+    this.post(this.endpoint, msg, body).catch((err: Error) => this.fail(`POST to the SSE endpoint failed: ${err.message}`));
   }
 
   async close(): Promise<void> {
@@ -101,13 +102,13 @@ export class LegacySseTransport implements RemoteTransport {
     this.markReady();
   }
 
-  private async post(endpoint: string, msg: Incoming): Promise<void> {
+  private async post(endpoint: string, msg: Incoming, body: string): Promise<void> {
     const id = requestIdOf(msg);
     let res: Response;
     try {
       const headers = this.requestHeaders('application/json, text/event-stream');
       headers.set('content-type', 'application/json');
-      res = await fetchSameOrigin(endpoint, { method: 'POST', headers, body: encodeMessage(msg), signal: this.abort.signal });
+      res = await fetchSameOrigin(endpoint, { method: 'POST', headers, body, signal: this.abort.signal });
     } catch (err) {
       if (!this.closed) this.fail(`cannot reach ${safeUrl(endpoint)}: ${describeFetchError(err)}`);
       return;
