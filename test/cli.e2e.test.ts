@@ -66,7 +66,7 @@ const tableNames = (stdout: string) =>
     .slice(1)
     .map((l) => l.split(/\s+/)[0]);
 
-const SPECIAL_COUNT = 16;
+const SPECIAL_COUNT = 17;
 
 // ---- check ------------------------------------------------------------------------------------------
 
