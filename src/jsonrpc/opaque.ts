@@ -16,7 +16,7 @@
 //   decode as usual.
 // - Only payloads whose consumer says it passes them through (a forwarded tools/call, a
 //   sampling request...) keep placeholders; the Endpoint calls `materialise` on every other
-//   one before anyone reads it (see `Endpoint`, `RequestOptions.opaque`).
+//   one before anyone reads it (`EndpointOptions.opaqueRequests`, `PendingOptions.opaque`).
 // - Placeholders carry a random per-process nonce and a NUL, so a peer cannot write one by
 //   accident; one the encoder cannot resolve is left as the (valid JSON) string it is.
 
@@ -132,7 +132,8 @@ function closingQuote(buf: Buffer, from: number): number {
 
 /**
  * The offset of the first byte that makes buf[start, end) an invalid JSON string body (a raw
- * control character or a bad escape), or -1. Control bytes are looked for four at a time.
+ * control character or a bad escape), or -1. Control bytes are looked for a 32-bit word at a
+ * time.
  * UTF-8 is checked by the caller.
  */
 function badStringByte(buf: Buffer, start: number, end: number): number {
