@@ -83,4 +83,13 @@ describe('hostile input on stdio', () => {
     expect(res.error).toMatchObject({ code: -32603 });
     expect((await peer.request('tools/call', { name: 'fx__nested', arguments: { depth: 3 } })).result.structuredContent).toEqual({ v: [[[]]] });
   });
+
+  it('a tool list nested too deeply to serve gets -32603 for tools/list, every time, and mcpmux keeps serving', async () => {
+    const deepFixture = { command: process.execPath, args: ['--stack-size=4000', UPSTREAM_FIXTURE, JSON.stringify({ name: 'fx' })] };
+    const peer = startRawMux(await writeConfig({ mcpServers: { fx: deepFixture } }));
+    await peer.initialize();
+    expect((await peer.request('tools/call', { name: 'fx__add_tool', arguments: { depth: 6000 } })).result).toBeDefined();
+    for (let i = 0; i < 2; i++) expect((await peer.request('tools/list')).error).toMatchObject({ code: -32603 });
+    expect((await peer.request('ping')).result).toEqual({});
+  });
 });

@@ -165,34 +165,48 @@ export class Endpoint {
 
   private receive(value: unknown, related: JsonRpcId | undefined): void {
     if (Array.isArray(value)) {
-      void this.receiveBatch(value, related);
+      this.receiveBatch(value, related).catch((err: unknown) => this.opts.onProtocolError?.('batch handling failed', err));
       return;
     }
-    let out: ReturnType<Endpoint['dispatch']>;
-    try {
-      out = this.dispatch(value, related);
-    } catch (err) {
-      // A bug or a message nobody foresaw must cost that message, not the process.
-      this.opts.onProtocolError?.('message handling failed', err);
-      return;
-    }
-    if (out instanceof Promise) {
-      out.then((res) => res && this.transport.send(res, res.id ?? undefined));
-    } else if (out) {
-      this.transport.send(out, out.id ?? undefined);
-    }
+    const out = this.dispatchSafely(value, related);
+    // answer() never rejects: every failure becomes an error response.
+    if (out instanceof Promise) void out.then((res) => res && this.reply(res));
+    else if (out) this.reply(out);
   }
 
   private async receiveBatch(items: unknown[], related: JsonRpcId | undefined): Promise<void> {
     const verdict = this.opts.acceptBatch?.() ?? true;
     if (items.length === 0 || verdict !== true) {
       const why = items.length === 0 ? 'empty batch' : verdict;
-      this.transport.send(failure(null, ErrorCode.InvalidRequest, `Invalid Request: ${why}`));
+      this.reply(failure(null, ErrorCode.InvalidRequest, `Invalid Request: ${why}`));
       return;
     }
-    const results = await Promise.all(items.map((item) => this.dispatch(item, related)));
+    const results = await Promise.all(items.map((item) => this.dispatchSafely(item, related)));
     const responses = results.filter((r): r is JsonRpcResponse => r !== undefined);
-    if (responses.length > 0) this.transport.send(responses as JsonRpcMessage[], responses[0]!.id ?? undefined);
+    if (responses.length > 0) this.reply(responses);
+  }
+
+  /**
+   * dispatch(), but a bug or a message nobody foresaw costs that message, not the process:
+   * a request still gets an answer.
+   */
+  private dispatchSafely(value: unknown, related: JsonRpcId | undefined): ReturnType<Endpoint['dispatch']> {
+    try {
+      return this.dispatch(value, related);
+    } catch (err) {
+      this.opts.onProtocolError?.('message handling failed', err);
+      const c = classify(value);
+      return c.kind === 'request' ? failure(c.msg.id, ErrorCode.InternalError, `Internal error: ${(err as Error)?.message ?? String(err)}`) : undefined;
+    }
+  }
+
+  /** Sends our answer(s); encodeChunks turns an unwritable response into an error, so this is a last guard. */
+  private reply(res: JsonRpcResponse | JsonRpcResponse[]): void {
+    try {
+      this.transport.send(res as JsonRpcMessage | JsonRpcMessage[], (Array.isArray(res) ? res[0]!.id : res.id) ?? undefined);
+    } catch (err) {
+      this.opts.onProtocolError?.('response could not be sent', err);
+    }
   }
 
   /** Handles one message; returns the response to send, if any (a promise for requests). */
@@ -252,7 +266,7 @@ export class Endpoint {
 
   private frameError(e: FrameError): void {
     if (e.error === 'parse') {
-      this.transport.send(failure(null, ErrorCode.ParseError, `Parse error: ${e.detail}`));
+      this.reply(failure(null, ErrorCode.ParseError, `Parse error: ${e.detail}`));
       return;
     }
     const message = `Message of ${e.bytes} bytes exceeds the limit`;
@@ -260,7 +274,7 @@ export class Endpoint {
     if (head && !head.isRequest && this.pending.fail(head.id, new RpcError(ErrorCode.InternalError, `Response too large: ${message}`))) {
       return;
     }
-    this.transport.send(failure(head?.isRequest ? head.id : null, ErrorCode.InvalidRequest, message, { bytes: e.bytes }));
+    this.reply(failure(head?.isRequest ? head.id : null, ErrorCode.InvalidRequest, message, { bytes: e.bytes }));
   }
 }
 

@@ -157,7 +157,11 @@ export function encodeChunks(msg: unknown): Wire {
   if (typeof result === 'object' && result !== null) {
     let bytes = stable.get(result);
     if (bytes !== undefined) {
-      if (bytes === null) stable.set(result, (bytes = Buffer.from(JSON.stringify(result))));
+      try {
+        if (bytes === null) stable.set(result, (bytes = Buffer.from(JSON.stringify(result))));
+      } catch (err) {
+        return unserialisable(msg, err);
+      }
       return [`{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":`, bytes, '}'];
     }
   }
@@ -179,7 +183,7 @@ export function encodeChunks(msg: unknown): Wire {
 function unserialisable(msg: unknown, err: unknown): string {
   const m = msg as { id?: unknown; result?: unknown; error?: unknown };
   const why = `the message could not be serialised: ${(err as Error)?.message ?? String(err)}`;
-  if ((m.result !== undefined || m.error !== undefined) && (typeof m.id === 'string' || typeof m.id === 'number')) {
+  if ((m.result !== undefined || m.error !== undefined) && (typeof m.id === 'string' || typeof m.id === 'number' || m.id === null)) {
     return JSON.stringify({ jsonrpc: '2.0', id: m.id, error: { code: ErrorCode.InternalError, message: `Internal error: ${why}` } });
   }
   throw new RpcError(ErrorCode.InternalError, why);

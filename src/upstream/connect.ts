@@ -103,7 +103,14 @@ class RemoteLink implements Transport {
       if (this.inner !== inner || this.closed) return;
       const queued = this.queue ?? [];
       this.queue = undefined;
-      for (const [msg, related] of queued) inner.send(msg, related);
+      for (const [msg, related] of queued) {
+        try {
+          inner.send(msg, related);
+        } catch {
+          // Only requests and notifications can throw (encodeChunks), and the Upstream sends
+          // those once ready, never through this queue: nothing to report to.
+        }
+      }
     });
   }
 
