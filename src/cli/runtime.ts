@@ -65,22 +65,24 @@ export function createRuntime(config: Config, opts: GlobalOptions): Runtime {
 }
 
 /**
- * Runs `stop` once on SIGTERM, SIGINT or SIGHUP-less exit paths, then lets the process end.
- * A second signal while stopping kills the process group's children and exits at once.
+ * Makes `stop` run at most once, whoever calls it first: SIGTERM or SIGINT (after which the
+ * process exits), or the caller (stdio when the host closes stdin). A second signal while
+ * stopping exits at once. Returns the once-only `stop`.
  */
-export function onShutdownSignals(log: Logger, stop: (why: string) => Promise<void>): void {
-  let stopping = false;
+export function onShutdownSignals(log: Logger, stop: (why: string) => Promise<void>): (why: string) => Promise<void> {
+  let stopped: Promise<void> | undefined;
+  const once = (why: string): Promise<void> => (stopped ??= stop(why));
   const handler = (signal: NodeJS.Signals): void => {
-    if (stopping) {
+    if (stopped) {
       log.warn({ signal }, 'second signal; exiting now');
       process.exit(1);
     }
-    stopping = true;
     log.info({ signal }, 'shutting down');
-    void stop(signal).finally(() => process.exit(0));
+    void once(signal).finally(() => process.exit(0));
   };
   process.on('SIGTERM', handler);
   process.on('SIGINT', handler);
+  return once;
 }
 
 /**

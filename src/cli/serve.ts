@@ -63,15 +63,12 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     'listening',
   );
 
-  let stopped: Promise<void> | undefined;
-  const stop = (why: string): Promise<void> =>
-    (stopped ??= (async () => {
-      log.info({ why, sessions: server.registry.size }, 'draining');
-      await server.close();
-      await router.close();
-      log.info('stopped');
-    })());
-  onShutdownSignals(log, stop);
+  onShutdownSignals(log, async (why) => {
+    log.info({ why, sessions: server.registry.size }, 'draining');
+    await server.close();
+    await router.close();
+    log.info('stopped');
+  });
   // Runs until a signal; onShutdownSignals exits the process once `stop` is done.
   await new Promise<void>(() => {});
   return 0;

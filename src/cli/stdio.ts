@@ -13,13 +13,10 @@ export async function runStdio(opts: GlobalOptions): Promise<number> {
   const transport = new StreamTransport(process.stdin, process.stdout, config.limits.maxMessageBytes);
   const session = openSession(transport);
 
-  let stopped: Promise<void> | undefined;
-  const stop = (why: string): Promise<void> =>
-    (stopped ??= (async () => {
-      log.info({ why }, 'stopping');
-      await router.close();
-    })());
-  onShutdownSignals(log, stop);
+  const stop = onShutdownSignals(log, async (why) => {
+    log.info({ why }, 'stopping');
+    await router.close();
+  });
 
   // The host closing stdin ends the session, and with it mcpmux.
   await new Promise<void>((resolve) => (session.onclose = () => resolve()));
