@@ -2,7 +2,7 @@
 // reading a body under a size limit, and single-valued header access.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { encodeChunks, wireBytes, writeWire } from '../../jsonrpc/framing.js';
+import { encodeChunks, parseBytes, wireBytes, writeWire } from '../../jsonrpc/framing.js';
 
 /** Codes for errors that happen at the HTTP level, before any JSON-RPC peer is involved. */
 export const HttpRpcCode = {
@@ -84,6 +84,29 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Body> {
     req.once('error', (e) => finish({ ok: false, tooLarge: false, error: e.message }));
     req.once('close', () => finish({ ok: false, tooLarge: false, error: 'connection closed' }));
   });
+}
+
+/**
+ * A POST's JSON body, or undefined once `res` is answered: 415 for another content type, 413
+ * over the limit, 400 for bad JSON (or nothing, if the peer went away while we read).
+ */
+export async function readJsonBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<{ value: unknown } | undefined> {
+  const ctype = header(req, 'content-type');
+  if (!ctype || !ctype.toLowerCase().startsWith('application/json')) {
+    sendError(res, 415, HttpRpcCode.Transport, 'Unsupported Media Type: Content-Type must be application/json');
+    return undefined;
+  }
+  const body = await readBody(req, limit);
+  if (!body.ok) {
+    if (body.tooLarge) sendTooLarge(res, limit);
+    return undefined;
+  }
+  const frame = parseBytes(body.bytes);
+  if (!frame.ok) {
+    sendError(res, 400, HttpRpcCode.ParseError, `Parse error: ${frame.detail}`);
+    return undefined;
+  }
+  return { value: frame.value };
 }
 
 /** Answers 413 and closes the connection (the unread rest of the body must not be parsed as a request). */

@@ -8,8 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { encodeChunks } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
-import { parseBytes } from '../../jsonrpc/framing.js';
-import { header, HttpRpcCode, readBody, sendError, sendOverloaded, sendTooLarge } from './respond.js';
+import { HttpRpcCode, readJsonBody, sendError, sendOverloaded } from './respond.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
 import { SseWriter } from './sse-writer.js';
 
@@ -78,20 +77,10 @@ export class LegacySse {
     const session = this.sessions.get(sid);
     if (!session) return sendError(res, 404, HttpRpcCode.SessionNotFound, 'Session not found');
     if (session.client !== client) return sendError(res, 403, HttpRpcCode.Transport, 'Forbidden: the session belongs to another client');
-    const ctype = header(req, 'content-type');
-    if (!ctype || !ctype.toLowerCase().startsWith('application/json')) {
-      return sendError(res, 415, HttpRpcCode.Transport, 'Unsupported Media Type: Content-Type must be application/json');
-    }
-    const body = await readBody(req, this.opts.maxMessageBytes);
-    if (!body.ok) {
-      if (body.tooLarge) sendTooLarge(res, this.opts.maxMessageBytes);
-      return;
-    }
-    const frame = parseBytes(body.bytes);
-    if (!frame.ok) return sendError(res, 400, HttpRpcCode.ParseError, `Parse error: ${frame.detail}`);
-    const value = frame.value;
+    const body = await readJsonBody(req, res, this.opts.maxMessageBytes);
+    if (!body) return;
     res.writeHead(202, { 'content-type': 'text/plain' }).end('Accepted');
     // The endpoint checks the JSON-RPC shape and answers on the stream, as over stdio.
-    session.onmessage?.(value);
+    session.onmessage?.(body.value);
   }
 }

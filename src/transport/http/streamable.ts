@@ -8,8 +8,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { classify, type JsonRpcId, type JsonRpcRequest } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import { isSupportedVersion, negotiateVersion, SUPPORTED_VERSIONS, versionAtLeast } from '../../protocol/versions.js';
-import { parseBytes } from '../../jsonrpc/framing.js';
-import { header, HttpRpcCode, readBody, sendError, sendOverloaded, sendTooLarge } from './respond.js';
+import { cancelProtocol } from '../../protocol/mcp.js';
+import { header, HttpRpcCode, readJsonBody, sendError, sendOverloaded } from './respond.js';
 import type { OpenSession, SessionRegistry } from './sessions.js';
 import { StreamableSession } from './streamable-session.js';
 
@@ -49,18 +49,9 @@ export class StreamableHttp {
   // ---- POST ----------------------------------------------------------------------------------
 
   private async post(req: IncomingMessage, res: ServerResponse, client: string | undefined): Promise<void> {
-    const ctype = header(req, 'content-type');
-    if (!ctype || !ctype.toLowerCase().startsWith('application/json')) {
-      return sendError(res, 415, HttpRpcCode.Transport, 'Unsupported Media Type: Content-Type must be application/json');
-    }
-    const body = await readBody(req, this.opts.maxMessageBytes);
-    if (!body.ok) {
-      if (body.tooLarge) return sendTooLarge(res, this.opts.maxMessageBytes);
-      return; // the connection went away while we read
-    }
-    const frame = parseBytes(body.bytes);
-    if (!frame.ok) return sendError(res, 400, HttpRpcCode.ParseError, `Parse error: ${frame.detail}`);
-    const value = frame.value;
+    const body = await readJsonBody(req, res, this.opts.maxMessageBytes);
+    if (!body) return;
+    const value = body.value;
     const batch = Array.isArray(value);
     const items: unknown[] = batch ? (value as unknown[]) : [value];
     if (items.length === 0) return sendError(res, 400, HttpRpcCode.InvalidRequest, 'Invalid Request: empty batch');
@@ -76,9 +67,9 @@ export class StreamableHttp {
       if (c.kind === 'request') {
         requests.push(c.msg);
         if (c.msg.method === 'initialize') init = c.msg;
-      } else if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') {
-        const id = c.msg.params?.requestId;
-        if (typeof id === 'string' || typeof id === 'number') cancels.push(id);
+      } else if (c.kind === 'notification' && c.msg.method === cancelProtocol.method) {
+        const id = cancelProtocol.requestId(c.msg.params);
+        if (id !== undefined) cancels.push(id);
       }
     }
     if (init && items.length > 1) {
