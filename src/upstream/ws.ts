@@ -4,17 +4,13 @@
 import { WebSocket, type RawData } from 'ws';
 import type { Incoming, JsonRpcId } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
-import { parseBytes } from '../jsonrpc/framing.js';
 import type { FrameError } from '../transport/transport.js';
-import { sendOverWs } from '../transport/ws-frames.js';
+import { parseWsMessage, sendOverWs, WS_CLOSE_GRACE_MS, WS_SUBPROTOCOL } from '../transport/ws-frames.js';
 import type { RemoteTransport } from './connect.js';
 import { safeUrl } from './http.js';
 
-const SUBPROTOCOL = 'mcp';
 /** A server that accepts TCP but never completes the upgrade must not hang the startup. */
 const HANDSHAKE_TIMEOUT_MS = 10_000;
-/** How long close() waits for the closing handshake before dropping the socket. */
-const CLOSE_GRACE_MS = 1000;
 
 export class WsTransport implements RemoteTransport {
   onmessage?: (value: unknown, related?: JsonRpcId) => void;
@@ -33,7 +29,7 @@ export class WsTransport implements RemoteTransport {
 
   constructor(url: string, headers: Record<string, string>, maxBytes: number, log: Logger) {
     this.where = safeUrl(url);
-    this.ws = new WebSocket(url, SUBPROTOCOL, {
+    this.ws = new WebSocket(url, WS_SUBPROTOCOL, {
       headers,
       // ws's default is 100 MiB; a larger frame closes the socket with 1009.
       maxPayload: maxBytes,
@@ -44,7 +40,7 @@ export class WsTransport implements RemoteTransport {
     this.socketClosed = new Promise((resolve) => this.ws.once('close', () => resolve()));
     this.ws.on('open', () => {
       // A server that ignores the subprotocol still speaks JSON-RPC frames in practice.
-      if (this.ws.protocol !== SUBPROTOCOL) log.debug({ protocol: this.ws.protocol }, 'WebSocket server did not select the mcp subprotocol');
+      if (this.ws.protocol !== WS_SUBPROTOCOL) log.debug({ protocol: this.ws.protocol }, 'WebSocket server did not select the mcp subprotocol');
     });
     this.ws.on('message', (data, isBinary) => this.receive(data, isBinary));
     this.ws.on('error', (err) => (this.lastError ??= err.message));
@@ -63,16 +59,15 @@ export class WsTransport implements RemoteTransport {
     if (!this.closed) this.finish('closed');
     if (this.ws.readyState === WebSocket.CLOSED) return;
     this.ws.close(1000);
-    const timer = setTimeout(() => this.ws.terminate(), CLOSE_GRACE_MS);
+    const timer = setTimeout(() => this.ws.terminate(), WS_CLOSE_GRACE_MS);
     await this.socketClosed;
     clearTimeout(timer);
   }
 
   private receive(data: RawData, isBinary: boolean): void {
     if (this.closed) return;
-    const buf = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
     if (isBinary) return this.onframeerror?.({ ok: false, error: 'parse', detail: 'binary WebSocket frame (MCP uses text frames)' });
-    const frame = parseBytes(buf);
+    const frame = parseWsMessage(data);
     if (frame.ok) this.onmessage?.(frame.value);
     else this.onframeerror?.(frame);
   }

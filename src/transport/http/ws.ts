@@ -7,17 +7,13 @@
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
-import { parseBytes } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import type { Guard } from './guard.js';
 import { HttpRpcCode, overloadedMessage } from './respond.js';
-import { sendOverWs } from '../ws-frames.js';
+import { parseWsMessage, sendOverWs, WS_CLOSE_GRACE_MS, WS_SUBPROTOCOL } from '../ws-frames.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
 
-export const WS_SUBPROTOCOL = 'mcp';
-/** After a close frame, how long the peer gets to answer before the socket is destroyed. */
-const CLOSE_GRACE_MS = 1000;
 
 export interface WsOptions {
   registry: SessionRegistry;
@@ -43,7 +39,7 @@ class WsSession extends ConnectionSession {
 
   private receive(data: RawData): void {
     // Text and binary frames alike are read as UTF-8 JSON.
-    const frame = parseBytes(Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data));
+    const frame = parseWsMessage(data);
     if (frame.ok) this.onmessage?.(frame.value);
     else this.onframeerror?.(frame);
   }
@@ -55,7 +51,7 @@ class WsSession extends ConnectionSession {
   async close(): Promise<void> {
     if (this.ws.readyState === this.ws.OPEN || this.ws.readyState === this.ws.CONNECTING) {
       this.ws.close(1000, 'session closed');
-      setTimeout(() => this.ws.terminate(), CLOSE_GRACE_MS).unref();
+      setTimeout(() => this.ws.terminate(), WS_CLOSE_GRACE_MS).unref();
     }
     this.finish('closed');
   }
