@@ -2,7 +2,6 @@
 // limits.maxSessions, one timer for keep-alives and idle expiry, and closing them all on drain.
 
 import type { Logger } from '../../observe/logger.js';
-import type { HostSession } from '../../session/host-session.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { FrameError, Transport } from '../transport.js';
 
@@ -17,10 +16,22 @@ export const DEFAULT_KEEPALIVE_MS = 25_000;
 
 export type SessionKind = 'streamable' | 'sse' | 'ws';
 
+/**
+ * What the HTTP front needs of the host session it opens over a connection (a HostSession
+ * fits): the front sits below the session in the flow, so it knows this shape, not the class.
+ */
+export interface HostHandle {
+  readonly id: string;
+  readonly protocolVersion: string;
+  readonly isInitialized: boolean;
+  onclose?: (reason: string) => void;
+  close(): Promise<void>;
+}
+
 export interface RegisteredSession extends Transport {
   readonly kind: SessionKind;
   /** The host session on top of this transport (set by `SessionRegistry.open`). */
-  host: HostSession;
+  host: HostHandle;
   /** When the session became idle, or undefined while it is busy or connected. */
   idleSince(): number | undefined;
   /** Writes a keep-alive (SSE comment, WebSocket ping) and drops connections that are dead. */
@@ -64,7 +75,7 @@ export class SessionRegistry {
    * Opens the HostSession on top of a new transport and keeps it registered until the host
    * session closes; `onClosed` then runs (each transport's own bookkeeping).
    */
-  open<S extends RegisteredSession>(session: S, open: OpenSession, client: string | undefined, onClosed?: () => void): HostSession {
+  open<S extends RegisteredSession>(session: S, open: OpenSession, client: string | undefined, onClosed?: () => void): HostHandle {
     const host = open(session, { kind: session.kind, client });
     session.host = host;
     this.add(session);
@@ -77,12 +88,6 @@ export class SessionRegistry {
 
   delete(s: RegisteredSession): void {
     this.sessions.delete(s);
-  }
-
-  countOf(kind: SessionKind): number {
-    let n = 0;
-    for (const s of this.sessions) if (s.kind === kind) n++;
-    return n;
   }
 
   start(): void {
@@ -118,7 +123,7 @@ export class SessionRegistry {
  * How a transport gets its HostSession (built by `mcpmux serve`, which owns the router and the
  * options). The transport sets `onclose` on the returned session to forget it.
  */
-export type OpenSession = (transport: Transport, info: { kind: SessionKind; client: string | undefined }) => HostSession;
+export type OpenSession = (transport: Transport, info: { kind: SessionKind; client: string | undefined }) => HostHandle;
 
 /**
  * A host session that lives exactly as long as one connection (a legacy SSE stream, a
@@ -129,7 +134,7 @@ export abstract class ConnectionSession implements RegisteredSession {
   onmessage?: (value: unknown) => void;
   onframeerror?: (err: FrameError) => void;
   onclose?: (reason: string) => void;
-  host!: HostSession;
+  host!: HostHandle;
   protected closed = false;
 
   abstract send(msg: Incoming): void;

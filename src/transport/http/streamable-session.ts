@@ -16,9 +16,8 @@ import type { ServerResponse } from 'node:http';
 import { encodeChunks, wireBytes, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming, JsonRpcId, JsonRpcMessage } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
-import type { HostSession } from '../../session/host-session.js';
 import type { FrameError, Transport } from '../transport.js';
-import type { RegisteredSession } from './sessions.js';
+import type { HostHandle, RegisteredSession } from './sessions.js';
 import { sendJson } from './respond.js';
 import { SseWriter } from './sse-writer.js';
 
@@ -68,7 +67,7 @@ export class StreamableSession implements Transport, RegisteredSession {
   onframeerror?: (err: FrameError) => void;
   onclose?: (reason: string) => void;
   /** Set right after construction (the HostSession needs this transport first). */
-  host!: HostSession;
+  host!: HostHandle;
   private readonly streams = new Map<number, Stream>();
   private readonly byRequest = new Map<JsonRpcId, Stream>();
   private readonly detached: Stream[] = [];
