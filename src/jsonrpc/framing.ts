@@ -43,7 +43,7 @@ export class LineDecoder {
       } else if (this.buffered + piece.length > this.maxBytes) {
         this.skipping = true;
         this.skippedBytes = this.buffered + piece.length;
-        this.head = Buffer.concat([...this.chunks, piece.subarray(0, HEAD_BYTES)]).subarray(0, HEAD_BYTES).toString('utf8');
+        this.head = headOf([...this.chunks, piece]);
         this.keepTail(piece);
         this.chunks = [];
         this.buffered = 0;
@@ -78,6 +78,18 @@ export class LineDecoder {
     this.buffered = 0;
     emit(parseLine(line));
   }
+}
+
+/** The first HEAD_BYTES of a line given as chunks, copying no more than that. */
+function headOf(chunks: Buffer[]): string {
+  const head: Buffer[] = [];
+  let n = 0;
+  for (const c of chunks) {
+    if (n >= HEAD_BYTES) break;
+    head.push(c.subarray(0, HEAD_BYTES - n));
+    n += head[head.length - 1]!.length;
+  }
+  return Buffer.concat(head).toString('utf8');
 }
 
 function parseLine(line: Buffer): Frame {
