@@ -92,10 +92,6 @@ export class Endpoint {
     return this.closed;
   }
 
-  get inFlightOut(): number {
-    return this.pending.size;
-  }
-
   /** Reserve an id before building a request (MCP uses it as the progress token). */
   allocateId(): number {
     return this.pending.allocateId();
@@ -170,7 +166,7 @@ export class Endpoint {
     }
     const out = this.dispatchSafely(value, related);
     // answer() never rejects: every failure becomes an error response.
-    if (out instanceof Promise) void out.then((res) => res && this.reply(res));
+    if (out instanceof Promise) void out.then(this.replyIfAny);
     else if (out) this.reply(out);
   }
 
@@ -199,6 +195,10 @@ export class Endpoint {
       return c.kind === 'request' ? failure(c.msg.id, ErrorCode.InternalError, `Internal error: ${(err as Error)?.message ?? String(err)}`) : undefined;
     }
   }
+
+  private readonly replyIfAny = (res: JsonRpcResponse | undefined): void => {
+    if (res) this.reply(res);
+  };
 
   /** Sends our answer(s); encodeChunks turns an unwritable response into an error, so this is a last guard. */
   private reply(res: JsonRpcResponse | JsonRpcResponse[]): void {
