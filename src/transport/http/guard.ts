@@ -60,10 +60,6 @@ export class Guard {
     this.tokens = opts.tokens.map((t) => ({ client: t.client, digest: digest(t.token) }));
   }
 
-  get authRequired(): boolean {
-    return this.tokens.length > 0;
-  }
-
   /** Host header (DNS rebinding) and Origin header (cross-site browsers). */
   check(req: IncomingMessage): Verdict {
     if (this.hostNames) {

@@ -7,6 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { ErrorCode } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import { Guard } from './guard.js';
 import { HttpRpcCode, sendError, sendJson } from './respond.js';
@@ -179,8 +180,7 @@ export class HttpServer {
 
   private failed(err: unknown, res: ServerResponse): void {
     this.opts.log.error({ err: (err as Error)?.message ?? String(err) }, 'HTTP handler failed');
-    if (!res.headersSent) sendError(res, 500, -32603, 'Internal error');
-    else res.end();
+    sendError(res, 500, ErrorCode.InternalError, 'Internal error'); // ends a response already under way
   }
 
   /**

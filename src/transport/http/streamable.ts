@@ -29,10 +29,6 @@ export class StreamableHttp {
 
   constructor(private readonly opts: StreamableOptions) {}
 
-  get size(): number {
-    return this.sessions.size;
-  }
-
   handle(req: IncomingMessage, res: ServerResponse, client: string | undefined): Promise<void> | void {
     switch (req.method) {
       case 'POST':
