@@ -49,11 +49,12 @@ export interface Call {
    * placeholders: an interceptor that reads argument values calls `materialise(params)` first.
    */
   params: Params;
-  /** For tools/call and prompts/get: the public and upstream names. */
+  /** For tools/call and prompts/get: the name the host used (`params.name` is the upstream's). */
   publicName?: string;
-  upstreamName?: string;
   signal: CancelSignal;
   onProgress?: (p: Params) => void;
+  /** The result goes back to the host untouched: its long strings may stay raw (PASS_THROUGH). */
+  opaque: boolean;
 }
 export type Forward = (call: Call) => Promise<Result>;
 export type Interceptor = (next: Forward) => Forward;
@@ -310,12 +311,10 @@ export class Router {
     }
   }
 
-  private call(session: SessionPort, hostRequestId: JsonRpcId, upstream: Upstream, method: string, params: Params, signal: CancelSignal): Call {
-    const call: Call = { session, hostRequestId, upstream, method, params, signal };
+  private call(session: SessionPort, hostRequestId: JsonRpcId, upstream: Upstream, method: string, params: Params, signal: CancelSignal, publicName?: string): Call {
     const token = progressTokenOf(params);
-    if (token !== undefined) {
-      call.onProgress = (p) => session.notify('notifications/progress', { ...p, progressToken: token }, hostRequestId);
-    }
+    const onProgress = token === undefined ? undefined : (p: Params) => session.notify('notifications/progress', { ...p, progressToken: token }, hostRequestId);
+    const call: Call = { session, hostRequestId, upstream, method, params, publicName, signal, onProgress, opaque: PASS_THROUGH.results.has(method) };
     // A related-task id the host saw as `<server>:<id>` goes upstream as `<id>`.
     unwrapRelatedTask(params);
     return call;
@@ -326,9 +325,7 @@ export class Router {
     const publicName = requireString(params, 'name');
     const { up, name } = await this.resolveNamed(session, kind, publicName);
     params.name = name;
-    const call = this.call(session, hostRequestId, up, kind === 'tools' ? 'tools/call' : 'prompts/get', params, signal);
-    call.publicName = publicName;
-    call.upstreamName = name;
+    const call = this.call(session, hostRequestId, up, kind === 'tools' ? 'tools/call' : 'prompts/get', params, signal, publicName);
     let result: Result;
     try {
       result = await this.forward(call);
@@ -459,12 +456,7 @@ export class Router {
     users.set(session, (users.get(session) ?? 0) + 1);
     this.lastUser.set(up, session);
     try {
-      return await up.request(call.method, call.params, {
-        signal: call.signal,
-        onProgress: call.onProgress,
-        context: call,
-        opaque: PASS_THROUGH.results.has(call.method),
-      });
+      return await up.request(call.method, call.params, { signal: call.signal, onProgress: call.onProgress, context: call, opaque: call.opaque });
     } finally {
       const n = (users.get(session) ?? 1) - 1;
       if (n > 0) users.set(session, n);
@@ -483,16 +475,13 @@ export class Router {
       owner = this.names.resolve(kind, publicName);
     }
     const what = kind === 'tools' ? 'tool' : 'prompt';
-    if (!owner) {
-      // Its prefix may name a server that is down: say so rather than "unknown".
-      const down = this.serverByPrefix(session, publicName);
-      if (down && down.state !== 'ready') this.available(down, `The ${what} ${publicName}`);
-      throw new RpcError(ErrorCode.InvalidParams, `Unknown ${what}: ${publicName}`);
-    }
-    const filtered = kind === 'tools' && !this.toolFilters.get(owner.server)?.(owner.name);
-    const up = filtered ? undefined : this.pool.get(session, owner.server);
-    if (!up) throw new RpcError(ErrorCode.InvalidParams, `Unknown ${what}: ${publicName}`);
-    return { up: this.available(up, `The ${what} ${publicName}`), name: owner.name };
+    // A tool the server's allow/deny filter hides is never published (presentNamed), so it
+    // resolves to no owner here.
+    const up = owner ? this.pool.get(session, owner.server) : this.serverByPrefix(session, publicName);
+    // Down, or (unknown name) its prefix names a server that is down: say so rather than "unknown".
+    if (up && up.state !== 'ready') this.unavailable(up, `The ${what} ${publicName}`);
+    if (!owner || !up) throw new RpcError(ErrorCode.InvalidParams, `Unknown ${what}: ${publicName}`);
+    return { up, name: owner.name };
   }
 
   /** The connection whose prefix starts `publicName` (`fs__read_file` -> fs), if any. */
@@ -530,10 +519,12 @@ export class Router {
   }
 
   private available(up: Upstream, what: string): Upstream {
-    if (up.state !== 'ready') {
-      throw new RpcError(MuxError.UpstreamUnavailable, `${what} belongs to server "${up.name}", which is not available${up.reason ? `: ${up.reason}` : ''}`);
-    }
+    if (up.state !== 'ready') this.unavailable(up, what);
     return up;
+  }
+
+  private unavailable(up: Upstream, what: string): never {
+    throw new RpcError(MuxError.UpstreamUnavailable, `${what} belongs to server "${up.name}", which is not available${up.reason ? `: ${up.reason}` : ''}`);
   }
 
   // ---- upstream -> host ---------------------------------------------------------------
@@ -580,14 +571,16 @@ export class Router {
         const subs = typeof uri === 'string' ? this.subscriptions.subscribers(up, uri) : undefined;
         if (!subs) return;
         const shown = up.config.resources.namespace === 'prefix' ? wrapUri(up.name, uri as string) : uri;
-        for (const s of subs) s.notify(n.method, { ...params, uri: shown });
+        const shownParams = { ...params, uri: shown };
+        for (const s of subs) s.notify(n.method, shownParams);
         return;
       }
       case 'notifications/message': {
         const rank = logLevelRank(params.level);
         const logger = typeof params.logger === 'string' ? `${up.name}/${params.logger}` : up.name;
+        const shown = { ...params, logger };
         for (const s of this.audience(up)) {
-          if (s.logLevel === undefined || rank >= logLevelRank(s.logLevel)) s.notify(n.method, { ...params, logger });
+          if (s.logLevel === undefined || rank >= logLevelRank(s.logLevel)) s.notify(n.method, shown);
         }
         return;
       }
