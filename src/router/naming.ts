@@ -46,18 +46,6 @@ export class NameIndex {
     return this.byPublic[kind].get(publicName);
   }
 
-  /** Forgets a server's names (it was removed from the config). */
-  forget(server: string): void {
-    for (const kind of ['tools', 'prompts'] as const) {
-      for (const [pub, owner] of this.byPublic[kind]) {
-        if (owner.server === server) {
-          this.byPublic[kind].delete(pub);
-          this.byOwner[kind].delete(server + '\0' + owner.name);
-        }
-      }
-    }
-  }
-
   /** Replaces unsafe characters and shortens deterministically to maxLength. */
   private fit(name: string): string {
     const safe = name.replace(SAFE, '_');

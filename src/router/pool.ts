@@ -63,7 +63,7 @@ export class UpstreamPool {
   }
 
   async closeAll(): Promise<void> {
-    const all = [...this.shared.values(), ...[...this.perSession.values()].flatMap((m) => [...m.values()])];
+    const all = this.all();
     this.perSession.clear();
     await Promise.all(all.map((u) => u.close()));
   }

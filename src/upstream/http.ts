@@ -6,7 +6,7 @@
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { ErrorCode, errorResponse, type Incoming, type JsonRpcId, type JsonRpcResponse } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
-import { MuxError } from '../protocol/mcp.js';
+import { cancelProtocol, MuxError } from '../protocol/mcp.js';
 import { encodeMessage } from '../jsonrpc/framing.js';
 import type { FrameError } from '../transport/transport.js';
 import type { RemoteTransport } from './connect.js';
@@ -511,9 +511,8 @@ export function requestIdOf(msg: Incoming): JsonRpcId | undefined {
 }
 
 function cancelledId(msg: Incoming): JsonRpcId | undefined {
-  const m = msg as { method?: unknown; params?: { requestId?: unknown } };
-  const id = m.method === 'notifications/cancelled' ? m.params?.requestId : undefined;
-  return typeof id === 'string' || typeof id === 'number' ? id : undefined;
+  const m = msg as { method?: unknown; params?: Record<string, unknown> };
+  return m.method === cancelProtocol.method ? cancelProtocol.requestId(m.params) : undefined;
 }
 
 /** Whether a message (or batch) carries the response to request `id`. */

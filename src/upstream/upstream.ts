@@ -221,9 +221,11 @@ export class Upstream {
     notification: (n: JsonRpcNotification, related: JsonRpcId | undefined): void => {
       if (n.method === 'notifications/progress') {
         const token = n.params?.progressToken;
-        if ((typeof token === 'number' || typeof token === 'string') && this.endpoint?.progress(token, n.params!)) return;
-        const route = typeof token === 'number' || typeof token === 'string' ? this.taskProgress.get(token) : undefined;
-        if (route) return route.onProgress(n.params!);
+        if (typeof token === 'number' || typeof token === 'string') {
+          if (this.endpoint?.progress(token, n.params!)) return;
+          const route = this.taskProgress.get(token);
+          if (route) return route.onProgress(n.params!);
+        }
         this.log.debug({ token }, 'progress for an unknown token dropped');
         return;
       }
