@@ -75,11 +75,4 @@ export async function stopAllDaemons(): Promise<void> {
   await Promise.allSettled([...daemons].map((d) => d.stop()));
 }
 
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code !== 'ESRCH';
-  }
-}
+export { isAlive } from './harness.js';

@@ -116,7 +116,7 @@ export async function closeAll(): Promise<void> {
   await Promise.allSettled([...open].map((p) => p.close()));
 }
 
-function isAlive(pid: number): boolean {
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
