@@ -1,7 +1,8 @@
 // `mcpmux check [--probe]`: validate the config; with --probe, start every upstream and report.
 
 import type { Params } from '../protocol/mcp.js';
-import { createRuntime, loadOrReport, tolerateClosedStdout, type GlobalOptions } from './runtime.js';
+import type { Upstream } from '../upstream/upstream.js';
+import { loadOrReport, startedRouter, tolerateClosedStdout, type GlobalOptions } from './runtime.js';
 
 export async function runCheck(opts: GlobalOptions & { probe?: boolean }): Promise<number> {
   tolerateClosedStdout();
@@ -11,36 +12,37 @@ export async function runCheck(opts: GlobalOptions & { probe?: boolean }): Promi
   process.stdout.write(`${config.path}: ok (${enabled.length} server(s) enabled, ${config.servers.length - enabled.length} disabled)\n`);
   if (!opts.probe) return 0;
 
-  const { router } = createRuntime(config, { ...opts, logLevel: opts.logLevel ?? 'warn' });
-  router.start();
-  await router.ready();
+  const router = await startedRouter(config, opts);
   let failed = 0;
   try {
     for (const up of router.list()) {
-      if (up.state !== 'ready') {
-        failed++;
-        process.stdout.write(`  ${up.name}: FAILED (${up.reason || up.state})\n`);
-        continue;
-      }
-      const caps = up.capabilities;
-      const counts: string[] = [];
-      for (const [cap, method, key] of [
-        ['tools', 'tools/list', 'tools'],
-        ['prompts', 'prompts/list', 'prompts'],
-        ['resources', 'resources/list', 'resources'],
-      ] as const) {
-        if (caps[cap]) counts.push(`${await countAll(up.request.bind(up), method, key)} ${key}`);
-      }
-      const info = up.info!;
-      process.stdout.write(
-        `  ${up.name}: ok, ${String((info.serverInfo as Params).name ?? '?')} ${String((info.serverInfo as Params).version ?? '')}, ` +
-          `protocol ${info.protocolVersion}, capabilities [${Object.keys(caps).join(', ')}], ${counts.join(', ')}\n`,
-      );
+      if (up.state !== 'ready') failed++;
+      process.stdout.write(`  ${up.name}: ${await describe(up)}\n`);
     }
   } finally {
     await router.close();
   }
   return failed ? 1 : 0;
+}
+
+/** One upstream's line: FAILED and why, or what it is and how many items it lists. */
+async function describe(up: Upstream): Promise<string> {
+  if (up.state !== 'ready') return `FAILED (${up.reason || up.state})`;
+  const caps = up.capabilities;
+  const counts: string[] = [];
+  for (const [cap, method, key] of [
+    ['tools', 'tools/list', 'tools'],
+    ['prompts', 'prompts/list', 'prompts'],
+    ['resources', 'resources/list', 'resources'],
+  ] as const) {
+    if (caps[cap]) counts.push(`${await countAll(up.request.bind(up), method, key)} ${key}`);
+  }
+  const info = up.info!;
+  const server = info.serverInfo as Params;
+  return (
+    `ok, ${String(server.name ?? '?')} ${String(server.version ?? '')}, ` +
+    `protocol ${info.protocolVersion}, capabilities [${Object.keys(caps).join(', ')}], ${counts.join(', ')}`
+  );
 }
 
 async function countAll(

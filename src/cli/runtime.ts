@@ -65,6 +65,17 @@ export function createRuntime(config: Config, opts: GlobalOptions): Runtime {
 }
 
 /**
+ * For one-shot commands (`check --probe`, `tools`): a router with every upstream started and
+ * answered (or failed), logging only warnings unless asked otherwise. The caller closes it.
+ */
+export async function startedRouter(config: Config, opts: GlobalOptions): Promise<Router> {
+  const { router } = createRuntime(config, { ...opts, logLevel: opts.logLevel ?? 'warn' });
+  router.start();
+  await router.ready();
+  return router;
+}
+
+/**
  * Makes `stop` run at most once, whoever calls it first: SIGTERM or SIGINT (after which the
  * process exits), or the caller (stdio when the host closes stdin). A second signal while
  * stopping exits at once. Returns the once-only `stop`.

@@ -1,14 +1,12 @@
 // `mcpmux tools [--json]`: the merged tool table exactly as hosts will see it.
 
-import { createRuntime, loadOrReport, tolerateClosedStdout, type GlobalOptions } from './runtime.js';
+import { loadOrReport, startedRouter, tolerateClosedStdout, type GlobalOptions } from './runtime.js';
 
 export async function runTools(opts: GlobalOptions & { json?: boolean }): Promise<number> {
   tolerateClosedStdout();
   const config = await loadOrReport(opts);
   if (!config) return 1;
-  const { router } = createRuntime(config, { ...opts, logLevel: opts.logLevel ?? 'warn' });
-  router.start();
-  await router.ready();
+  const router = await startedRouter(config, opts);
   try {
     const tools = await router.allTools();
     if (opts.json) {

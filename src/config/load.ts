@@ -306,7 +306,6 @@ function build(
       port,
       allowedOrigins: raw.listen?.allowedOrigins ?? [],
       auth: { tokens },
-      // Not in the `Config` type (yet); carried so `serve` can find it.
       ...(adminPort !== undefined ? { adminPort } : {}),
     },
     policy: {
