@@ -3,6 +3,7 @@
 
 import { materialise } from '../jsonrpc/opaque.js';
 import type { Params } from '../protocol/mcp.js';
+import { mapBlocks, mapMessageBlocks } from './rewrite.js';
 import type { SessionPort } from './router.js';
 
 /**
@@ -14,25 +15,9 @@ export function adaptForHost(version: string, result: Params): Params {
   if (version >= '2025-06-18') return result;
   // Blocks are rewritten into text here: long values kept raw must be real strings first.
   materialise(result);
-  adaptBlocks(result.content, version);
-  const messages = result.messages;
-  if (Array.isArray(messages)) {
-    for (const m of messages as Params[]) {
-      if (m && typeof m === 'object') {
-        if (Array.isArray(m.content)) adaptBlocks(m.content, version);
-        else if (m.content && typeof m.content === 'object') m.content = adaptBlock(m.content as Params, version);
-      }
-    }
-  }
+  mapBlocks(result, 'content', adaptBlock, version);
+  mapMessageBlocks(result, adaptBlock, version);
   return result;
-}
-
-function adaptBlocks(blocks: unknown, version: string): void {
-  if (!Array.isArray(blocks)) return;
-  for (let i = 0; i < blocks.length; i++) {
-    const b = blocks[i] as Params | null;
-    if (b && typeof b === 'object') blocks[i] = adaptBlock(b, version);
-  }
 }
 
 function adaptBlock(b: Params, version: string): Params {

@@ -6,31 +6,24 @@ import type { Params } from '../protocol/mcp.js';
 import { wrapUri } from './naming.js';
 
 /** A content block: `resource` blocks embed {uri,...}; `resource_link` blocks carry uri. */
-function rewriteBlock(block: unknown, server: string): void {
-  if (typeof block !== 'object' || block === null) return;
-  const b = block as Params;
+function rewriteBlock(b: Params, server: string): Params {
   if (b.type === 'resource_link' && typeof b.uri === 'string') b.uri = wrapUri(server, b.uri);
   else if (b.type === 'resource' && typeof b.resource === 'object' && b.resource !== null) {
     const r = b.resource as Params;
     if (typeof r.uri === 'string') r.uri = wrapUri(server, r.uri);
   }
-}
-
-function rewriteBlocks(blocks: unknown, server: string): void {
-  if (Array.isArray(blocks)) for (const b of blocks) rewriteBlock(b, server);
-  else rewriteBlock(blocks, server);
+  return b;
 }
 
 /** tools/call result: `content[]`. */
 export function rewriteToolResult(result: Params, server: string): Params {
-  rewriteBlocks(result.content, server);
+  mapBlocks(result, 'content', rewriteBlock, server);
   return result;
 }
 
 /** prompts/get result: `messages[].content` (one block, or an array in some servers). */
 export function rewritePromptResult(result: Params, server: string): Params {
-  const messages = result.messages;
-  if (Array.isArray(messages)) for (const m of messages) rewriteBlocks((m as Params | null)?.content, server);
+  mapMessageBlocks(result, rewriteBlock, server);
   return result;
 }
 
@@ -45,4 +38,28 @@ export function rewriteReadResult(result: Params, server: string): Params {
     }
   }
   return result;
+}
+
+/**
+ * Replaces each content block in `holder[key]` (one block, or an array of them) by
+ * `fn(block, arg)`. Shared by the URI rewriting here and the downgrades for older hosts;
+ * `arg` rather than a closure, because tool results pass through here on every call.
+ */
+export function mapBlocks<A>(holder: Params, key: string, fn: (block: Params, arg: A) => Params, arg: A): void {
+  const v = holder[key];
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) if (isBlock(v[i])) v[i] = fn(v[i], arg);
+  } else if (isBlock(v)) {
+    holder[key] = fn(v, arg);
+  }
+}
+
+/** mapBlocks over `result.messages[].content` (prompts/get results). */
+export function mapMessageBlocks<A>(result: Params, fn: (block: Params, arg: A) => Params, arg: A): void {
+  const messages = result.messages;
+  if (Array.isArray(messages)) for (const m of messages) if (isBlock(m)) mapBlocks(m, 'content', fn, arg);
+}
+
+function isBlock(v: unknown): v is Params {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
