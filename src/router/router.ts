@@ -283,7 +283,8 @@ export class Router {
         return this.catalogue.list(this.kinds.templates, this.live(session), params, signal);
       case 'tasks/list':
         // A shared upstream sees one client (mcpmux): each host sees only its own tasks.
-        return this.catalogue.list(this.kinds.tasks, this.live(session), params, signal, (t) => this.taskOwners.get(t.taskId as string) === session);
+        // Keyed by session: a memoised page must never be served to another host.
+        return this.catalogue.list(this.kinds.tasks, this.live(session), params, signal, (t) => this.taskOwners.get(t.taskId as string) === session, `session:${session.id}`);
       case 'tools/call':
         return this.callNamed(session, id, 'tools', params, signal);
       case 'prompts/get':
