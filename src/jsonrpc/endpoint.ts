@@ -7,6 +7,7 @@ import { Canceller, type CancelSignal } from './cancel.js';
 import { peekId } from './framing.js';
 import {
   classify,
+  errorResponse,
   ErrorCode,
   RpcError,
   type Incoming,
@@ -192,7 +193,7 @@ export class Endpoint {
     } catch (err) {
       this.opts.onProtocolError?.('message handling failed', err);
       const c = classify(value);
-      return c.kind === 'request' ? failure(c.msg.id, ErrorCode.InternalError, `Internal error: ${(err as Error)?.message ?? String(err)}`) : undefined;
+      return c.kind === 'request' ? internalError(c.msg.id, err) : undefined;
     }
   }
 
@@ -258,7 +259,7 @@ export class Endpoint {
       if (ctl.aborted) return undefined;
       if (err instanceof RpcError) return { jsonrpc: '2.0', id, error: err.toJSON() };
       this.opts.onProtocolError?.('handler failed', err);
-      return failure(id, ErrorCode.InternalError, `Internal error: ${(err as Error)?.message ?? String(err)}`);
+      return internalError(id, err);
     } finally {
       this.incoming.delete(id);
     }
@@ -279,7 +280,12 @@ export class Endpoint {
 }
 
 function failure(id: JsonRpcId | null, code: number, message: string, data?: unknown): JsonRpcResponse {
-  return { jsonrpc: '2.0', id, error: data === undefined ? { code, message } : { code, message, data } } as JsonRpcResponse;
+  return errorResponse(id, data === undefined ? { code, message } : { code, message, data });
+}
+
+/** Our answer to a request whose handling failed in a way nobody turned into an RpcError. */
+function internalError(id: JsonRpcId, err: unknown): JsonRpcResponse {
+  return failure(id, ErrorCode.InternalError, `Internal error: ${(err as Error)?.message ?? String(err)}`);
 }
 
 function cancelledError(signal: CancelSignal): RpcError {
