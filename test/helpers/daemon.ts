@@ -2,7 +2,7 @@
 // starts is stopped after it (SIGTERM, then SIGKILL past a bound).
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { exitWithin, MUX_BIN, writeConfig } from './harness.js';
+import { awaitJsonLine, exitWithin, MUX_BIN, writeConfig } from './harness.js';
 
 export interface Daemon {
   child: ChildProcess;
@@ -28,28 +28,11 @@ export async function startDaemon(config: object | string, env: Record<string, s
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
-  const bound = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no "listening" line within 15 s:\n${err}`)), 15_000);
-    let buf = '';
-    child.stderr!.setEncoding('utf8').on('data', (c: string) => {
-      err += c;
-      buf += c;
-      let i: number;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, i);
-        buf = buf.slice(i + 1);
-        try {
-          const j = JSON.parse(line);
-          if (j.msg === 'listening') {
-            clearTimeout(timer);
-            resolve(j.port);
-          }
-        } catch {
-          /* not a log line */
-        }
-      }
-    });
-    void exited.then((e) => (clearTimeout(timer), reject(new Error(`mcpmux serve exited (${e.code ?? e.signal}):\n${err}`))));
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
+  const bound = await awaitJsonLine(child.stderr!, exited, (j) => (j.msg === 'listening' ? (j.port as number) : undefined), {
+    ms: 15_000,
+    what: 'mcpmux serve "listening" line',
+    log: () => err,
   });
   const base = `http://127.0.0.1:${bound}`;
   const d: Daemon = {

@@ -116,6 +116,43 @@ export async function closeAll(): Promise<void> {
   await Promise.allSettled([...open].map((p) => p.close()));
 }
 
+/**
+ * The first value `pick` returns for a JSON line on `stream` (other lines are skipped), from a
+ * process that is starting. Rejects after `ms`, or if the process exits first; `log()` is the
+ * text to show then (its stderr).
+ */
+export function awaitJsonLine<T>(
+  stream: NodeJS.ReadableStream,
+  exited: Promise<unknown>,
+  pick: (value: any) => T | undefined,
+  opts: { ms: number; what: string; log: () => string },
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no ${opts.what} within ${opts.ms / 1000} s:\n${opts.log()}`)), opts.ms);
+    void exited.then((e) => (clearTimeout(timer), reject(new Error(`the process exited before ${opts.what} (${JSON.stringify(e)}):\n${opts.log()}`))));
+    let buf = '';
+    stream.setEncoding('utf8');
+    stream.on('data', (c: string) => {
+      buf += c;
+      let i: number;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        let found: T | undefined;
+        try {
+          found = pick(JSON.parse(line));
+        } catch {
+          continue; // not a JSON line
+        }
+        if (found !== undefined) {
+          clearTimeout(timer);
+          resolve(found);
+        }
+      }
+    });
+  });
+}
+
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);

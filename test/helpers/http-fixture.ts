@@ -3,7 +3,7 @@
 
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { exitWithin, ROOT, tempFile } from './harness.js';
+import { awaitJsonLine, exitWithin, ROOT, tempFile } from './harness.js';
 
 const HTTP_FIXTURE = path.join(ROOT, 'test/fixtures/http-upstream.mjs');
 
@@ -20,18 +20,7 @@ export async function startHttpFixture(opts: object = {}): Promise<Fixture> {
   let err = '';
   child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`http fixture did not start within 10 s:\n${err}`)), 10_000);
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => {
-      out += c;
-      const nl = out.indexOf('\n');
-      if (nl < 0) return;
-      clearTimeout(timer);
-      resolve(JSON.parse(out.slice(0, nl)).url);
-    });
-    void exited.then(() => (clearTimeout(timer), reject(new Error(`http fixture exited:\n${err}`))));
-  });
+  const url = await awaitJsonLine(child.stdout, exited, (j) => j.url as string | undefined, { ms: 10_000, what: 'http fixture URL line', log: () => err });
   return {
     url,
     events,
