@@ -244,20 +244,17 @@ function moveEmbeddedCursor(cursor: string): string | undefined {
 // ---- errors for unknown names --------------------------------------------------------------------------
 
 describe('core: unknown names', () => {
+  const callTool = (c: Client, name: string) => c.callTool({ name });
+  const getPrompt = (c: Client, name: string) => c.getPrompt({ name });
   it.each([
-    ['tool', 'alpha__no_such_tool'],
-    ['tool', 'nosuchserver__echo'],
-    ['tool', 'plainname'],
-  ])('an unknown %s (%s) gets -32602 naming it', async (_what, name) => {
+    ['tool', 'alpha__no_such_tool', callTool],
+    ['tool', 'nosuchserver__echo', callTool],
+    ['tool', 'plainname', callTool],
+    ['prompt', 'alpha__no_such_prompt', getPrompt],
+    ['prompt', 'nosuchserver__prompt_0', getPrompt],
+  ] as const)('an unknown %s (%s) gets -32602 naming it', async (_what, name, ask) => {
     const { client } = await startMux(config(fixtures('alpha')));
-    const err = await failure(client.callTool({ name }));
-    expect(err.code).toBe(-32602);
-    expect(err.message).toContain(name);
-  });
-
-  it.each([['alpha__no_such_prompt'], ['nosuchserver__prompt_0']])('an unknown prompt (%s) gets -32602 naming it', async (name) => {
-    const { client } = await startMux(config(fixtures('alpha')));
-    const err = await failure(client.getPrompt({ name }));
+    const err = await failure(ask(client, name));
     expect(err.code).toBe(-32602);
     expect(err.message).toContain(name);
   });
