@@ -20,10 +20,10 @@ describe('LineDecoder', () => {
     }
   });
 
-  it('reports bad JSON per line and goes on', () => {
-    const frames = decode(1024, 'not json\n{"ok":true}\n');
+  it('reports bad JSON per line and goes on; a good line carries its size', () => {
+    const frames = decode(1024, 'not json\n{"ok":true}\r\n');
     expect(frames[0]).toMatchObject({ ok: false, error: 'parse' });
-    expect(frames[1]).toEqual({ ok: true, value: { ok: true } });
+    expect(frames[1]).toEqual({ ok: true, value: { ok: true }, bytes: '{"ok":true}'.length });
   });
 
   it('drops a line over the limit without buffering it, keeps its ends, and reads the next line', () => {
@@ -32,7 +32,7 @@ describe('LineDecoder', () => {
     expect(frames[0]).toMatchObject({ ok: false, error: 'too-large', bytes: big.length });
     const f = frames[0] as Extract<Frame, { error: 'too-large' }>;
     expect(peekId(f.head, f.tail)).toEqual({ id: 'tail-id', isRequest: true });
-    expect(frames[1]).toEqual({ ok: true, value: { after: 1 } });
+    expect(frames[1]).toEqual({ ok: true, value: { after: 1 }, bytes: 11 });
   });
 });
 

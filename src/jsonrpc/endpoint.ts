@@ -4,7 +4,7 @@
 // cancel notification is passed in, so this file stays free of MCP knowledge.
 
 import { Canceller, type CancelSignal } from './cancel.js';
-import { peekId } from './framing.js';
+import { peekId, wireBytes, type Wire } from './framing.js';
 import {
   classify,
   errorResponse,
@@ -29,7 +29,7 @@ export type Result = Record<string, unknown>;
  */
 export interface Handlers {
   /** Answers one incoming request. Throw RpcError for a JSON-RPC error. */
-  request(req: JsonRpcRequest, signal: CancelSignal, related: JsonRpcId | undefined): Promise<Result> | Result;
+  request(req: JsonRpcRequest, signal: CancelSignal, related: JsonRpcId | undefined, info: IncomingInfo): Promise<Result> | Result;
   notification(n: JsonRpcNotification, related: JsonRpcId | undefined): void;
 }
 
@@ -58,6 +58,18 @@ export interface EndpointOptions {
   onProtocolError?: (what: string, detail: unknown) => void;
 }
 
+/** What the endpoint knows of one incoming request besides its content (for observers). */
+export interface IncomingInfo {
+  /** Its size as it arrived (a request in a batch: its share of the batch); 0 if unknown. */
+  readonly bytes: number;
+  /**
+   * Set by the handler to hear when the answer has been written, with its size (0 when the
+   * transport did not say, or when no answer was sent: a cancelled request). Measuring costs
+   * something only for requests whose handler set this.
+   */
+  onAnswered?: (bytesOut: number) => void;
+}
+
 export interface RequestOptions extends PendingOptions {
   signal?: CancelSignal;
   /** The peer's request this one belongs to (see Transport.send). */
@@ -80,7 +92,7 @@ export class Endpoint {
     private readonly opts: EndpointOptions,
   ) {
     this.pending = new PendingTable((id, reason) => this.sendCancel(id, reason));
-    transport.onmessage = (v, related) => this.receive(v, related);
+    transport.onmessage = (v, related, bytes) => this.receive(v, related, bytes ?? 0);
     transport.onframeerror = (e) => this.frameError(e);
     transport.onclose = (reason) => this.shutdown(reason);
   }
@@ -160,36 +172,46 @@ export class Endpoint {
     this.notify(c.method, c.params(id, reason));
   }
 
-  private receive(value: unknown, related: JsonRpcId | undefined): void {
+  private receive(value: unknown, related: JsonRpcId | undefined, bytes: number): void {
     if (Array.isArray(value)) {
-      this.receiveBatch(value, related).catch((err: unknown) => this.opts.onProtocolError?.('batch handling failed', err));
+      this.receiveBatch(value, related, bytes).catch((err: unknown) => this.opts.onProtocolError?.('batch handling failed', err));
       return;
     }
-    const out = this.dispatchSafely(value, related);
+    const info: IncomingInfo = { bytes };
+    const out = this.dispatchSafely(value, related, info);
     // answer() never rejects: every failure becomes an error response.
-    if (out instanceof Promise) void out.then(this.replyIfAny);
-    else if (out) this.reply(out);
+    if (out instanceof Promise) void out.then((res) => this.answered(info, res && this.reply(res)));
+    else if (out) this.answered(info, this.reply(out));
   }
 
-  private async receiveBatch(items: unknown[], related: JsonRpcId | undefined): Promise<void> {
+  private async receiveBatch(items: unknown[], related: JsonRpcId | undefined, bytes: number): Promise<void> {
     const verdict = this.opts.acceptBatch?.() ?? true;
     if (items.length === 0 || verdict !== true) {
       const why = items.length === 0 ? 'empty batch' : verdict;
       this.reply(failure(null, ErrorCode.InvalidRequest, `Invalid Request: ${why}`));
       return;
     }
-    const results = await Promise.all(items.map((item) => this.dispatchSafely(item, related)));
+    const infos = items.map((): IncomingInfo => ({ bytes: Math.round(bytes / items.length) }));
+    const results = await Promise.all(items.map((item, i) => this.dispatchSafely(item, related, infos[i]!)));
     const responses = results.filter((r): r is JsonRpcResponse => r !== undefined);
-    if (responses.length > 0) this.reply(responses);
+    const wire = responses.length > 0 ? this.reply(responses) : undefined;
+    // Each request's share of the batch answer, where the transport wrote it as one message.
+    const share = wire && infos.some((i) => i.onAnswered) ? Math.round(wireBytes(wire) / responses.length) : 0;
+    infos.forEach((info, i) => info.onAnswered?.(results[i] === undefined ? 0 : share));
+  }
+
+  /** Tells the request's handler, if it asked, that its answer is out (and how big it was). */
+  private answered(info: IncomingInfo, wire: Wire | void | undefined): void {
+    info.onAnswered?.(wire ? wireBytes(wire) : 0);
   }
 
   /**
    * dispatch(), but a bug or a message nobody foresaw costs that message, not the process:
    * a request still gets an answer.
    */
-  private dispatchSafely(value: unknown, related: JsonRpcId | undefined): ReturnType<Endpoint['dispatch']> {
+  private dispatchSafely(value: unknown, related: JsonRpcId | undefined, info: IncomingInfo): ReturnType<Endpoint['dispatch']> {
     try {
-      return this.dispatch(value, related);
+      return this.dispatch(value, related, info);
     } catch (err) {
       this.opts.onProtocolError?.('message handling failed', err);
       const c = classify(value);
@@ -197,21 +219,21 @@ export class Endpoint {
     }
   }
 
-  private readonly replyIfAny = (res: JsonRpcResponse | undefined): void => {
-    if (res) this.reply(res);
-  };
-
-  /** Sends our answer(s); encodeChunks turns an unwritable response into an error, so this is a last guard. */
-  private reply(res: JsonRpcResponse | JsonRpcResponse[]): void {
+  /**
+   * Sends our answer(s) and returns what the transport wrote. encodeChunks turns an unwritable
+   * response into an error, so the catch is a last guard.
+   */
+  private reply(res: JsonRpcResponse | JsonRpcResponse[]): Wire | void {
     try {
-      this.transport.send(res as JsonRpcMessage | JsonRpcMessage[], (Array.isArray(res) ? res[0]!.id : res.id) ?? undefined);
+      return this.transport.send(res as JsonRpcMessage | JsonRpcMessage[], (Array.isArray(res) ? res[0]!.id : res.id) ?? undefined);
     } catch (err) {
       this.opts.onProtocolError?.('response could not be sent', err);
+      return undefined;
     }
   }
 
   /** Handles one message; returns the response to send, if any (a promise for requests). */
-  private dispatch(value: unknown, related: JsonRpcId | undefined): JsonRpcResponse | undefined | Promise<JsonRpcResponse | undefined> {
+  private dispatch(value: unknown, related: JsonRpcId | undefined, info: IncomingInfo): JsonRpcResponse | undefined | Promise<JsonRpcResponse | undefined> {
     const c = classify(value);
     switch (c.kind) {
       case 'response':
@@ -228,7 +250,7 @@ export class Endpoint {
         return undefined;
       case 'request':
         if (c.msg.params && !this.opts.opaqueRequests?.has(c.msg.method)) materialise(c.msg.params);
-        return this.answer(c.msg, related);
+        return this.answer(c.msg, related, info);
       case 'invalid':
         return failure(c.id, ErrorCode.InvalidRequest, `Invalid Request: ${c.reason}`);
       case 'bad-response':
@@ -240,7 +262,7 @@ export class Endpoint {
     }
   }
 
-  private async answer(req: JsonRpcRequest, related: JsonRpcId | undefined): Promise<JsonRpcResponse | undefined> {
+  private async answer(req: JsonRpcRequest, related: JsonRpcId | undefined, info: IncomingInfo): Promise<JsonRpcResponse | undefined> {
     const { id } = req;
     if (this.incoming.has(id)) {
       return failure(id, ErrorCode.InvalidRequest, `Invalid Request: id ${JSON.stringify(id)} is already in use`);
@@ -252,7 +274,7 @@ export class Endpoint {
     const ctl = new Canceller();
     this.incoming.set(id, ctl);
     try {
-      const result = await this.handlers.request(req, ctl, related);
+      const result = await this.handlers.request(req, ctl, related, info);
       return ctl.aborted ? undefined : { jsonrpc: '2.0', id, result };
     } catch (err) {
       // A cancelled request gets no response at all.

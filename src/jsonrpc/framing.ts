@@ -11,7 +11,7 @@ import { decodeJson, opaqueSlices, splice } from './opaque.js';
 const NEWLINE = 0x0a;
 
 export type Frame =
-  | { ok: true; value: unknown }
+  | { ok: true; value: unknown; bytes: number }
   | { ok: false; error: 'parse'; detail: string }
   | { ok: false; error: 'too-large'; bytes: number; head: string; tail: string };
 
@@ -94,7 +94,7 @@ function headOf(chunks: Buffer[]): string {
 
 function parseLine(line: Buffer): Frame {
   if (line[line.length - 1] === 0x0d) line = line.subarray(0, -1);
-  if (isBlank(line)) return { ok: true, value: undefined };
+  if (isBlank(line)) return { ok: true, value: undefined, bytes: line.length };
   return parseBytes(line);
 }
 
@@ -108,7 +108,7 @@ function isBlank(line: Buffer): boolean {
 /** One JSON text from bytes (a line, an HTTP body, a WebSocket message). */
 export function parseBytes(bytes: Buffer): Exclude<Frame, { error: 'too-large' }> {
   try {
-    return { ok: true, value: decodeJson(bytes) };
+    return { ok: true, value: decodeJson(bytes), bytes: bytes.length };
   } catch (e) {
     return { ok: false, error: 'parse', detail: (e as Error).message };
   }
@@ -202,7 +202,11 @@ function unserialisable(msg: unknown, err: unknown): string {
 }
 
 function encodeBatch(msgs: unknown[]): Wire {
-  const items = msgs.map(encodeChunks);
+  return joinBatch(msgs.map(encodeChunks));
+}
+
+/** The wire of a batch (a JSON array) made of already encoded messages. */
+export function joinBatch(items: Wire[]): Wire {
   if (items.every((i) => typeof i === 'string')) return `[${items.join(',')}]`;
   const out: (string | Buffer)[] = ['['];
   items.forEach((item, n) => {

@@ -2,12 +2,12 @@
 // Used for the host side (process stdin/stdout) and for child-process upstreams.
 
 import type { Readable, Writable } from 'node:stream';
-import { LineDecoder, encodeChunks, type Frame } from '../jsonrpc/framing.js';
+import { LineDecoder, encodeChunks, type Frame, type Wire } from '../jsonrpc/framing.js';
 import type { Incoming } from '../jsonrpc/message.js';
 import type { FrameError, Transport } from './transport.js';
 
 export class StreamTransport implements Transport {
-  onmessage?: (value: unknown) => void;
+  onmessage?: Transport['onmessage'];
   onframeerror?: (err: FrameError) => void;
   onclose?: (reason: string) => void;
 
@@ -15,7 +15,7 @@ export class StreamTransport implements Transport {
   private closed = false;
   private readonly emit = (frame: Frame): void => {
     if (frame.ok) {
-      if (frame.value !== undefined) this.onmessage?.(frame.value);
+      if (frame.value !== undefined) this.onmessage?.(frame.value, undefined, frame.bytes);
     } else {
       this.onframeerror?.(frame);
     }
@@ -40,8 +40,8 @@ export class StreamTransport implements Transport {
    * process.nextTick, which Node schedules after every promise continuation queued so far.
    * Under load this turns dozens of write syscalls into one; alone, it costs nothing.
    */
-  send(msg: Incoming): void {
-    if (this.closed || this.output.destroyed || this.output.writableEnded) return;
+  send(msg: Incoming): Wire | undefined {
+    if (this.closed || this.output.destroyed || this.output.writableEnded) return undefined;
     const wire = encodeChunks(msg); // first: it throws for a message that cannot be written
     if (this.queue.length === 0) process.nextTick(this.flush);
     if (typeof wire === 'string') {
@@ -52,6 +52,7 @@ export class StreamTransport implements Transport {
       this.queue.push('\n');
       this.hasBuffers = true;
     }
+    return wire;
   }
 
   private queue: (string | Buffer)[] = [];

@@ -2,7 +2,7 @@
 // subprotocol, reading a message, writing one.
 
 import type { RawData, WebSocket } from 'ws';
-import { encodeChunks, parseBytes } from '../jsonrpc/framing.js';
+import { encodeChunks, parseBytes, type Wire } from '../jsonrpc/framing.js';
 import type { Incoming } from '../jsonrpc/message.js';
 
 /** The subprotocol MCP over WebSocket uses (the SDK's WebSocketClientTransport asks for it). */
@@ -19,9 +19,13 @@ export function parseWsMessage(data: RawData): ReturnType<typeof parseBytes> {
  * One text message per JSON-RPC message. A message carrying raw values (opaque.ts) goes out as
  * fragments of that one message, so the large values are never copied into a single buffer.
  */
-export function sendOverWs(ws: WebSocket, msg: Incoming): void {
+export function sendOverWs(ws: WebSocket, msg: Incoming): Wire {
   const wire = encodeChunks(msg);
-  if (typeof wire === 'string') return ws.send(wire);
+  if (typeof wire === 'string') {
+    ws.send(wire);
+    return wire;
+  }
   const last = wire.length - 1;
   wire.forEach((piece, i) => ws.send(piece, { binary: false, fin: i === last }));
+  return wire;
 }

@@ -2,7 +2,7 @@
 // reading a body under a size limit, and single-valued header access.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { encodeChunks, parseBytes, wireBytes, writeWire } from '../../jsonrpc/framing.js';
+import { encodeChunks, parseBytes, wireBytes, writeWire, type Wire } from '../../jsonrpc/framing.js';
 
 /** Codes for errors that happen at the HTTP level, before any JSON-RPC peer is involved. */
 export const HttpRpcCode = {
@@ -34,7 +34,11 @@ export function sendError(
 
 /** Ends `res` with a JSON body (a JSON-RPC message or batch, or any JSON value). */
 export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
-  const body = encodeChunks(value);
+  sendWire(res, status, encodeChunks(value), headers);
+}
+
+/** Ends `res` with a JSON body that is already encoded. */
+export function sendWire(res: ServerResponse, status: number, body: Wire, headers: Record<string, string> = {}): void {
   res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': wireBytes(body) });
   writeWire(res, body);
   res.end();
@@ -90,7 +94,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Body> {
  * A POST's JSON body, or undefined once `res` is answered: 415 for another content type, 413
  * over the limit, 400 for bad JSON (or nothing, if the peer went away while we read).
  */
-export async function readJsonBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<{ value: unknown } | undefined> {
+export async function readJsonBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<{ value: unknown; bytes: number } | undefined> {
   const ctype = header(req, 'content-type');
   if (!ctype || !ctype.toLowerCase().startsWith('application/json')) {
     sendError(res, 415, HttpRpcCode.Transport, 'Unsupported Media Type: Content-Type must be application/json');
@@ -106,7 +110,7 @@ export async function readJsonBody(req: IncomingMessage, res: ServerResponse, li
     sendError(res, 400, HttpRpcCode.ParseError, `Parse error: ${frame.detail}`);
     return undefined;
   }
-  return { value: frame.value };
+  return { value: frame.value, bytes: frame.bytes };
 }
 
 /** Answers 413 and closes the connection (the unread rest of the body must not be parsed as a request). */

@@ -1,22 +1,19 @@
 // The daemon's HTTP listener(s): routing of `/mcp` (Streamable HTTP), `/sse` + `/messages`
 // (legacy HTTP+SSE), `/ws` (WebSocket upgrade) and the operator routes (`/healthz`, `/readyz`,
-// and whatever `addRoute` adds, e.g. `/metrics`). The operator routes move to their own
+// and whatever is added to `adminRoutes`, e.g. `/metrics`). The operator routes move to their own
 // listener when `listen.adminPort` is set. Host and Origin are checked on every route (403);
 // bearer tokens only on the MCP routes (the operator routes carry no host data).
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { ErrorCode } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
+import { AdminListener, addHealthRoutes, closeServer, listenOn, OperatorRoutes, pathOf, runRoute, type RouteHandler } from './admin.js';
 import { Guard } from './guard.js';
-import { HttpRpcCode, sendError, sendJson } from './respond.js';
+import { HttpRpcCode, sendError } from './respond.js';
 import { DEFAULT_IDLE_SESSION_MS, DEFAULT_KEEPALIVE_MS, SessionRegistry, type OpenSession } from './sessions.js';
 import { LegacySse, MESSAGES_PATH } from './sse.js';
 import { StreamableHttp } from './streamable.js';
 import { WsEndpoint } from './ws.js';
-
-export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
 
 export interface HttpServerOptions {
   host: string;
@@ -55,8 +52,9 @@ export class HttpServer {
   readonly ws: WsEndpoint;
   private readonly guard: Guard;
   private readonly server: Server;
-  private readonly admin: Server | undefined;
-  private readonly adminRoutes = new Map<string, RouteHandler>();
+  private readonly admin: AdminListener | undefined;
+  /** /healthz, /readyz and what the caller adds (e.g. /metrics): no token needed. */
+  readonly adminRoutes: OperatorRoutes;
   private draining = false;
 
   constructor(private readonly opts: HttpServerOptions) {
@@ -73,26 +71,28 @@ export class HttpServer {
     this.sse = new LegacySse(common);
     this.ws = new WsEndpoint({ ...common, guard: this.guard });
 
-    this.adminRoutes.set('/healthz', (_req, res) => sendJson(res, 200, { status: 'ok' }));
-    this.adminRoutes.set('/readyz', (_req, res) => this.readyz(res));
+    this.adminRoutes = new OperatorRoutes(log);
+    addHealthRoutes(this.adminRoutes, () => {
+      const r = opts.readiness();
+      const status = this.draining ? 'draining' : r.ready ? 'ready' : 'starting';
+      return { ready: r.ready && !this.draining, status, sessions: this.registry.size, detail: r.detail };
+    });
 
     this.server = createServer((req, res) => this.route(req, res, !this.admin));
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(req, socket, head));
     this.server.on('clientError', (_err, socket) => socket.destroy());
-    if (opts.adminPort) {
-      this.admin = createServer((req, res) => this.routeAdmin(req, res));
-      this.admin.on('clientError', (_err, socket) => socket.destroy());
-    }
-  }
-
-  /** Adds an operator route (no token needed), e.g. `/metrics`. */
-  addRoute(path: string, handler: RouteHandler): void {
-    this.adminRoutes.set(path, handler);
+    if (opts.adminPort) this.admin = new AdminListener(opts.host, opts.adminPort, this.adminRoutes, this.guard);
   }
 
   async listen(): Promise<Bound> {
     const port = await listenOn(this.server, this.opts.port, this.opts.host);
-    const adminPort = this.admin ? await listenOn(this.admin, this.opts.adminPort!, this.opts.host) : undefined;
+    let adminPort: number | undefined;
+    try {
+      adminPort = await this.admin?.listen();
+    } catch (err) {
+      await closeServer(this.server);
+      throw err;
+    }
     this.registry.start();
     return { host: this.opts.host, port, adminPort };
   }
@@ -103,15 +103,11 @@ export class HttpServer {
    */
   async close(): Promise<void> {
     this.draining = true;
-    const closed = Promise.all([closeServer(this.server), this.admin ? closeServer(this.admin) : undefined]);
+    const closed = Promise.all([closeServer(this.server), this.admin?.close()]);
     this.ws.close();
     await this.registry.closeAll('server shutting down');
     this.server.closeIdleConnections();
-    this.admin?.closeIdleConnections();
-    const timer = setTimeout(() => {
-      this.server.closeAllConnections();
-      this.admin?.closeAllConnections();
-    }, DRAIN_GRACE_MS);
+    const timer = setTimeout(() => this.server.closeAllConnections(), DRAIN_GRACE_MS);
     await closed;
     clearTimeout(timer);
   }
@@ -125,8 +121,7 @@ export class HttpServer {
     const verdict = this.guard.check(req);
     if (!verdict.ok) return sendError(res, verdict.status, HttpRpcCode.Transport, verdict.message);
 
-    const admin = withAdmin ? this.adminRoutes.get(path) : undefined;
-    if (admin) return this.run(admin, req, res);
+    if (withAdmin && this.adminRoutes.serve(path, req, res)) return;
     if (path !== '/mcp' && path !== '/sse' && path !== MESSAGES_PATH && path !== '/ws') {
       return sendError(res, 404, HttpRpcCode.Transport, `Not Found: ${path}`);
     }
@@ -147,20 +142,8 @@ export class HttpServer {
     }
   }
 
-  private routeAdmin(req: IncomingMessage, res: ServerResponse): void {
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const handler = this.adminRoutes.get(q < 0 ? url : url.slice(0, q));
-    const verdict = this.guard.check(req);
-    if (!verdict.ok) return sendError(res, verdict.status, HttpRpcCode.Transport, verdict.message);
-    if (!handler) return sendError(res, 404, HttpRpcCode.Transport, 'Not Found');
-    this.run(handler, req, res);
-  }
-
   private upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    if ((q < 0 ? url : url.slice(0, q)) !== '/ws' || this.draining) {
+    if (pathOf(req) !== '/ws' || this.draining) {
       const status = this.draining ? '503 Service Unavailable' : '404 Not Found';
       socket.once('error', () => {});
       socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
@@ -170,17 +153,7 @@ export class HttpServer {
   }
 
   private run(handler: RouteHandler, req: IncomingMessage, res: ServerResponse): void {
-    try {
-      const p = handler(req, res);
-      if (p) p.catch((err: unknown) => this.failed(err, res));
-    } catch (err) {
-      this.failed(err, res);
-    }
-  }
-
-  private failed(err: unknown, res: ServerResponse): void {
-    this.opts.log.error({ err: (err as Error)?.message ?? String(err) }, 'HTTP handler failed');
-    sendError(res, 500, ErrorCode.InternalError, 'Internal error'); // ends a response already under way
+    runRoute(handler, req, res, this.opts.log);
   }
 
   /**
@@ -204,32 +177,4 @@ export class HttpServer {
     res.end();
     return true;
   }
-
-  private readyz(res: ServerResponse): void {
-    const r = this.opts.readiness();
-    const ready = r.ready && !this.draining;
-    sendJson(res, ready ? 200 : 503, {
-      status: this.draining ? 'draining' : r.ready ? 'ready' : 'starting',
-      sessions: this.registry.size,
-      ...(r.detail !== undefined && { detail: r.detail }),
-    });
-  }
-}
-
-function listenOn(server: Server, port: number, host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const onError = (err: Error): void => reject(err);
-    server.once('error', onError);
-    server.listen(port, host, () => {
-      server.off('error', onError);
-      resolve((server.address() as AddressInfo).port);
-    });
-  });
-}
-
-function closeServer(server: Server): Promise<void> {
-  return new Promise((resolve) => {
-    if (!server.listening) return resolve();
-    server.close(() => resolve());
-  });
 }

@@ -2,6 +2,7 @@
 // limits.maxSessions, one timer for keep-alives and idle expiry, and closing them all on drain.
 
 import type { Logger } from '../../observe/logger.js';
+import type { Wire } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { FrameError, Transport } from '../transport.js';
 
@@ -131,13 +132,13 @@ export type OpenSession = (transport: Transport, info: { kind: SessionKind; clie
  */
 export abstract class ConnectionSession implements RegisteredSession {
   abstract readonly kind: SessionKind;
-  onmessage?: (value: unknown) => void;
+  onmessage?: Transport['onmessage'];
   onframeerror?: (err: FrameError) => void;
   onclose?: (reason: string) => void;
   host!: HostHandle;
   protected closed = false;
 
-  abstract send(msg: Incoming): void;
+  abstract send(msg: Incoming): Wire | undefined;
   abstract close(): Promise<void>;
   abstract keepalive(): void;
 

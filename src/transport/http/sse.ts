@@ -5,7 +5,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { encodeChunks } from '../../jsonrpc/framing.js';
+import { encodeChunks, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import { HttpRpcCode, readJsonBody, sendError, sendOverloaded } from './respond.js';
@@ -33,8 +33,11 @@ class LegacySseSession extends ConnectionSession {
     writer.onclose = () => this.finish('stream closed');
   }
 
-  send(msg: Incoming): void {
-    if (!this.closed) this.writer.event(encodeChunks(msg), undefined, 'message');
+  send(msg: Incoming): Wire | undefined {
+    if (this.closed) return undefined;
+    const wire = encodeChunks(msg);
+    this.writer.event(wire, undefined, 'message');
+    return wire;
   }
 
   async close(): Promise<void> {
@@ -81,6 +84,6 @@ export class LegacySse {
     if (!body) return;
     res.writeHead(202, { 'content-type': 'text/plain' }).end('Accepted');
     // The endpoint checks the JSON-RPC shape and answers on the stream, as over stdio.
-    session.onmessage?.(body.value);
+    session.onmessage?.(body.value, undefined, body.bytes);
   }
 }

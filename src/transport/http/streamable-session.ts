@@ -13,12 +13,12 @@
 // stream, so a GET with Last-Event-ID replays only that stream's later events.
 
 import type { ServerResponse } from 'node:http';
-import { encodeChunks, wireBytes, type Wire } from '../../jsonrpc/framing.js';
+import { encodeChunks, joinBatch, wireBytes, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming, JsonRpcId, JsonRpcMessage } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import type { FrameError, Transport } from '../transport.js';
 import type { HostHandle, RegisteredSession } from './sessions.js';
-import { sendJson } from './respond.js';
+import { sendWire } from './respond.js';
 import { SseWriter } from './sse-writer.js';
 
 /** Events (and bytes) kept per stream for replay; older ones are dropped (a resume past them has a gap). */
@@ -47,8 +47,8 @@ interface Stream {
   batch: boolean;
   /** Host requests on this POST whose response is still owed. */
   pending: Set<JsonRpcId>;
-  /** JSON mode: responses collected until all are there. */
-  collected: JsonRpcMessage[];
+  /** JSON mode: responses (encoded) collected until all are there. */
+  collected: Wire[];
   events: Event[];
   /** Total length of the `data` in `events`. */
   bytes: number;
@@ -63,7 +63,7 @@ export type ResumeResult = 'ok' | 'unknown' | 'conflict';
 
 export class StreamableSession implements Transport, RegisteredSession {
   readonly kind = 'streamable' as const;
-  onmessage?: (value: unknown) => void;
+  onmessage?: Transport['onmessage'];
   onframeerror?: (err: FrameError) => void;
   onclose?: (reason: string) => void;
   /** Set right after construction (the HostSession needs this transport first). */
@@ -121,10 +121,10 @@ export class StreamableSession implements Transport, RegisteredSession {
     }
   }
 
-  /** Hands a parsed body (one message or a batch) to the endpoint. */
-  deliver(value: unknown): void {
+  /** Hands a parsed body (one message or a batch) of `bytes` bytes to the endpoint. */
+  deliver(value: unknown, bytes: number): void {
     this.touch();
-    this.onmessage?.(value);
+    this.onmessage?.(value, undefined, bytes);
   }
 
   /**
@@ -171,34 +171,37 @@ export class StreamableSession implements Transport, RegisteredSession {
 
   // ---- Transport: what we send to the host -------------------------------------------------
 
-  send(msg: Incoming, related?: JsonRpcId): void {
-    if (this.closed) return;
+  send(msg: Incoming, related?: JsonRpcId): Wire | undefined {
+    if (this.closed) return undefined;
     if (Array.isArray(msg)) {
       // A batch answer: each response goes where its own request came from.
       for (const m of msg) this.sendOne(m, undefined);
-      return;
+      return undefined;
     }
-    this.sendOne(msg, related);
+    return this.sendOne(msg, related);
   }
 
-  private sendOne(msg: JsonRpcMessage, related: JsonRpcId | undefined): void {
+  private sendOne(msg: JsonRpcMessage, related: JsonRpcId | undefined): Wire | undefined {
     const isResponse = !('method' in msg);
     const rid = isResponse ? ((msg as { id: JsonRpcId | null }).id ?? undefined) : related;
     let stream = rid === undefined ? undefined : this.byRequest.get(rid);
     if (isResponse) {
       if (!stream) {
         this.log.debug({ id: rid }, 'response for a request no longer waiting (cancelled or closed); dropped');
-        return;
+        return undefined;
       }
       this.byRequest.delete(rid!);
       stream.pending.delete(rid!);
-      if (stream.jsonMode) stream.collected.push(msg);
-      else this.emit(stream, encodeChunks(msg));
+      const wire = encodeChunks(msg);
+      if (stream.jsonMode) stream.collected.push(wire);
+      else this.emit(stream, wire);
       if (stream.pending.size === 0) this.complete(stream);
-      return;
+      return wire;
     }
     if (stream?.jsonMode) stream = undefined;
-    this.emit(stream ?? this.unrelatedStream(), encodeChunks(msg));
+    const wire = encodeChunks(msg);
+    this.emit(stream ?? this.unrelatedStream(), wire);
+    return wire;
   }
 
   /** The GET stream if connected; else an open POST stream; else the GET stream's buffer. */
@@ -251,7 +254,7 @@ export class StreamableSession implements Transport, RegisteredSession {
         res.writeHead(202, { 'mcp-session-id': this.id, 'content-length': '0' }).end();
         return;
       }
-      sendJson(res, 200, stream.batch ? stream.collected : stream.collected[0], { 'mcp-session-id': this.id });
+      sendWire(res, 200, stream.batch ? joinBatch(stream.collected) : stream.collected[0]!, { 'mcp-session-id': this.id });
       return;
     }
     if (stream.writer?.open) {
@@ -305,7 +308,7 @@ export class StreamableSession implements Transport, RegisteredSession {
     for (const stream of this.streams.values()) {
       for (const id of stream.pending) {
         const error = { jsonrpc: '2.0', id, error: { code: -32000, message: `Connection closed: ${reason}` } } as JsonRpcMessage;
-        if (stream.jsonMode) stream.collected.push(error);
+        if (stream.jsonMode) stream.collected.push(encodeChunks(error));
         else if (stream.writer?.open) stream.writer.event(encodeChunks(error), `${stream.key}-${++this.seq}`);
       }
       stream.pending.clear();

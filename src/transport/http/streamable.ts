@@ -103,7 +103,7 @@ export class StreamableHttp {
     }
 
     if (requests.length === 0) {
-      session.deliver(value);
+      session.deliver(value, body.bytes);
       for (const id of cancels) session.cancelled(id);
       res.writeHead(202, { 'mcp-session-id': session.id, 'content-length': '0' }).end();
       return;
@@ -114,7 +114,7 @@ export class StreamableHttp {
       batch,
       prime: versionAtLeast(version, PRIMING_SINCE),
     });
-    session.deliver(value);
+    session.deliver(value, body.bytes);
     for (const id of cancels) session.cancelled(id);
   }
 

@@ -7,6 +7,7 @@
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
+import type { Wire } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import type { Guard } from './guard.js';
@@ -40,12 +41,12 @@ class WsSession extends ConnectionSession {
   private receive(data: RawData): void {
     // Text and binary frames alike are read as UTF-8 JSON.
     const frame = parseWsMessage(data);
-    if (frame.ok) this.onmessage?.(frame.value);
+    if (frame.ok) this.onmessage?.(frame.value, undefined, frame.bytes);
     else this.onframeerror?.(frame);
   }
 
-  send(msg: Incoming): void {
-    if (!this.closed && this.ws.readyState === this.ws.OPEN) sendOverWs(this.ws, msg);
+  send(msg: Incoming): Wire | undefined {
+    return !this.closed && this.ws.readyState === this.ws.OPEN ? sendOverWs(this.ws, msg) : undefined;
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,120 @@
+// The operator routes (/healthz, /readyz, /metrics): no token (they carry no host data), but the
+// same Host and Origin checks as every route. `OperatorRoutes` answers them on whichever
+// listener serves them; `AdminListener` is a listener of their own: `listen.adminPort` under
+// `mcpmux serve`, and the only HTTP listener of `mcpmux stdio` (so a desktop setup can be scraped).
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ErrorCode } from '../../jsonrpc/message.js';
+import type { Logger } from '../../observe/logger.js';
+import type { Guard } from './guard.js';
+import { HttpRpcCode, sendError, sendJson } from './respond.js';
+
+export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
+
+export class OperatorRoutes {
+  private readonly routes = new Map<string, RouteHandler>();
+
+  constructor(private readonly log: Logger) {}
+
+  set(path: string, handler: RouteHandler): void {
+    this.routes.set(path, handler);
+  }
+
+  has(path: string): boolean {
+    return this.routes.has(path);
+  }
+
+  /** Answers `path` if it is an operator route (true), else leaves the request alone. */
+  serve(path: string, req: IncomingMessage, res: ServerResponse): boolean {
+    const handler = this.routes.get(path);
+    if (!handler) return false;
+    runRoute(handler, req, res, this.log);
+    return true;
+  }
+}
+
+export interface Readiness {
+  ready: boolean;
+  /** `starting`, `ready` or `draining`. */
+  status: string;
+  sessions: number;
+  detail?: unknown;
+}
+
+/** /healthz (200 while the process runs) and /readyz (200 when ready, else 503). */
+export function addHealthRoutes(routes: OperatorRoutes, readiness: () => Readiness): void {
+  routes.set('/healthz', (_req, res) => sendJson(res, 200, { status: 'ok' }));
+  routes.set('/readyz', (_req, res) => {
+    const r = readiness();
+    sendJson(res, r.ready ? 200 : 503, { status: r.status, sessions: r.sessions, ...(r.detail !== undefined && { detail: r.detail }) });
+  });
+}
+
+/** Runs a route handler; a throw or rejection becomes a 500 (and a log line), never a crash. */
+export function runRoute(handler: RouteHandler, req: IncomingMessage, res: ServerResponse, log: Logger): void {
+  const failed = (err: unknown): void => {
+    log.error({ err: (err as Error)?.message ?? String(err) }, 'HTTP handler failed');
+    sendError(res, 500, ErrorCode.InternalError, 'Internal error'); // ends a response already under way
+  };
+  try {
+    const p = handler(req, res);
+    if (p) p.catch(failed);
+  } catch (err) {
+    failed(err);
+  }
+}
+
+export class AdminListener {
+  private readonly server: Server;
+
+  constructor(
+    private readonly host: string,
+    private readonly port: number,
+    private readonly routes: OperatorRoutes,
+    private readonly guard: Guard,
+  ) {
+    this.server = createServer((req, res) => this.route(req, res));
+    this.server.on('clientError', (_err, socket) => socket.destroy());
+  }
+
+  listen(): Promise<number> {
+    return listenOn(this.server, this.port, this.host);
+  }
+
+  async close(): Promise<void> {
+    const closed = closeServer(this.server);
+    this.server.closeAllConnections();
+    await closed;
+  }
+
+  private route(req: IncomingMessage, res: ServerResponse): void {
+    const verdict = this.guard.check(req);
+    if (!verdict.ok) return sendError(res, verdict.status, HttpRpcCode.Transport, verdict.message);
+    if (!this.routes.serve(pathOf(req), req, res)) sendError(res, 404, HttpRpcCode.Transport, 'Not Found');
+  }
+}
+
+export function pathOf(req: IncomingMessage): string {
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+}
+
+export function listenOn(server: Server, port: number, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error): void => reject(err);
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+export function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    if (!server.listening) return resolve();
+    server.close(() => resolve());
+  });
+}
