@@ -80,7 +80,8 @@ describe('loadConfig: the DESIGN example', () => {
       sharing: 'shared',
       timeoutMs: 60000,
       tools: { allow: ['*'], deny: [] },
-      resources: { namespace: 'prefix' },
+      prompts: { allow: ['*'], deny: [] },
+      resources: { allow: ['*'], deny: [], namespace: 'prefix' },
       roots: undefined,
       restart: { maxRetries: 5, backoffMs: 500 },
       transport: 'stdio',
@@ -101,14 +102,18 @@ describe('loadConfig: the DESIGN example', () => {
       allowedOrigins: [],
       auth: { tokens: [{ client: 'ci', tokenEnv: 'MCPMUX_CI_TOKEN', token: 'ci-secret' }] },
     });
+    const all = { allow: ['*'], deny: [] };
     expect(c.policy).toEqual({
       tools: { allow: ['*'], deny: ['fs__write_*'] },
-      clients: { ci: { allow: ['*'], deny: ['*__delete_*'] } },
+      prompts: all,
+      resources: all,
+      clients: { ci: { tools: { allow: ['*'], deny: ['*__delete_*'] }, prompts: all, resources: all } },
     });
-    expect(c.rateLimits).toEqual([{ client: '*', server: 'remote', tool: '*', perMinute: 60, burst: 10 }]);
-    expect(c.audit).toEqual({ path: '/var/log/mcpmux/audit.jsonl', arguments: 'redacted' });
+    expect(c.rateLimits).toEqual([{ client: '*', server: 'remote', tool: '*', perMinute: 60, burst: 10, per: ['client', 'server', 'tool'] }]);
+    expect(c.audit).toEqual({ path: '/var/log/mcpmux/audit.jsonl', arguments: 'redacted', redact: [] });
+    expect(c.metrics).toEqual({ toolLabel: false, toolLabelLimit: 200 });
     expect(c.timeouts).toEqual({ requestMs: 60000, maxMs: 600000, startupMs: 10000 });
-    expect(c.limits).toEqual({ maxMessageBytes: 16 * 1024 * 1024, maxInFlightPerSession: 4096, maxSessions: 1024 });
+    expect(c.limits).toEqual({ maxMessageBytes: 16 * 1024 * 1024, maxInFlightPerSession: 4096, maxSessions: 1024, maxRateLimitKeys: 100_000 });
     expect(c.logLevel).toBeUndefined();
   });
 
@@ -117,9 +122,10 @@ describe('loadConfig: the DESIGN example', () => {
     expect(c.servers).toEqual([]);
     expect(c.namespace).toEqual({ separator: '__', maxNameLength: 64 });
     expect(c.listen).toEqual({ host: '127.0.0.1', port: 7330, allowedOrigins: [], auth: { tokens: [] } });
-    expect(c.policy).toEqual({ tools: { allow: ['*'], deny: [] }, clients: {} });
+    const all = { allow: ['*'], deny: [] };
+    expect(c.policy).toEqual({ tools: all, prompts: all, resources: all, clients: {} });
     expect(c.rateLimits).toEqual([]);
-    expect(c.audit).toEqual({ path: undefined, arguments: 'redacted' });
+    expect(c.audit).toEqual({ path: undefined, arguments: 'none', redact: [] });
     expect(c.secrets).toEqual([]);
   });
 
@@ -173,7 +179,7 @@ describe('loadConfig: schema errors', () => {
     const issues = await issuesOf({
       namespace: { separator: '::', maxNameLength: 8 },
       listen: { port: 70000 },
-      audit: { arguments: 'some' },
+      audit: { path: 'a.jsonl', arguments: 'some' },
       logLevel: 'verbose',
     });
     expect(issues).toContainEqual({ path: '/mcpServers', message: 'missing required key "mcpServers"' });
@@ -182,7 +188,7 @@ describe('loadConfig: schema errors', () => {
     expect(issues).toContainEqual({ path: '/listen/port', message: 'must be <= 65535, got 70000' });
     expect(issues).toContainEqual({
       path: '/audit/arguments',
-      message: 'must be one of "redacted", "full", "none", got "some"',
+      message: 'must be one of "none", "redacted", "full", got "some"',
     });
     expect(issues.find((i) => i.path === '/logLevel')?.message).toMatch(/^must be one of "fatal", .*"silent", got "verbose"$/);
   });
@@ -448,9 +454,10 @@ describe('loadConfig: semantic checks', () => {
 
   it('checks rate-limit server names and defaults the rest of a rule', async () => {
     const c = await load({ mcpServers: { a: { command: 'x' } }, rateLimits: [{ perMinute: 30 }, { server: 'a*', perMinute: 0.5 }] });
+    const per = ['client', 'server', 'tool'];
     expect(c.rateLimits).toEqual([
-      { client: '*', server: '*', tool: '*', perMinute: 30, burst: 30 },
-      { client: '*', server: 'a*', tool: '*', perMinute: 0.5, burst: 1 },
+      { client: '*', server: '*', tool: '*', perMinute: 30, burst: 30, per },
+      { client: '*', server: 'a*', tool: '*', perMinute: 0.5, burst: 1, per },
     ]);
     const issues = await issuesOf({ mcpServers: { a: { command: 'x' } }, rateLimits: [{ server: 'b', perMinute: 1 }] });
     expect(issues).toEqual([{ path: '/rateLimits/0/server', message: 'no server named "b" in mcpServers' }]);
@@ -466,6 +473,14 @@ describe('loadConfig: listen.adminPort', () => {
   });
 });
 
+const crossReference = [
+  ['mcpServers', '{}'],
+  ['listen', '{}'],
+  ['listen/auth', '{}'],
+  ['listen/auth/tokens', '[]'],
+  ['listen/auth/tokens/0/client', '"x"'],
+];
+
 describe('parseConfig: robustness', () => {
   // Replace every value of the DESIGN example, one at a time, by values of the wrong kind:
   // loading must end in a Config or a ConfigError naming that path, never in a crash.
@@ -479,8 +494,10 @@ describe('parseConfig: robustness', () => {
     let refused = 0;
     for (const at of paths) {
       for (const bad of [null, 5, 'x', [], {}]) {
-        // (an empty mcpServers is valid; the rate limit naming "remote" is then refused)
-        if (at.join('/') === 'mcpServers' && JSON.stringify(bad) === '{}') continue;
+        // Valid damage that breaks a cross-reference is refused where the reference is: an empty
+        // mcpServers (the rate limit names "remote"), an empty or renamed token list (the
+        // policy names client "ci").
+        if (crossReference.some(([p, b]) => p === at.join('/') && b === JSON.stringify(bad))) continue;
         const copy = structuredClone(designExample) as Record<string | number, unknown>;
         let node = copy;
         for (const k of at.slice(0, -1)) node = node[k] as Record<string | number, unknown>;

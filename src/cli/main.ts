@@ -4,7 +4,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { VERSION } from '../version.js';
 import { runCheck } from './check.js';
 import { UsageError, type GlobalOptions } from './runtime.js';
-import { runStdio } from './stdio.js';
+import { runStdio, type StdioOptions } from './stdio.js';
 import { runTools } from './tools.js';
 
 export async function main(argv: string[]): Promise<number> {
@@ -24,7 +24,8 @@ export async function main(argv: string[]): Promise<number> {
     program.command(name).description(description).addOption(configOpt()).addOption(levelOpt());
 
   configured('stdio', 'serve one host on stdin/stdout')
-    .action((o: GlobalOptions) => {
+    .option('--admin-port <port>', 'serve /metrics, /healthz and /readyz on this port (default: listen.adminPort; none)')
+    .action((o: StdioOptions) => {
       result = runStdio(o);
     });
 
@@ -36,7 +37,8 @@ export async function main(argv: string[]): Promise<number> {
 
   configured('tools', 'print the merged, filtered tool table')
     .option('--json', 'print JSON')
-    .action((o: GlobalOptions & { json?: boolean }) => {
+    .option('--client <name>', 'as this client sees it (a name in listen.auth.tokens; default: anonymous)')
+    .action((o: GlobalOptions & { json?: boolean; client?: string }) => {
       result = runTools(o);
     });
 

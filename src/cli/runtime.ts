@@ -1,12 +1,17 @@
-// What every long-running command sets up: config, logger, router; and an orderly shutdown
-// that stops every child process before the process exits.
+// What every long-running command sets up: config, logger, governance, router, observers; and
+// an orderly shutdown that stops every child process and writes out the audit log before the
+// process exits.
 
 import { loadConfig } from '../config/load.js';
 import { ConfigError, type Config } from '../config/types.js';
+import { createGovernance } from '../governance/governance.js';
+import { AuditLog } from '../observe/audit.js';
+import type { HostTransport } from '../observe/events.js';
 import { createLogger, type Logger } from '../observe/logger.js';
-import { ToolPolicy } from '../governance/policy.js';
+import { Metrics } from '../observe/metrics.js';
 import { Router } from '../router/router.js';
 import { HostSession } from '../session/host-session.js';
+import type { OperatorRoutes } from '../transport/http/admin.js';
 import type { Transport } from '../transport/transport.js';
 import { VERSION } from '../version.js';
 
@@ -15,7 +20,7 @@ export interface Runtime {
   log: Logger;
   router: Router;
   /** A host session on a new host connection, with the config's limits (client: from its token). */
-  openSession(transport: Transport, client?: string): HostSession;
+  openSession(transport: Transport, kind: HostTransport, client?: string): HostSession;
 }
 
 export interface GlobalOptions {
@@ -32,6 +37,13 @@ export function configPath(opts: GlobalOptions): string {
 
 export class UsageError extends Error {}
 
+/** A port flag's value: an integer from 0 (any free port) to 65535. */
+export function parsePort(s: string, flag: string): number {
+  const n = Number(s);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError(`${flag} must be an integer from 0 to 65535, not ${JSON.stringify(s)}`);
+  return n;
+}
+
 /** Loads the config, printing every problem and returning undefined when it is invalid. */
 export async function loadOrReport(opts: GlobalOptions): Promise<Config | undefined> {
   try {
@@ -47,21 +59,67 @@ export async function loadOrReport(opts: GlobalOptions): Promise<Config | undefi
 
 export function createRuntime(config: Config, opts: GlobalOptions): Runtime {
   const log = createLogger(opts.logLevel ?? config.logLevel ?? 'info', config.secrets);
-  const policy = new ToolPolicy(config.policy);
-  const router = new Router(config, log, {
-    interceptors: [policy.interceptor()],
-    toolVisible: policy.open ? undefined : (client, name) => policy.allows(client, name),
-  });
+  const router = new Router(config, log, createGovernance(config));
   const serverInfo = { name: 'mcpmux', version: VERSION };
-  const openSession = (transport: Transport, client?: string): HostSession =>
+  const openSession = (transport: Transport, kind: HostTransport, client?: string): HostSession =>
     new HostSession(transport, router, {
       log,
       maxInFlight: config.limits.maxInFlightPerSession,
       maxMs: config.timeouts.maxMs,
       serverInfo,
+      transport: kind,
       ...(client !== undefined && { client }),
     });
   return { config, log, router, openSession };
+}
+
+/** The subscribers on the event bus that the config asks for. Start them before the router. */
+export interface Observers {
+  metrics: Metrics | undefined;
+  audit: AuditLog | undefined;
+  /** Stops listening; the audit log writes out what it holds. Call after the router closed. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the audit log (when `audit.path` is set; SIGUSR2 reopens it) and, when `withMetrics`,
+ * the Prometheus metrics. When the audit file cannot be opened, says why on stderr and
+ * returns undefined (the command then exits 1).
+ */
+export function startObservers(config: Config, log: Logger, withMetrics: boolean): Observers | undefined {
+  const metrics = withMetrics ? new Metrics({ version: VERSION, toolLabel: config.metrics.toolLabel, toolLabelLimit: config.metrics.toolLabelLimit, log }) : undefined;
+  let audit: AuditLog | undefined;
+  if (config.audit.path) {
+    try {
+      audit = new AuditLog({ path: config.audit.path, arguments: config.audit.arguments, redact: config.audit.redact, secrets: config.secrets, log });
+    } catch (err) {
+      const e = new ConfigError(config.path ?? '(config)', [{ path: '/audit/path', message: `cannot open the audit log: ${(err as Error).message}` }]);
+      process.stderr.write(`mcpmux: ${e.message}\n`);
+      return undefined;
+    }
+  }
+  metrics?.start();
+  audit?.start();
+  const reopen = (): void => audit?.reopen();
+  if (audit) process.on('SIGUSR2', reopen);
+  return {
+    metrics,
+    audit,
+    async close() {
+      process.off('SIGUSR2', reopen);
+      metrics?.stop();
+      await audit?.close();
+    },
+  };
+}
+
+/** `/metrics` on the operator routes. */
+export function addMetricsRoute(routes: OperatorRoutes, metrics: Metrics): void {
+  routes.set('/metrics', async (_req, res) => {
+    const { contentType, body } = await metrics.text();
+    res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+  });
 }
 
 /**

@@ -7,9 +7,13 @@
 // `detail`, as counts per upstream state). SIGTERM/SIGINT drain: stop accepting, close every session, close the router (and
 // with it every child process), exit 0.
 
+import type { HostTransport } from '../observe/events.js';
 import { HttpServer } from '../transport/http/server.js';
-import { DEFAULT_IDLE_SESSION_MS } from '../transport/http/sessions.js';
-import { createRuntime, loadOrReport, onShutdownSignals, UsageError, type GlobalOptions } from './runtime.js';
+import { DEFAULT_IDLE_SESSION_MS, type SessionKind } from '../transport/http/sessions.js';
+import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, startObservers, type GlobalOptions } from './runtime.js';
+
+/** What each HTTP session kind is called in events, metrics and the audit log. */
+const TRANSPORT: Record<SessionKind, HostTransport> = { streamable: 'http', sse: 'sse', ws: 'ws' };
 
 export interface ServeOptions extends GlobalOptions {
   host?: string;
@@ -20,11 +24,13 @@ export interface ServeOptions extends GlobalOptions {
 export const IDLE_ENV = 'MCPMUX_SESSION_IDLE_MS';
 
 export async function runServe(opts: ServeOptions): Promise<number> {
-  const port = opts.port === undefined ? undefined : parsePort(opts.port);
+  const port = opts.port === undefined ? undefined : parsePort(opts.port, '--port');
   const config = await loadOrReport(opts);
   if (!config) return 1;
   const host = opts.host ?? config.listen.host;
   const { log, router, openSession } = createRuntime(config, opts);
+  const observers = startObservers(config, log, true);
+  if (!observers) return 1;
   router.start();
   let started = false;
   void router.ready().then(() => (started = true));
@@ -39,7 +45,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     maxSessions: config.limits.maxSessions,
     idleSessionMs: idleMs(),
     log,
-    open: (transport, { client }) => openSession(transport, client),
+    open: (transport, { kind, client }) => openSession(transport, TRANSPORT[kind], client),
     // Counts only: the operator routes need no token, so they name nothing of the config.
     readiness: () => {
       const upstreams: Record<string, number> = {};
@@ -47,6 +53,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
       return { ready: started, detail: { upstreams } };
     },
   });
+  addMetricsRoute(server.adminRoutes, observers.metrics!);
 
   let bound;
   try {
@@ -54,6 +61,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   } catch (err) {
     log.error({ err: (err as Error).message, host, port: port ?? config.listen.port }, 'cannot listen');
     await router.close();
+    await observers.close();
     return 1;
   }
   const base = `http://${host.includes(':') ? `[${host}]` : host}:${bound.port}`;
@@ -67,17 +75,12 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     log.info({ why, sessions: server.registry.size }, 'draining');
     await server.close();
     await router.close();
+    await observers.close();
     log.info('stopped');
   });
   // Runs until a signal; onShutdownSignals exits the process once `stop` is done.
   await new Promise<void>(() => {});
   return 0;
-}
-
-function parsePort(s: string): number {
-  const n = Number(s);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError(`--port must be an integer from 0 to 65535, not ${JSON.stringify(s)}`);
-  return n;
 }
 
 function idleMs(): number {

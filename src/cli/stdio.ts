@@ -1,21 +1,56 @@
 // `mcpmux stdio`: one host session on stdin/stdout, upstreams started in-process.
-// stdout carries MCP messages only; logs go to stderr.
+// stdout carries MCP messages only; logs go to stderr. With an admin port (`--admin-port` or
+// `listen.adminPort`), /metrics, /healthz and /readyz are served on it, so a desktop host's
+// mcpmux can be scraped too.
 
+import { Guard } from '../transport/http/guard.js';
+import { AdminListener, addHealthRoutes, OperatorRoutes } from '../transport/http/admin.js';
 import { StreamTransport } from '../transport/stream.js';
-import { createRuntime, loadOrReport, onShutdownSignals, type GlobalOptions } from './runtime.js';
+import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, startObservers, type GlobalOptions } from './runtime.js';
 
-export async function runStdio(opts: GlobalOptions): Promise<number> {
+export interface StdioOptions extends GlobalOptions {
+  adminPort?: string;
+}
+
+export async function runStdio(opts: StdioOptions): Promise<number> {
+  const adminPortFlag = opts.adminPort === undefined ? undefined : parsePort(opts.adminPort, '--admin-port');
   const config = await loadOrReport(opts);
   if (!config) return 1;
+  const adminPort = adminPortFlag ?? config.listen.adminPort;
   const { log, router, openSession } = createRuntime(config, opts);
+  const observers = startObservers(config, log, adminPort !== undefined);
+  if (!observers) return 1;
+
+  let admin: AdminListener | undefined;
+  let started = false;
+  let connected = true;
+  if (adminPort !== undefined) {
+    const host = config.listen.host;
+    const routes = new OperatorRoutes(log);
+    addHealthRoutes(routes, () => ({ ready: started && connected, status: connected ? (started ? 'ready' : 'starting') : 'draining', sessions: connected ? 1 : 0 }));
+    addMetricsRoute(routes, observers.metrics!);
+    admin = new AdminListener(host, adminPort, routes, new Guard({ host, allowedOrigins: config.listen.allowedOrigins, tokens: [] }));
+    try {
+      const port = await admin.listen();
+      log.info({ url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/metrics`, port }, 'admin listening');
+    } catch (err) {
+      log.error({ err: (err as Error).message, host, port: adminPort }, 'cannot listen on the admin port');
+      await observers.close();
+      return 1;
+    }
+  }
   router.start();
+  void router.ready().then(() => (started = true));
 
   const transport = new StreamTransport(process.stdin, process.stdout, config.limits.maxMessageBytes);
-  const session = openSession(transport);
+  const session = openSession(transport, 'stdio');
 
   const stop = onShutdownSignals(log, async (why) => {
     log.info({ why }, 'stopping');
+    connected = false;
     await router.close();
+    await observers.close();
+    await admin?.close();
   });
 
   // The host closing stdin ends the session, and with it mcpmux.

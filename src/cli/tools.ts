@@ -1,14 +1,19 @@
 // `mcpmux tools [--json]`: the merged tool table exactly as hosts will see it.
 
-import { loadOrReport, startedRouter, tolerateClosedStdout, type GlobalOptions } from './runtime.js';
+import { ANONYMOUS_CLIENT } from '../config/types.js';
+import { loadOrReport, startedRouter, tolerateClosedStdout, UsageError, type GlobalOptions } from './runtime.js';
 
-export async function runTools(opts: GlobalOptions & { json?: boolean }): Promise<number> {
+export async function runTools(opts: GlobalOptions & { json?: boolean; client?: string }): Promise<number> {
   tolerateClosedStdout();
   const config = await loadOrReport(opts);
   if (!config) return 1;
+  const client = opts.client ?? ANONYMOUS_CLIENT;
+  if (client !== ANONYMOUS_CLIENT && !config.listen.auth.tokens.some((t) => t.client === client)) {
+    throw new UsageError(`--client: no client named ${JSON.stringify(client)} in listen.auth.tokens`);
+  }
   const router = await startedRouter(config, opts);
   try {
-    const tools = await router.allTools();
+    const tools = await router.allTools(client);
     if (opts.json) {
       process.stdout.write(JSON.stringify(tools, null, 2) + '\n');
     } else {

@@ -10,12 +10,14 @@ import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
 import {
+  ANONYMOUS_CLIENT,
   ConfigError,
   DEFAULTS,
   type ClientToken,
   type Config,
   type ConfigIssue,
   type GlobList,
+  type ItemLists,
   type RateLimitRule,
   type ServerConfig,
   type TransportKind,
@@ -31,12 +33,14 @@ const validate = new Ajv({ allErrors: true, verbose: true }).compile(schema);
 // ---- the file's shape once the schema has accepted it (everything optional) ----
 
 interface RawGlobList { allow?: string[]; deny?: string[] }
+/** A client's own lists: `allow`/`deny` are its tool lists (the original shape), beside prompts and resources. */
+interface RawClientPolicy extends RawGlobList { prompts?: RawGlobList; resources?: RawGlobList }
 interface RawServer {
   command?: string; args?: string[]; env?: Record<string, string>; cwd?: string;
   url?: string; headers?: Record<string, string>;
   type?: string; transport?: string; prefix?: string; disabled?: boolean;
-  sharing?: 'shared' | 'session'; timeoutMs?: number; tools?: RawGlobList;
-  resources?: { namespace?: 'prefix' | 'passthrough' };
+  sharing?: 'shared' | 'session'; timeoutMs?: number; tools?: RawGlobList; prompts?: RawGlobList;
+  resources?: RawGlobList & { namespace?: 'prefix' | 'passthrough' };
   roots?: { uri: string; name?: string }[];
   restart?: { maxRetries?: number; backoffMs?: number };
 }
@@ -47,11 +51,12 @@ interface RawConfig {
     host?: string; port?: number; allowedOrigins?: string[]; adminPort?: number;
     auth?: { tokens?: { client: string; tokenEnv: string }[] };
   };
-  policy?: { tools?: RawGlobList; clients?: Record<string, RawGlobList> };
-  rateLimits?: { client?: string; server?: string; tool?: string; perMinute: number; burst?: number }[];
-  audit?: { path?: string; arguments?: 'redacted' | 'full' | 'none' };
+  policy?: { tools?: RawGlobList; prompts?: RawGlobList; resources?: RawGlobList; clients?: Record<string, RawClientPolicy> };
+  rateLimits?: { client?: string; server?: string; tool?: string; perMinute: number; burst?: number; per?: ('client' | 'server' | 'tool')[] }[];
+  audit?: { path?: string; arguments?: 'redacted' | 'full' | 'none'; redact?: string[] };
+  metrics?: { toolLabel?: boolean; toolLabelLimit?: number };
   timeouts?: { requestMs?: number; maxMs?: number; startupMs?: number };
-  limits?: { maxMessageBytes?: number; maxInFlightPerSession?: number; maxSessions?: number };
+  limits?: { maxMessageBytes?: number; maxInFlightPerSession?: number; maxSessions?: number; maxRateLimitKeys?: number };
   logLevel?: string;
 }
 
@@ -271,30 +276,58 @@ function build(
     const first = tokenOwners.get(token);
     if (first !== undefined) issue(`${at}/tokenEnv`, `same token value as ${first}`);
     else tokenOwners.set(token, `${at}/tokenEnv`);
+    if (t.client === ANONYMOUS_CLIENT) {
+      issue(`${at}/client`, `"${ANONYMOUS_CLIENT}" is the name of sessions without a token; give this client another name`);
+      return;
+    }
     tokens.push({ client: t.client, tokenEnv: t.tokenEnv, token });
   });
+  // A client name in a policy or a rate limit must name a client that can exist.
+  const clients = new Set([ANONYMOUS_CLIENT, ...arrayOf(raw.listen?.auth?.tokens).map((t) => t?.client)]);
+  // (Only when the token list itself is sound: a broken one is reported once, there.)
+  const knownClient = (p: string, name: string): void => {
+    if (clean('/listen') && !clients.has(name)) issue(p, `no client named ${JSON.stringify(name)}: clients are the names in listen.auth.tokens, and "${ANONYMOUS_CLIENT}" for sessions without a token`);
+  };
+  for (const name of Object.keys(isObject(raw.policy?.clients) ? raw.policy!.clients! : {})) {
+    if (clean(jsonPointer(['policy', 'clients', name]))) knownClient(jsonPointer(['policy', 'clients', name]), name);
+  }
   const port = raw.listen?.port ?? DEFAULTS.port;
   const adminPort = raw.listen?.adminPort;
   if (clean('/listen') && adminPort !== undefined && adminPort !== 0 && adminPort === port) {
     issue('/listen/adminPort', `must differ from listen.port (${port})`);
   }
 
-  // -- rate limits: a plain (non-glob) server name must exist --
+  // -- rate limits: a plain (non-glob) server or client name must exist --
   const rateLimits: RateLimitRule[] = [];
   arrayOf(raw.rateLimits).forEach((r, i) => {
     if (!clean(`/rateLimits/${i}`)) return;
     const server = r.server ?? '*';
-    if (isObject(raw.mcpServers) && !/[*?]/.test(server) && !Object.hasOwn(rawServers, server)) {
+    const client = r.client ?? '*';
+    if (isObject(raw.mcpServers) && !isGlob(server) && !Object.hasOwn(rawServers, server)) {
       issue(`/rateLimits/${i}/server`, `no server named ${JSON.stringify(server)} in mcpServers`);
     }
+    if (!isGlob(client)) knownClient(`/rateLimits/${i}/client`, client);
     rateLimits.push({
-      client: r.client ?? '*',
+      client,
       server,
       tool: r.tool ?? '*',
       perMinute: r.perMinute,
       burst: r.burst ?? Math.ceil(r.perMinute),
+      per: r.per ?? ['client', 'server', 'tool'],
     });
   });
+
+  // -- audit and metrics: keys that only mean something beside another one --
+  const auditArguments = raw.audit?.arguments ?? 'none';
+  if (clean('/audit') && raw.audit?.redact !== undefined && auditArguments !== 'full') {
+    issue('/audit/redact', `applies only when audit.arguments is "full" (it is ${JSON.stringify(auditArguments)})`);
+  }
+  if (clean('/audit') && raw.audit !== undefined && raw.audit.path === undefined && (raw.audit.arguments !== undefined || raw.audit.redact !== undefined)) {
+    issue('/audit/path', 'is required: without it there is no audit log for the other audit keys to configure');
+  }
+  if (clean('/metrics') && raw.metrics?.toolLabelLimit !== undefined && raw.metrics.toolLabel !== true) {
+    issue('/metrics/toolLabelLimit', 'applies only when metrics.toolLabel is true');
+  }
 
   const auditPath = raw.audit?.path;
   return {
@@ -309,19 +342,25 @@ function build(
       ...(adminPort !== undefined ? { adminPort } : {}),
     },
     policy: {
-      tools: globList(raw.policy?.tools),
-      clients: Object.fromEntries(Object.entries(raw.policy?.clients ?? {}).map(([k, v]) => [k, globList(v)])),
+      ...itemLists(raw.policy?.tools, raw.policy?.prompts, raw.policy?.resources),
+      clients: Object.fromEntries(Object.entries(raw.policy?.clients ?? {}).map(([k, v]) => [k, itemLists(v, v?.prompts, v?.resources)])),
     },
     rateLimits,
     audit: {
       path: typeof auditPath === 'string' ? path.resolve(dir, auditPath) : undefined,
-      arguments: raw.audit?.arguments ?? 'redacted',
+      arguments: auditArguments,
+      redact: raw.audit?.redact ?? [],
+    },
+    metrics: {
+      toolLabel: raw.metrics?.toolLabel ?? false,
+      toolLabelLimit: raw.metrics?.toolLabelLimit ?? DEFAULTS.toolLabelLimit,
     },
     timeouts,
     limits: {
       maxMessageBytes: raw.limits?.maxMessageBytes ?? DEFAULTS.maxMessageBytes,
       maxInFlightPerSession: raw.limits?.maxInFlightPerSession ?? DEFAULTS.maxInFlightPerSession,
       maxSessions: raw.limits?.maxSessions ?? DEFAULTS.maxSessions,
+      maxRateLimitKeys: raw.limits?.maxRateLimitKeys ?? DEFAULTS.maxRateLimitKeys,
     },
     logLevel: raw.logLevel,
     secrets: [],
@@ -355,7 +394,8 @@ function buildServer(
     sharing: s.sharing ?? 'shared',
     timeoutMs,
     tools: globList(s.tools),
-    resources: { namespace: s.resources?.namespace ?? 'prefix' },
+    prompts: globList(s.prompts),
+    resources: { ...globList(s.resources), namespace: s.resources?.namespace ?? 'prefix' },
     roots: s.roots?.map((r) => ({ ...r })),
     restart: {
       maxRetries: s.restart?.maxRetries ?? DEFAULTS.restartMaxRetries,
@@ -438,6 +478,14 @@ function arrayOf<T>(v: T[] | undefined): T[] {
 
 function globList(raw: RawGlobList | undefined): GlobList {
   return { allow: raw?.allow ?? ['*'], deny: raw?.deny ?? [] };
+}
+
+function itemLists(tools: RawGlobList | undefined, prompts: RawGlobList | undefined, resources: RawGlobList | undefined): ItemLists {
+  return { tools: globList(tools), prompts: globList(prompts), resources: globList(resources) };
+}
+
+function isGlob(s: string): boolean {
+  return /[*?]/.test(s);
 }
 
 /** Expanded values, header and env values of every server, and every client token. */

@@ -1,6 +1,9 @@
 // The validated, defaulted and env-expanded configuration. `loadConfig` (load.ts) is the only
 // producer; everything else reads these types and never looks at raw JSON.
 
+/** The client name of sessions that presented no token (stdio, and HTTP without `listen.auth`). */
+export const ANONYMOUS_CLIENT = 'anonymous';
+
 export type TransportKind = 'stdio' | 'http' | 'sse' | 'ws';
 export type Sharing = 'shared' | 'session';
 export type ResourceNamespacing = 'prefix' | 'passthrough';
@@ -8,6 +11,13 @@ export type ResourceNamespacing = 'prefix' | 'passthrough';
 export interface GlobList {
   allow: string[];
   deny: string[];
+}
+
+/** Allow/deny lists for each kind of item a host can see. */
+export interface ItemLists {
+  tools: GlobList;
+  prompts: GlobList;
+  resources: GlobList;
 }
 
 interface ServerCommon {
@@ -19,9 +29,10 @@ interface ServerCommon {
   sharing: Sharing;
   /** Per-request timeout for this upstream; falls back to `timeouts.requestMs`. */
   timeoutMs: number;
-  /** Matches the upstream's own tool names (not the public ones). */
+  /** Match the upstream's own tool and prompt names and URIs (not the public ones). */
   tools: GlobList;
-  resources: { namespace: ResourceNamespacing };
+  prompts: GlobList;
+  resources: GlobList & { namespace: ResourceNamespacing };
   /** Static roots offered to this upstream (as `roots/list` results). */
   roots: { uri: string; name?: string }[] | undefined;
   restart: { maxRetries: number; backoffMs: number };
@@ -52,12 +63,17 @@ export interface ClientToken {
   token: string;
 }
 
+export type RateLimitKey = 'client' | 'server' | 'tool';
+
 export interface RateLimitRule {
+  /** Globs: the client (token identity or `anonymous`), the server (config name), the upstream's own tool name. */
   client: string;
   server: string;
   tool: string;
   perMinute: number;
   burst: number;
+  /** Which of client, server and tool get a bucket each; the others share one. Default all three. */
+  per: RateLimitKey[];
 }
 
 export interface Config {
@@ -74,14 +90,22 @@ export interface Config {
     /** A separate listener for /metrics, /healthz, /readyz (0 or undefined: served on `port`). */
     adminPort?: number;
   };
-  policy: {
-    tools: GlobList;
-    clients: Record<string, GlobList>;
-  };
+  /** Global lists match public names and host-visible URIs; so do the per-client ones. */
+  policy: ItemLists & { clients: Record<string, ItemLists> };
   rateLimits: RateLimitRule[];
-  audit: { path: string | undefined; arguments: 'redacted' | 'full' | 'none' };
+  audit: {
+    path: string | undefined;
+    arguments: 'none' | 'redacted' | 'full';
+    /** `full` only: paths into the arguments whose values are replaced (`a.b`, `*` for any key). */
+    redact: string[];
+  };
+  metrics: {
+    /** Add a `tool` label (public tool name) to request metrics, for at most `toolLabelLimit` tools. */
+    toolLabel: boolean;
+    toolLabelLimit: number;
+  };
   timeouts: { requestMs: number; maxMs: number; startupMs: number };
-  limits: { maxMessageBytes: number; maxInFlightPerSession: number; maxSessions: number };
+  limits: { maxMessageBytes: number; maxInFlightPerSession: number; maxSessions: number; maxRateLimitKeys: number };
   logLevel: string | undefined;
   /**
    * Every value that came out of a `${VAR}` expansion, plus every header value and token.
@@ -119,6 +143,8 @@ export const DEFAULTS = {
   maxMessageBytes: 16 * 1024 * 1024,
   maxInFlightPerSession: 4096,
   maxSessions: 1024,
+  maxRateLimitKeys: 100_000,
+  toolLabelLimit: 200,
   restartMaxRetries: 5,
   restartBackoffMs: 500,
 } as const;

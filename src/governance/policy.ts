@@ -1,39 +1,85 @@
-// Tool policy on public (namespaced) names: a global allow/deny list and one per client, deny
-// winning. A denied tool is absent from lists and calling it fails with an error that says so.
+// Allow/deny policy for tools, prompts and resources, deny winning at every level:
+// - global (`policy.tools|prompts|resources`) and per client (`policy.clients.<id>`), on public
+//   names and on URIs as the host sees them;
+// - per server (`mcpServers.<s>.tools|prompts|resources`), on the upstream's own names and URIs.
+// An item that is not allowed is absent from lists (the router asks `serverAllows` and
+// `clientAllows`), and a request that names it fails with -31002, which says "policy": the
+// interceptor below stands in front of the upstream for every call that names an item.
 
-import type { Config } from '../config/types.js';
+import type { Config, GlobList, ItemLists } from '../config/types.js';
 import { RpcError } from '../jsonrpc/message.js';
+import { publishDenied } from '../observe/events.js';
 import { MuxError } from '../protocol/mcp.js';
-import type { Interceptor } from '../router/router.js';
+import type { Interceptor, ItemKind, Target } from '../router/forward.js';
 import { compileAllowDeny, type Matcher } from './glob.js';
 
-export class ToolPolicy {
-  private readonly global: Matcher;
-  private readonly perClient = new Map<string, Matcher>();
-  /** True when no rule can deny anything, so lists need no filtering at all. */
-  readonly open: boolean;
+const KINDS: readonly ItemKind[] = ['tools', 'prompts', 'resources'];
+const WORD: Record<ItemKind, string> = { tools: 'Tool', prompts: 'Prompt', resources: 'Resource' };
 
-  constructor(policy: Config['policy']) {
-    this.global = compileAllowDeny(policy.tools);
-    for (const [client, list] of Object.entries(policy.clients)) this.perClient.set(client, compileAllowDeny(list));
-    this.open = policy.tools.allow.includes('*') && policy.tools.deny.length === 0 && this.perClient.size === 0;
+type Compiled = Record<ItemKind, Matcher | undefined>;
+
+export class Policy {
+  private readonly global: Compiled;
+  private readonly perClient = new Map<string, Compiled>();
+  private readonly perServer = new Map<string, Compiled>();
+  /** Per kind: whether any global or client list can say no (else lists skip the per-client pass). */
+  private readonly restricts: Record<ItemKind, boolean>;
+
+  constructor(config: Pick<Config, 'policy' | 'servers'>) {
+    this.global = compile(config.policy);
+    for (const [client, lists] of Object.entries(config.policy.clients)) this.perClient.set(client, compile(lists));
+    for (const s of config.servers) this.perServer.set(s.name, compile(s));
+    this.restricts = { tools: false, prompts: false, resources: false };
+    for (const kind of KINDS) {
+      this.restricts[kind] = this.global[kind] !== undefined || [...this.perClient.values()].some((c) => c[kind] !== undefined);
+    }
   }
 
-  allows(client: string | undefined, publicName: string): boolean {
-    if (this.open) return true;
-    if (!this.global(publicName)) return false;
-    const own = client === undefined ? undefined : this.perClient.get(client);
-    return own ? own(publicName) : true;
+  /** Global and per-client lists, on a public name or a host-visible URI. */
+  clientAllows(client: string, kind: ItemKind, name: string): boolean {
+    if (!this.restricts[kind]) return true;
+    const global = this.global[kind];
+    if (global && !global(name)) return false;
+    const own = this.perClient.get(client)?.[kind];
+    return own ? own(name) : true;
   }
 
-  /** Wraps the router's forward step: a denied tools/call never reaches the upstream. */
+  /** A server's own lists, on its own name or URI. */
+  serverAllows(server: string, kind: ItemKind, upstreamName: string): boolean {
+    const own = this.perServer.get(server)?.[kind];
+    return own ? own(upstreamName) : true;
+  }
+
+  filtersClients(kind: ItemKind): boolean {
+    return this.restricts[kind];
+  }
+
+  /** Stands in front of the upstream: a call that names a denied item never reaches it. */
   interceptor(): Interceptor {
     return (next) => (call) => {
-      if (call.method === 'tools/call' && call.publicName !== undefined && !this.allows(call.session.client, call.publicName)) {
-        const who = call.session.client ? ` for client "${call.session.client}"` : '';
-        return Promise.reject(new RpcError(MuxError.PolicyDenied, `Tool ${call.publicName} is denied by policy${who}`));
+      const { target, session } = call;
+      if (target && session && !this.allows(session.client, call.upstream.name, target)) {
+        publishDenied({ sessionId: session.id, client: session.client, server: call.upstream.name, method: call.method, kind: target.kind, name: target.name });
+        return Promise.reject(new RpcError(MuxError.PolicyDenied, deniedMessage(target, session.client, this.perClient.has(session.client))));
       }
       return next(call);
     };
   }
+
+  private allows(client: string, server: string, t: Target): boolean {
+    return this.serverAllows(server, t.kind, t.upstreamName) && this.clientAllows(client, t.kind, t.name);
+  }
+}
+
+function deniedMessage(t: Target, client: string, clientHasLists: boolean): string {
+  // Name the client only where its own lists could be the reason: a token client, or
+  // `anonymous` when the config gives it lists of its own.
+  const who = clientHasLists ? ` for client "${client}"` : '';
+  return `${WORD[t.kind]} ${t.name} is denied by policy${who}`;
+}
+
+/** A matcher per kind, or undefined where the list allows everything (nothing to check). */
+function compile(lists: ItemLists): Compiled {
+  const one = (l: GlobList): Matcher | undefined => (l.allow.includes('*') && l.deny.length === 0 ? undefined : compileAllowDeny(l));
+  return { tools: one(lists.tools), prompts: one(lists.prompts), resources: one(lists.resources) };
 }

@@ -9,6 +9,8 @@ export const McpError = {
   RequestTimeout: -32001,
   ResourceNotFound: -32002,
   UrlElicitationRequired: -32042,
+  /** What the endpoint rejects a request with when its own side cancelled it. */
+  RequestCancelled: -32800,
 } as const;
 
 /**
@@ -20,6 +22,9 @@ export const MuxError = {
   PolicyDenied: -31002,
   /** Set by the JSON-RPC endpoint itself (it enforces the limit). */
   TooManyInFlight: TOO_MANY_IN_FLIGHT,
+  /** -31004 is the HTTP front's "too many sessions" (transport/http/respond.ts). */
+  /** A rate limit refused a request that is not a tools/call; `data.retryAfterMs` says when to retry. */
+  RateLimited: -31005,
 } as const;
 
 export const cancelProtocol: CancelProtocol = {

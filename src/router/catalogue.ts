@@ -9,6 +9,7 @@
 // the cache key carries a generation that a list_changed notification bumps.
 
 import type { CancelSignal } from '../jsonrpc/cancel.js';
+import type { Result } from '../jsonrpc/endpoint.js';
 import { LRUCache } from 'lru-cache';
 import { RpcError, ErrorCode } from '../jsonrpc/message.js';
 import type { Params } from '../protocol/mcp.js';
@@ -27,6 +28,9 @@ export interface ListKind {
   /** Turns an upstream item into what hosts see (a new object), or undefined to hide it. */
   present(up: Upstream, item: Params): Params | undefined;
 }
+
+/** How the catalogue asks an upstream for one page (through the router's forward step). */
+export type PageFetch = (up: Upstream, method: ListMethod, params: Params, signal: CancelSignal | undefined) => Promise<Result>;
 
 interface Page {
   items: Params[];
@@ -47,6 +51,17 @@ export class Catalogue {
   private readonly generations = new WeakMap<Upstream, Record<string, number>>();
   private readonly ids = new WeakMap<Upstream, number>();
   private nextId = 1;
+  /** Bumped by `reset`: pages fetched before it are never served after it. */
+  private epoch = 0;
+
+  constructor(private readonly fetchPage: PageFetch) {}
+
+  /** Forget every cached page (what items are shown changed, e.g. a server's allow/deny lists). */
+  reset(): void {
+    this.epoch++;
+    this.cache.clear();
+    this.merged.clear();
+  }
 
   /** Forget cached pages of one list (or all lists) of an upstream. */
   invalidate(up: Upstream, capability?: ListKind['capability']): void {
@@ -79,7 +94,7 @@ export class Catalogue {
   }
 
   private memoKey(kind: ListKind, offering: readonly Upstream[], cursor: unknown, visibleKey: string): string {
-    let key = `${kind.method}|${typeof cursor === 'string' ? cursor : ''}|${visibleKey}|`;
+    let key = `${this.epoch}|${kind.method}|${typeof cursor === 'string' ? cursor : ''}|${visibleKey}|`;
     for (const u of offering) key += `${this.idOf(u)}.${this.generationsOf(u)[kind.capability] ?? 0},`;
     return key;
   }
@@ -134,16 +149,17 @@ export class Catalogue {
 
   private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal): Promise<Page> {
     if (!this.cacheable(kind, up)) return this.fetch(kind, up, cursor, signal);
-    const key = `${this.idOf(up)}:${this.generationsOf(up)[kind.capability] ?? 0}:${kind.method}:${cursor ?? ''}`;
+    const key = `${this.epoch}:${this.idOf(up)}:${this.generationsOf(up)[kind.capability] ?? 0}:${kind.method}:${cursor ?? ''}`;
     const hit = this.cache.get(key);
     if (hit) return hit;
     let pending = this.inflight.get(key);
     if (!pending) {
       // Shared by every host asking at once, so it is not tied to any one host's cancellation.
+      const epoch = this.epoch;
       pending = this.fetch(kind, up, cursor, undefined).then(
         (p) => {
           this.inflight.delete(key);
-          this.cache.set(key, p);
+          if (epoch === this.epoch) this.cache.set(key, p);
           return p;
         },
         (err: unknown) => {
@@ -157,7 +173,7 @@ export class Catalogue {
   }
 
   private async fetch(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal | undefined): Promise<Page> {
-    const res = await up.request(kind.method, cursor === undefined ? {} : { cursor }, { signal });
+    const res = await this.fetchPage(up, kind.method, cursor === undefined ? {} : { cursor }, signal);
     const raw = res[kind.key];
     if (!Array.isArray(raw)) {
       throw new RpcError(ErrorCode.InternalError, `Upstream "${up.name}" answered ${kind.method} without a ${kind.key} array`);

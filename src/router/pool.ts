@@ -7,7 +7,7 @@ import type { Logger } from '../observe/logger.js';
 import type { Params } from '../protocol/mcp.js';
 import { Upstream, type UpstreamListener } from '../upstream/upstream.js';
 import { VERSION } from '../version.js';
-import type { SessionPort } from './router.js';
+import type { SessionPort } from './session-port.js';
 
 const CLIENT_INFO = { name: 'mcpmux', version: VERSION };
 
@@ -23,11 +23,12 @@ export class UpstreamPool {
   private readonly perSession = new Map<SessionPort, Map<string, Upstream>>();
   private readonly owners = new WeakMap<Upstream, SessionPort>();
   private readonly enabled: ServerConfig[];
+  /** Where every connection's unprompted traffic goes; set by the router before anything starts. */
+  listener: UpstreamListener | undefined;
 
   constructor(
     private readonly config: Config,
     private readonly log: Logger,
-    private readonly listener: UpstreamListener,
   ) {
     this.enabled = config.servers.filter((s) => !s.disabled);
   }
@@ -100,6 +101,7 @@ export class UpstreamPool {
   }
 
   private create(cfg: ServerConfig, clientCapabilities: Params): Upstream {
+    if (!this.listener) throw new Error('UpstreamPool: no listener set');
     return new Upstream(cfg, {
       log: this.log,
       listener: this.listener,

@@ -2,7 +2,7 @@
 // the first subscriber subscribes upstream, the last one to leave unsubscribes.
 
 import type { Upstream } from '../upstream/upstream.js';
-import type { SessionPort } from './router.js';
+import type { SessionPort } from './session-port.js';
 
 export class Subscriptions {
   private readonly table = new Map<Upstream, Map<string, Set<SessionPort>>>();

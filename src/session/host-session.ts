@@ -4,8 +4,18 @@
 
 import type { CancelSignal } from '../jsonrpc/cancel.js';
 import { randomUUID } from 'node:crypto';
-import { Endpoint, type Result } from '../jsonrpc/endpoint.js';
+import { Endpoint, type IncomingInfo, type Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
+import { ANONYMOUS_CLIENT } from '../config/types.js';
+import {
+  endRequest,
+  publishSessionClose,
+  publishSessionOpen,
+  settleRequest,
+  startRequest,
+  type HostTransport,
+  type RequestEvent,
+} from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, type LogLevel, type Params } from '../protocol/mcp.js';
 import { LATEST_VERSION, negotiateVersion, versionAtLeast, type ProtocolVersion } from '../protocol/versions.js';
@@ -18,13 +28,15 @@ export interface HostSessionOptions {
   /** Hard cap on how long a server-initiated request may wait for the host. */
   maxMs: number;
   serverInfo: Params;
-  /** A name for the client, from its token (HTTP) or undefined. */
+  /** The client its bearer token names (HTTP); `anonymous` without one. */
   client?: string;
+  transport: HostTransport;
 }
 
 export class HostSession implements SessionPort {
   readonly id = randomUUID();
-  readonly client: string | undefined;
+  readonly client: string;
+  readonly transport: HostTransport;
   protocolVersion: ProtocolVersion = LATEST_VERSION;
   clientCapabilities: Params = {};
   clientInfo: Params = {};
@@ -43,11 +55,12 @@ export class HostSession implements SessionPort {
     private readonly router: Router,
     private readonly opts: HostSessionOptions,
   ) {
-    this.client = opts.client;
+    this.client = opts.client ?? ANONYMOUS_CLIENT;
+    this.transport = opts.transport;
     this.log = opts.log.child({ session: this.id, ...(opts.client ? { client: opts.client } : {}) });
     this.endpoint = new Endpoint(
       transport,
-      { request: (req, signal) => this.onRequest(req, signal), notification: (n) => this.onNotification(n) },
+      { request: (req, signal, _related, info) => this.observed(req, signal, info), notification: (n) => this.onNotification(n) },
       {
         cancel: cancelProtocol,
         maxInFlight: opts.maxInFlight,
@@ -56,12 +69,16 @@ export class HostSession implements SessionPort {
         onProtocolError: (what, detail) => this.log.debug({ detail: String(detail) }, what),
       },
     );
+    const opened = Date.now();
+    const about = { sessionId: this.id, client: this.client, transport: this.transport };
     this.endpoint.onclose = (reason) => {
       this.log.info({ reason }, 'host session closed');
       this.router.detach(this);
+      publishSessionClose({ ...about, durationMs: Date.now() - opened, reason });
       this.onclose?.(reason);
     };
     router.attach(this);
+    publishSessionOpen(about);
   }
 
   /** True once the initialize answer has been produced. */
@@ -87,7 +104,30 @@ export class HostSession implements SessionPort {
 
   // ---- what the host sends ------------------------------------------------------------
 
-  private async onRequest(req: JsonRpcRequest, signal: CancelSignal): Promise<Result> {
+  /** Every host request passes here: observed (observe/events.ts) when anyone listens. */
+  private observed(req: JsonRpcRequest, signal: CancelSignal, info: IncomingInfo): Promise<Result> {
+    const ev = startRequest({
+      direction: 'host-to-server',
+      sessionId: this.id,
+      client: this.client,
+      transport: this.transport,
+      method: req.method,
+      requestId: req.id,
+      params: req.params,
+      bytesIn: info.bytes,
+    });
+    if (!ev) return this.onRequest(req, signal);
+    info.onAnswered = (bytesOut) => endRequest(ev, bytesOut);
+    return this.onRequest(req, signal, ev).then(
+      (result) => (settleRequest(ev, signal.aborted, result), result),
+      (err: unknown) => {
+        settleRequest(ev, signal.aborted, undefined, err);
+        throw err;
+      },
+    );
+  }
+
+  private async onRequest(req: JsonRpcRequest, signal: CancelSignal, ev?: RequestEvent): Promise<Result> {
     switch (req.method) {
       case 'initialize':
         if (this.initializing) throw new RpcError(ErrorCode.InvalidRequest, 'Invalid Request: the session is already initialized');
@@ -99,7 +139,7 @@ export class HostSession implements SessionPort {
       throw new RpcError(ErrorCode.InvalidRequest, `Invalid Request: ${req.method} before initialize`);
     }
     if (!this.initialized) await this.initializing;
-    return this.router.handle(this, req, signal);
+    return this.router.handle(this, req, signal, ev);
   }
 
   private async initialize(params: Params): Promise<Result> {

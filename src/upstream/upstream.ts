@@ -4,8 +4,9 @@
 
 import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { ServerConfig } from '../config/types.js';
-import { Endpoint, type Result } from '../jsonrpc/endpoint.js';
+import { Endpoint, type IncomingInfo, type Result } from '../jsonrpc/endpoint.js';
 import { RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
+import { publishUpstreamState, type UpstreamStateName } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError, withProgressToken, type Params } from '../protocol/mcp.js';
 import { LATEST_VERSION, isSupportedVersion, type ProtocolVersion } from '../protocol/versions.js';
@@ -26,7 +27,7 @@ export interface ServerInfo {
  */
 export interface UpstreamListener {
   notification(up: Upstream, n: JsonRpcNotification, context: unknown): void;
-  request(up: Upstream, req: JsonRpcRequest, signal: CancelSignal, context: unknown): Promise<Result>;
+  request(up: Upstream, req: JsonRpcRequest, signal: CancelSignal, context: unknown, info: IncomingInfo): Promise<Result>;
   stateChanged(up: Upstream): void;
   /** Requests from upstreams whose params the listener forwards untouched (Endpoint.opaqueRequests). */
   readonly opaqueRequests?: ReadonlySet<string>;
@@ -57,6 +58,8 @@ const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 /** Restart delays grow from restart.backoffMs, doubling, up to this. */
 const MAX_BACKOFF_MS = 30_000;
 
+let connections = 0;
+
 export class Upstream {
   state: UpstreamState = 'starting';
   /** Why the upstream is failed or closed. */
@@ -65,6 +68,8 @@ export class Upstream {
   readonly log: Logger;
   /** Restarts so far since the last time the upstream was ready. */
   restarts = 0;
+  /** Names this connection in events (a `session` server has one connection per host session). */
+  readonly connectionId = ++connections;
   private endpoint: Endpoint | undefined;
   private connection: Connection | undefined;
   private started: Promise<void> | undefined;
@@ -97,6 +102,7 @@ export class Upstream {
 
   private async run(): Promise<void> {
     this.state = 'starting';
+    this.publish('starting');
     try {
       const conn = connectUpstream(this.config, this.deps.maxMessageBytes, this.log);
       this.connection = conn;
@@ -137,6 +143,7 @@ export class Upstream {
       this.reason = '';
       this.restarts = 0;
       this.log.info({ protocolVersion: version, serverInfo: this.info.serverInfo }, 'upstream ready');
+      this.publish('up');
       this.deps.listener.stateChanged(this);
     } catch (err) {
       await this.fail(`initialize failed: ${(err as Error).message}`);
@@ -153,6 +160,7 @@ export class Upstream {
     const delay = immediately ? 0 : Math.min(MAX_BACKOFF_MS, backoffMs * 2 ** this.restarts);
     this.restarts++;
     this.log.info({ delay, attempt: this.restarts }, 'restarting upstream');
+    this.publish('restarting', { attempt: this.restarts, delayMs: delay });
     this.restartTimer = setTimeout(() => {
       this.restartTimer = undefined;
       if (this.state !== 'closed') void this.run();
@@ -209,14 +217,15 @@ export class Upstream {
     clearTimeout(this.restartTimer);
     if (this.state === 'closed') return;
     this.setState('closed', 'closed by mcpmux');
+    this.publish('closed');
     await this.connection?.stop();
   }
 
   private readonly handlers = {
-    request: (req: JsonRpcRequest, signal: CancelSignal, related: JsonRpcId | undefined): Promise<Result> | Result => {
+    request: (req: JsonRpcRequest, signal: CancelSignal, related: JsonRpcId | undefined, info: IncomingInfo): Promise<Result> | Result => {
       // ping is answered here: mcpmux is the upstream's direct peer.
       if (req.method === 'ping') return {};
-      return this.deps.listener.request(this, req, signal, this.contextOf(related));
+      return this.deps.listener.request(this, req, signal, this.contextOf(related), info);
     },
     notification: (n: JsonRpcNotification, related: JsonRpcId | undefined): void => {
       if (n.method === 'notifications/progress') {
@@ -247,6 +256,7 @@ export class Upstream {
     const wasReady = this.state === 'ready';
     this.log.warn({ how }, wasReady ? 'upstream connection lost' : 'upstream failed to start');
     this.setState('failed', how);
+    this.publish(wasReady ? 'down' : 'failed', { reason: how });
     await conn.stop();
     this.scheduleRestart(wasReady && conn.expired === true);
   }
@@ -255,9 +265,14 @@ export class Upstream {
     if (this.state === 'closed' || this.state === 'failed') return;
     this.log.error({ reason }, 'upstream failed');
     this.setState('failed', reason);
+    this.publish('failed', { reason });
     const conn = this.connection;
     await conn?.stop();
     this.scheduleRestart(false);
+  }
+
+  private publish(state: UpstreamStateName, more?: { reason?: string; attempt?: number; delayMs?: number }): void {
+    publishUpstreamState({ server: this.name, connection: this.connectionId, sharing: this.config.sharing, state, ...more });
   }
 
   private setState(state: UpstreamState, reason: string): void {

@@ -1,0 +1,139 @@
+// Rate limits (`rateLimits: [{client, server, tool, perMinute, burst, per}]`): token buckets in
+// front of the upstream. Every rule whose globs match a call applies, and the most restrictive
+// answer wins: a call passes only if every matching bucket has a token, and then takes one from
+// each. A refused call never reaches the upstream, and mcpmux never retries it by itself.
+//
+// What is counted: the host requests that name one item of one server (tools/call, prompts/get,
+// resources/read, resources/subscribe, completion/complete). `tool` matches the upstream's own
+// tool name, so a rule with a tool glob other than "*" counts tools/call only. Lists, task
+// follow-ups and mcpmux's own requests are never limited.
+//
+// Buckets are created on first use, keyed by the rule and by the values of its `per` fields
+// (default client, server and tool: each its own bucket), refilled lazily, and kept in an LRU
+// with a cap (`limits.maxRateLimitKeys`): the idle ones go first. A bucket that is evicted
+// comes back full, which only errs on the lenient side, and only past the cap.
+
+import { performance } from 'node:perf_hooks';
+import { LRUCache } from 'lru-cache';
+import type { RateLimitRule } from '../config/types.js';
+import { RpcError } from '../jsonrpc/message.js';
+import { publishLimited } from '../observe/events.js';
+import { MuxError } from '../protocol/mcp.js';
+import type { Interceptor } from '../router/forward.js';
+import { compileGlobs, type Matcher } from './glob.js';
+
+/** The methods a rate limit counts. */
+export const LIMITED_METHODS: ReadonlySet<string> = new Set(['tools/call', 'prompts/get', 'resources/read', 'resources/subscribe', 'completion/complete']);
+
+interface Rule {
+  index: number;
+  client: Matcher;
+  server: Matcher;
+  /** Undefined for "*": the rule also counts methods other than tools/call. */
+  tool: Matcher | undefined;
+  perClient: boolean;
+  perServer: boolean;
+  perTool: boolean;
+  burst: number;
+  /** Tokens per millisecond. */
+  rate: number;
+  perMinute: number;
+}
+
+interface Bucket {
+  tokens: number;
+  /** performance.now() of the last refill. */
+  at: number;
+}
+
+export interface Refusal {
+  retryAfterMs: number;
+  rule: number;
+  burst: number;
+  perMinute: number;
+}
+
+export class RateLimiter {
+  private readonly rules: Rule[];
+  private readonly buckets: LRUCache<string, Bucket>;
+
+  constructor(
+    rules: readonly RateLimitRule[],
+    maxKeys: number,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    this.rules = rules.map((r, index) => ({
+      index,
+      client: compileGlobs([r.client]),
+      server: compileGlobs([r.server]),
+      tool: r.tool === '*' ? undefined : compileGlobs([r.tool]),
+      perClient: r.per.includes('client'),
+      perServer: r.per.includes('server'),
+      perTool: r.per.includes('tool'),
+      burst: r.burst,
+      rate: r.perMinute / 60_000,
+      perMinute: r.perMinute,
+    }));
+    this.buckets = new LRUCache({ max: maxKeys });
+  }
+
+  /** How many buckets are held now. */
+  get size(): number {
+    return this.buckets.size;
+  }
+
+  get active(): boolean {
+    return this.rules.length > 0;
+  }
+
+  /**
+   * Takes a token from every bucket that applies, or from none: undefined when the call may
+   * pass, else the refusal with the longest wait among the empty buckets.
+   */
+  take(client: string, server: string, method: string, tool: string | undefined): Refusal | undefined {
+    const now = this.now();
+    let refusal: Refusal | undefined;
+    const taken: Bucket[] = [];
+    for (const r of this.rules) {
+      if (!r.client(client) || !r.server(server)) continue;
+      if (r.tool ? tool === undefined || !r.tool(tool) : false) continue;
+      const key = `${r.index}\0${r.perClient ? client : ''}\0${r.perServer ? server : ''}\0${r.perTool ? (tool ?? method) : ''}`;
+      let b = this.buckets.get(key);
+      if (!b) this.buckets.set(key, (b = { tokens: r.burst, at: now }));
+      b.tokens = Math.min(r.burst, b.tokens + (now - b.at) * r.rate);
+      b.at = now;
+      if (b.tokens >= 1) {
+        taken.push(b);
+        continue;
+      }
+      const wait = Math.ceil((1 - b.tokens) / r.rate);
+      if (!refusal || wait > refusal.retryAfterMs) refusal = { retryAfterMs: wait, rule: r.index, burst: r.burst, perMinute: r.perMinute };
+    }
+    if (refusal) return refusal;
+    for (const b of taken) b.tokens -= 1;
+    return undefined;
+  }
+
+  /** Stands in front of the upstream (after policy: a denied call costs no token). */
+  interceptor(): Interceptor {
+    return (next) => (call) => {
+      const { session, target } = call;
+      if (!session || !LIMITED_METHODS.has(call.method)) return next(call);
+      const server = call.upstream.name;
+      const tool = call.method === 'tools/call' ? target?.upstreamName : undefined;
+      const refused = this.take(session.client, server, call.method, tool);
+      if (!refused) return next(call);
+      const { retryAfterMs } = refused;
+      publishLimited({ sessionId: session.id, client: session.client, server, method: call.method, tool, retryAfterMs, rule: refused.rule });
+      if (call.event) {
+        call.event.outcome = 'limited';
+        call.event.retryAfterMs = retryAfterMs;
+      }
+      const what = target ? `${target.name}` : `${call.method} on server "${server}"`;
+      const text = `Rate limit reached for ${what}: at most ${refused.burst} at once and ${refused.perMinute} per minute. Try again in ${(retryAfterMs / 1000).toFixed(1)} s.`;
+      // A tool result, so the model reads why and when, and can adapt; other methods get an error.
+      if (call.method === 'tools/call') return Promise.resolve({ content: [{ type: 'text', text }], isError: true, _meta: { retryAfterMs } });
+      return Promise.reject(new RpcError(MuxError.RateLimited, text, { retryAfterMs }));
+    };
+  }
+}

@@ -1,0 +1,151 @@
+// The audit log: one JSON line per host request and per server-initiated request, written by
+// pino to its own file (audit-file.ts), never to the log. It listens on the bus (events.ts);
+// nothing on the data path calls it. Every field is documented in the README ("Audit log").
+//
+// Arguments (of tools/call and prompts/get) are left out by default; `redacted` keeps their
+// keys and replaces every value; `full` keeps them but replaces the values at `redact` paths.
+// In every mode each line is scrubbed of the config's secrets (expanded ${VAR}s, header and
+// env values, tokens), the way log lines are.
+
+import dc from 'node:diagnostics_channel';
+import { pino, type Logger as Pino } from 'pino';
+import { materialise } from '../jsonrpc/opaque.js';
+import { AuditFile } from './audit-file.js';
+import { CHANNEL, publishAuditError, type RequestEvent } from './events.js';
+import { makeScrubber, type Logger } from './logger.js';
+
+export interface AuditOptions {
+  path: string;
+  arguments: 'none' | 'redacted' | 'full';
+  redact: readonly string[];
+  secrets: readonly string[];
+  log: Logger;
+}
+
+const REDACTED = '[REDACTED]';
+/** A disk that keeps failing is reported this often in the log (the metric counts every line). */
+const LOSS_LOG_MS = 5000;
+/** Arguments nested deeper than this are cut (a hostile host can nest thousands deep). */
+const MAX_DEPTH = 32;
+
+export class AuditLog {
+  private readonly file: AuditFile;
+  private readonly out: Pino;
+  private readonly redactPaths: string[][];
+  private readonly onEnd = (msg: unknown): void => this.record(msg as RequestEvent);
+  private lost = 0;
+  private lastLossLog = 0;
+
+  /** Opens the file; throws (with the reason) when it cannot be opened. */
+  constructor(private readonly opts: AuditOptions) {
+    this.file = new AuditFile(opts.path, { onLoss: (why, lines) => this.loss(why, lines) });
+    const scrub = makeScrubber(opts.secrets);
+    this.out = pino(
+      {
+        base: null,
+        timestamp: false,
+        // The audit line is its own record, not a log entry: no level, no message.
+        formatters: { level: () => ({}) },
+        hooks: scrub ? { streamWrite: scrub } : {},
+      },
+      this.file,
+    );
+    this.redactPaths = opts.redact.map((p) => p.split('.'));
+  }
+
+  start(): void {
+    dc.subscribe(CHANNEL.requestEnd, this.onEnd);
+  }
+
+  /** For logrotate: a renamed file is left behind complete, and a new one started. */
+  reopen(): void {
+    this.file.reopen();
+    this.opts.log.info({ path: this.opts.path }, 'audit log reopened');
+  }
+
+  /** Stops listening and writes out every line still queued. */
+  async close(): Promise<void> {
+    dc.unsubscribe(CHANNEL.requestEnd, this.onEnd);
+    await this.file.close();
+  }
+
+  private record(ev: RequestEvent): void {
+    try {
+      this.out.info({
+        time: new Date(ev.startTime).toISOString(),
+        direction: ev.direction,
+        client: ev.client,
+        session: ev.sessionId,
+        transport: ev.transport,
+        method: ev.method,
+        server: ev.server,
+        name: ev.name,
+        upstreamName: ev.upstreamName,
+        outcome: ev.outcome,
+        code: ev.code,
+        retryAfterMs: ev.retryAfterMs,
+        durationMs: Math.round(ev.durationMs * 1000) / 1000,
+        ...(ev.direction === 'host-to-server' && { bytesIn: ev.bytesIn, bytesOut: ev.bytesOut }),
+        arguments: this.argumentsOf(ev),
+      });
+    } catch (err) {
+      this.loss(`cannot write an audit line: ${(err as Error).message}`, 1);
+    }
+  }
+
+  private argumentsOf(ev: RequestEvent): unknown {
+    if (this.opts.arguments === 'none' || ev.direction !== 'host-to-server') return undefined;
+    if (ev.method !== 'tools/call' && ev.method !== 'prompts/get') return undefined;
+    const args = ev.params?.arguments;
+    if (args === undefined) return undefined;
+    if (this.opts.arguments === 'redacted') return redactAll(args, 0);
+    // The request has been answered: decoding its long values now costs the audit only.
+    if (ev.params) materialise(ev.params);
+    const copy = copyBounded(ev.params?.arguments, 0);
+    for (const p of this.redactPaths) redactPath(copy, p, 0);
+    return copy;
+  }
+
+  /** Counted every time; logged at most every LOSS_LOG_MS, with what was lost meanwhile. */
+  private loss(why: string, lines: number): void {
+    publishAuditError({ error: why, lines });
+    this.lost += lines;
+    const now = Date.now();
+    if (now - this.lastLossLog < LOSS_LOG_MS) return;
+    this.lastLossLog = now;
+    this.opts.log.error({ path: this.opts.path, lines: this.lost }, why);
+    this.lost = 0;
+  }
+}
+
+/** Keys kept, every value replaced. */
+function redactAll(v: unknown, depth: number): unknown {
+  if (typeof v !== 'object' || v === null || depth >= MAX_DEPTH) return REDACTED;
+  if (Array.isArray(v)) return v.map((x) => redactAll(x, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v)) out[k] = redactAll(x, depth + 1);
+  return out;
+}
+
+/** A copy to redact in, cut at MAX_DEPTH. */
+function copyBounded(v: unknown, depth: number): unknown {
+  if (typeof v !== 'object' || v === null) return v;
+  if (depth >= MAX_DEPTH) return '[TOO DEEP]';
+  if (Array.isArray(v)) return v.map((x) => copyBounded(x, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v)) out[k] = copyBounded(x, depth + 1);
+  return out;
+}
+
+/** Replaces the value(s) at `path` (segments; `*` is any key or index) in place. */
+function redactPath(v: unknown, path: readonly string[], i: number): void {
+  if (typeof v !== 'object' || v === null) return;
+  const obj = v as Record<string, unknown>;
+  const seg = path[i]!;
+  const last = i === path.length - 1;
+  const keys = seg === '*' ? Object.keys(obj) : Object.hasOwn(obj, seg) ? [seg] : [];
+  for (const k of keys) {
+    if (last) obj[k] = REDACTED;
+    else redactPath(obj[k], path, i + 1);
+  }
+}

@@ -1,0 +1,270 @@
+// What happens on the data path, published on node:diagnostics_channel (the way undici does):
+// audit, metrics and anyone's own subscriber (an OpenTelemetry exporter, say) listen here, and
+// the data path never calls them. Channel names and payload fields are a stable interface,
+// documented in docs/events.md. Publishing costs one `hasSubscribers` check when nobody listens.
+//
+// Subscribe with `diagnostics_channel.subscribe(name, fn)`. Payloads are shared by every
+// subscriber: read them, never change them. A subscriber that throws does not disturb the
+// data path (Node reports the error on the next tick), but it would crash the process: wrap
+// your work in try/catch, as audit.ts and metrics.ts do.
+
+import dc from 'node:diagnostics_channel';
+import { performance } from 'node:perf_hooks';
+import { RpcError, type JsonRpcId } from '../jsonrpc/message.js';
+import { McpError, MuxError } from '../protocol/mcp.js';
+
+/** The channel names (see docs/events.md for each payload). */
+export const CHANNEL = {
+  sessionOpen: 'mcpmux:session:open',
+  sessionClose: 'mcpmux:session:close',
+  requestStart: 'mcpmux:request:start',
+  requestEnd: 'mcpmux:request:end',
+  upstreamRequest: 'mcpmux:upstream:request',
+  upstreamState: 'mcpmux:upstream:state',
+  policyDenied: 'mcpmux:policy:denied',
+  rateLimited: 'mcpmux:ratelimit:limited',
+  auditError: 'mcpmux:audit:error',
+} as const;
+
+// Module-level references: a channel nobody holds could be collected along with its subscribers.
+const sessionOpen = dc.channel(CHANNEL.sessionOpen);
+const sessionClose = dc.channel(CHANNEL.sessionClose);
+const requestStart = dc.channel(CHANNEL.requestStart);
+const requestEnd = dc.channel(CHANNEL.requestEnd);
+const upstreamRequest = dc.channel(CHANNEL.upstreamRequest);
+const upstreamState = dc.channel(CHANNEL.upstreamState);
+const policyDenied = dc.channel(CHANNEL.policyDenied);
+const rateLimited = dc.channel(CHANNEL.rateLimited);
+const auditError = dc.channel(CHANNEL.auditError);
+
+/** How a host is connected. `http` is Streamable HTTP; `sse` the legacy HTTP+SSE transport. */
+export type HostTransport = 'stdio' | 'http' | 'sse' | 'ws';
+
+/** How a request ended, from the host's point of view. */
+export type Outcome = 'ok' | 'error' | 'denied' | 'limited' | 'cancelled' | 'timeout' | 'unavailable';
+
+
+// ---- sessions ---------------------------------------------------------------------------------
+
+export interface SessionEvent {
+  sessionId: string;
+  client: string;
+  transport: HostTransport;
+  /** mcpmux:session:close only. */
+  durationMs?: number;
+  reason?: string;
+}
+
+export function publishSessionOpen(ev: SessionEvent): void {
+  if (sessionOpen.hasSubscribers) sessionOpen.publish(ev);
+}
+
+export function publishSessionClose(ev: SessionEvent): void {
+  if (sessionClose.hasSubscribers) sessionClose.publish(ev);
+}
+
+// ---- requests ---------------------------------------------------------------------------------
+
+/**
+ * One request through mcpmux: a host's request (`host-to-server`) or a server-initiated one
+ * (`server-to-host`: sampling, elicitation, roots). The same object is published on
+ * mcpmux:request:start and, completed, on mcpmux:request:end.
+ */
+export interface RequestEvent {
+  direction: 'host-to-server' | 'server-to-host';
+  /** Epoch milliseconds when it arrived. */
+  startTime: number;
+  /** The host session (undefined for a server-initiated request no session could take). */
+  sessionId: string | undefined;
+  /** Its client (bearer-token identity, or `anonymous`). */
+  client: string | undefined;
+  transport: HostTransport | undefined;
+  method: string;
+  /** The id its sender gave it (the host's, or the upstream's for server-initiated requests). */
+  requestId: JsonRpcId;
+  /**
+   * The request's params, as received (read-only). Long string values may be placeholders
+   * (see docs/architecture.md, "Long values are never decoded").
+   */
+  params: Record<string, unknown> | undefined;
+  /** The upstream server (config name) it went to or came from, when exactly one. */
+  server: string | undefined;
+  /** The tool or prompt name, or the resource URI, as the host sees it. */
+  name: string | undefined;
+  /** The same as the upstream knows it (its own tool name, its own URI). */
+  upstreamName: string | undefined;
+  /** Set on end. */
+  outcome: Outcome | undefined;
+  /** JSON-RPC error code, for outcomes that are errors (a tool error has none). */
+  code: number | undefined;
+  /** For `limited`: when the caller may try again. */
+  retryAfterMs: number | undefined;
+  durationMs: number;
+  /** Host requests only: the request's and the answer's size on the host connection. */
+  bytesIn: number;
+  bytesOut: number;
+  /** performance.now() at the start; for the duration. */
+  readonly t0: number;
+}
+
+export type RequestStart = Pick<RequestEvent, 'direction' | 'sessionId' | 'client' | 'transport' | 'method' | 'requestId' | 'params'> &
+  Partial<Pick<RequestEvent, 'server' | 'bytesIn'>>;
+
+/** Starts observing a request; undefined (and nothing to do) when nobody listens. */
+export function startRequest(start: RequestStart): RequestEvent | undefined {
+  if (!requestStart.hasSubscribers && !requestEnd.hasSubscribers) return undefined;
+  const ev: RequestEvent = {
+    server: undefined,
+    bytesIn: 0,
+    ...start,
+    startTime: Date.now(),
+    name: undefined,
+    upstreamName: undefined,
+    outcome: undefined,
+    code: undefined,
+    retryAfterMs: undefined,
+    durationMs: 0,
+    bytesOut: 0,
+    t0: performance.now(),
+  };
+  if (requestStart.hasSubscribers) requestStart.publish(ev);
+  return ev;
+}
+
+/**
+ * Records how the request ended: an error (RpcError or not), or a result (a `tools/call`
+ * result with `isError` is a tool error). An outcome set earlier (`limited`) stands.
+ */
+export function settleRequest(ev: RequestEvent, cancelled: boolean, result: Record<string, unknown> | undefined, err?: unknown): void {
+  ev.durationMs = performance.now() - ev.t0;
+  if (cancelled) {
+    ev.outcome = 'cancelled';
+  } else if (result === undefined) {
+    const code = err instanceof RpcError ? err.code : -32603;
+    ev.code = code;
+    ev.outcome ??= outcomeOfCode(code);
+  } else {
+    ev.outcome ??= result.isError === true ? 'error' : 'ok';
+  }
+}
+
+/** Publishes the end of a settled request, with the size of its answer. */
+export function endRequest(ev: RequestEvent, bytesOut: number): void {
+  ev.bytesOut = bytesOut;
+  if (requestEnd.hasSubscribers) requestEnd.publish(ev);
+}
+
+export function outcomeOfCode(code: number): Outcome {
+  switch (code) {
+    case MuxError.PolicyDenied:
+      return 'denied';
+    case MuxError.RateLimited:
+      return 'limited';
+    case McpError.RequestTimeout:
+      return 'timeout';
+    case MuxError.UpstreamUnavailable:
+    case McpError.ConnectionClosed:
+      return 'unavailable';
+    case McpError.RequestCancelled:
+      return 'cancelled';
+    default:
+      return 'error';
+  }
+}
+
+// ---- requests mcpmux sends upstream -----------------------------------------------------------
+
+export interface UpstreamRequestEvent {
+  server: string;
+  method: string;
+  outcome: Outcome;
+  code: number | undefined;
+  durationMs: number;
+  /** The host session the request serves; undefined for mcpmux's own (lists, re-subscribes). */
+  sessionId: string | undefined;
+}
+
+/** performance.now() if anyone listens to upstream requests, else -1 (then nothing is measured). */
+export function upstreamRequestClock(): number {
+  return upstreamRequest.hasSubscribers ? performance.now() : -1;
+}
+
+export function publishUpstreamRequest(t0: number, fields: Omit<UpstreamRequestEvent, 'durationMs' | 'outcome' | 'code'>, err?: unknown): void {
+  if (t0 < 0 || !upstreamRequest.hasSubscribers) return;
+  const code = err === undefined ? undefined : err instanceof RpcError ? err.code : -32603;
+  upstreamRequest.publish({
+    ...fields,
+    outcome: code === undefined ? 'ok' : outcomeOfCode(code),
+    code,
+    durationMs: performance.now() - t0,
+  } satisfies UpstreamRequestEvent);
+}
+
+// ---- upstream connections ---------------------------------------------------------------------
+
+/**
+ * `starting`: connecting and initializing; `up`: ready; `down`: the connection was lost;
+ * `failed`: it could not start (or gave up); `restarting`: a new attempt is scheduled;
+ * `closed`: mcpmux closed it (shutdown, or its host session ended).
+ */
+export type UpstreamStateName = 'starting' | 'up' | 'down' | 'failed' | 'restarting' | 'closed';
+
+export interface UpstreamStateEvent {
+  server: string;
+  /** Unique per connection in this process: a `sharing: "session"` server has one per host session. */
+  connection: number;
+  sharing: 'shared' | 'session';
+  state: UpstreamStateName;
+  reason?: string;
+  /** restarting: the attempt number and its delay. */
+  attempt?: number;
+  delayMs?: number;
+}
+
+export function publishUpstreamState(ev: UpstreamStateEvent): void {
+  if (upstreamState.hasSubscribers) upstreamState.publish(ev);
+}
+
+// ---- governance -------------------------------------------------------------------------------
+
+export interface DeniedEvent {
+  sessionId: string;
+  client: string;
+  server: string;
+  method: string;
+  kind: 'tools' | 'prompts' | 'resources';
+  /** The name or URI as the host gave it. */
+  name: string;
+}
+
+export function publishDenied(ev: DeniedEvent): void {
+  if (policyDenied.hasSubscribers) policyDenied.publish(ev);
+}
+
+export interface LimitedEvent {
+  sessionId: string;
+  client: string;
+  server: string;
+  method: string;
+  /** The upstream's own tool name, for tools/call. */
+  tool: string | undefined;
+  retryAfterMs: number;
+  /** Index of the rule in `rateLimits` that refused it (the most restrictive one). */
+  rule: number;
+}
+
+export function publishLimited(ev: LimitedEvent): void {
+  if (rateLimited.hasSubscribers) rateLimited.publish(ev);
+}
+
+// ---- the audit log's own trouble --------------------------------------------------------------
+
+export interface AuditErrorEvent {
+  error: string;
+  /** Audit lines lost (0 when none were: a failed reopen keeps writing to the old file). */
+  lines: number;
+}
+
+export function publishAuditError(ev: AuditErrorEvent): void {
+  if (auditError.hasSubscribers) auditError.publish(ev);
+}

@@ -1,0 +1,202 @@
+// Prometheus metrics (prom-client), fed only by the events on the bus (events.ts): nothing on
+// the data path calls this file. Label values are bounded: methods outside MCP's own become
+// "other", clients are the configured token names (and `anonymous`), servers are config names,
+// and tool names appear only with `metrics.toolLabel`, capped. No session id, argument or
+// URI ever becomes a label. The metric table is in the README.
+
+import dc from 'node:diagnostics_channel';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import {
+  CHANNEL,
+  type AuditErrorEvent,
+  type DeniedEvent,
+  type LimitedEvent,
+  type RequestEvent,
+  type SessionEvent,
+  type UpstreamRequestEvent,
+  type UpstreamStateEvent,
+} from './events.js';
+import type { Logger } from './logger.js';
+
+/** Every method MCP defines that a host or an upstream may send as a request. */
+const KNOWN_METHODS = new Set([
+  'initialize', 'ping', 'tools/list', 'tools/call', 'prompts/list', 'prompts/get', 'resources/list',
+  'resources/templates/list', 'resources/read', 'resources/subscribe', 'resources/unsubscribe',
+  'completion/complete', 'logging/setLevel', 'tasks/get', 'tasks/result', 'tasks/cancel', 'tasks/list',
+  'sampling/createMessage', 'elicitation/create', 'roots/list',
+]);
+
+/** From sub-millisecond proxy work to ten-minute tools (timeouts.maxMs defaults to 600 s). */
+const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+/** Host sessions last from a second (a CLI run) to days (a desktop host). */
+const SESSION_BUCKETS = [1, 10, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86_400, 7 * 86_400];
+
+export interface MetricsOptions {
+  version: string;
+  /** Adds a `tool` label (the public tool name) to request metrics, for at most `toolLabelLimit` names. */
+  toolLabel: boolean;
+  toolLabelLimit: number;
+  log: Logger;
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter;
+  private readonly duration: Histogram;
+  private readonly upstreamDuration: Histogram;
+  private readonly inFlight: Gauge;
+  private readonly bytes: Counter;
+  private readonly sessions: Gauge;
+  private readonly sessionsOpened: Counter;
+  private readonly sessionDuration: Histogram;
+  private readonly upstreamRestarts: Counter;
+  private readonly denials: Counter;
+  private readonly limited: Counter;
+  private readonly auditErrors: Counter;
+  /** Connection id -> its server and whether it is up (for mcpmux_upstream_up). */
+  private readonly connections = new Map<number, { server: string; up: boolean }>();
+  private readonly tools = new Set<string>();
+  private readonly subscriptions: [string, (msg: unknown) => void][] = [];
+
+  constructor(private readonly opts: MetricsOptions) {
+    const registers = [this.registry];
+    const toolLabel = opts.toolLabel ? ['tool'] : [];
+    collectDefaultMetrics({ register: this.registry });
+    new Gauge({ name: 'mcpmux_build_info', help: 'Always 1; the version is a label.', labelNames: ['version'], registers }).set({ version: opts.version }, 1);
+    this.requests = new Counter({
+      name: 'mcpmux_requests_total',
+      help: 'Requests through mcpmux: host requests, and server-initiated ones (sampling, elicitation, roots).',
+      labelNames: ['method', 'server', 'outcome', 'client', ...toolLabel],
+      registers,
+    });
+    this.duration = new Histogram({
+      name: 'mcpmux_request_duration_seconds',
+      help: 'Time from a request arriving to its answer, as the sender sees it (mcpmux as a server).',
+      labelNames: ['method', 'server', 'outcome', ...toolLabel],
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.upstreamDuration = new Histogram({
+      name: 'mcpmux_upstream_request_duration_seconds',
+      help: 'Time an upstream took to answer a request of mcpmux (mcpmux as a client), list pages and housekeeping included.',
+      labelNames: ['method', 'server', 'outcome'],
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.inFlight = new Gauge({ name: 'mcpmux_requests_in_flight', help: 'Requests being handled now (both directions).', registers });
+    this.bytes = new Counter({
+      name: 'mcpmux_request_bytes_total',
+      help: 'Bytes of host requests (direction="in") and of their answers (direction="out") on host connections.',
+      labelNames: ['method', 'server', 'direction'],
+      registers,
+    });
+    this.sessions = new Gauge({ name: 'mcpmux_sessions', help: 'Host sessions connected now.', labelNames: ['transport'], registers });
+    this.sessionsOpened = new Counter({ name: 'mcpmux_sessions_opened_total', help: 'Host sessions opened.', labelNames: ['transport'], registers });
+    this.sessionDuration = new Histogram({
+      name: 'mcpmux_session_duration_seconds',
+      help: 'How long host sessions lasted.',
+      labelNames: ['transport'],
+      buckets: SESSION_BUCKETS,
+      registers,
+    });
+    const upstreamUp: Gauge = new Gauge({
+      name: 'mcpmux_upstream_up',
+      help: '1 if the server has a ready connection, else 0 (servers with no connection yet are absent).',
+      labelNames: ['server'],
+      registers,
+      // Computed at scrape time from the connection states seen on the bus.
+      collect: () => {
+        upstreamUp.reset();
+        for (const [server, up] of this.upState()) upstreamUp.set({ server }, up ? 1 : 0);
+      },
+    });
+    this.upstreamRestarts = new Counter({ name: 'mcpmux_upstream_restarts_total', help: 'Restarts scheduled after an upstream was lost or failed to start.', labelNames: ['server'], registers });
+    this.denials = new Counter({ name: 'mcpmux_policy_denials_total', help: 'Requests refused by policy.', labelNames: ['server', 'kind', 'client'], registers });
+    this.limited = new Counter({ name: 'mcpmux_rate_limited_total', help: 'Requests refused by a rate limit.', labelNames: ['server', 'client'], registers });
+    this.auditErrors = new Counter({ name: 'mcpmux_audit_errors_total', help: 'Audit lines lost: the file could not be written, or the writer fell too far behind.', registers });
+    this.auditErrors.inc(0);
+  }
+
+  /** Starts listening on the bus. Subscribe before upstreams start, so their states are seen. */
+  start(): void {
+    this.on(CHANNEL.requestStart, () => this.inFlight.inc());
+    this.on(CHANNEL.requestEnd, (ev: RequestEvent) => this.requestEnded(ev));
+    this.on(CHANNEL.upstreamRequest, (ev: UpstreamRequestEvent) =>
+      this.upstreamDuration.observe({ method: method(ev.method), server: ev.server, outcome: ev.outcome }, ev.durationMs / 1000),
+    );
+    this.on(CHANNEL.sessionOpen, (ev: SessionEvent) => {
+      this.sessions.inc({ transport: ev.transport });
+      this.sessionsOpened.inc({ transport: ev.transport });
+    });
+    this.on(CHANNEL.sessionClose, (ev: SessionEvent) => {
+      this.sessions.dec({ transport: ev.transport });
+      this.sessionDuration.observe({ transport: ev.transport }, (ev.durationMs ?? 0) / 1000);
+    });
+    this.on(CHANNEL.upstreamState, (ev: UpstreamStateEvent) => this.upstreamState(ev));
+    this.on(CHANNEL.policyDenied, (ev: DeniedEvent) => this.denials.inc({ server: ev.server, kind: ev.kind, client: ev.client }));
+    this.on(CHANNEL.rateLimited, (ev: LimitedEvent) => this.limited.inc({ server: ev.server, client: ev.client }));
+    this.on(CHANNEL.auditError, (ev: AuditErrorEvent) => this.auditErrors.inc(ev.lines));
+  }
+
+  stop(): void {
+    for (const [name, fn] of this.subscriptions.splice(0)) dc.unsubscribe(name, fn);
+  }
+
+  /** The Prometheus text exposition. */
+  async text(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  private on<T>(name: string, fn: (ev: T) => void): void {
+    // A metric must never take the data path down: a failure here costs that sample only.
+    const safe = (msg: unknown): void => {
+      try {
+        fn(msg as T);
+      } catch (err) {
+        this.opts.log.warn({ err: (err as Error).message, channel: name }, 'metrics subscriber failed');
+      }
+    };
+    dc.subscribe(name, safe);
+    this.subscriptions.push([name, safe]);
+  }
+
+  private requestEnded(ev: RequestEvent): void {
+    this.inFlight.dec();
+    const m = method(ev.method);
+    const server = ev.server ?? '';
+    const outcome = ev.outcome ?? 'error';
+    const tool = this.opts.toolLabel ? { tool: this.toolOf(ev) } : {};
+    this.requests.inc({ method: m, server, outcome, client: ev.client ?? '', ...tool });
+    this.duration.observe({ method: m, server, outcome, ...tool }, ev.durationMs / 1000);
+    if (ev.direction === 'host-to-server') {
+      this.bytes.inc({ method: m, server, direction: 'in' }, ev.bytesIn);
+      this.bytes.inc({ method: m, server, direction: 'out' }, ev.bytesOut);
+    }
+  }
+
+  /** The public tool name for tools/call, until `toolLabelLimit` names are in use; then "other". */
+  private toolOf(ev: RequestEvent): string {
+    if (ev.method !== 'tools/call' || ev.name === undefined) return '';
+    if (this.tools.has(ev.name)) return ev.name;
+    if (this.tools.size >= this.opts.toolLabelLimit) return 'other';
+    this.tools.add(ev.name);
+    return ev.name;
+  }
+
+  private upstreamState(ev: UpstreamStateEvent): void {
+    if (ev.state === 'restarting') this.upstreamRestarts.inc({ server: ev.server });
+    if (ev.state === 'closed') this.connections.delete(ev.connection);
+    else this.connections.set(ev.connection, { server: ev.server, up: ev.state === 'up' });
+  }
+
+  /** Per server: up if any of its connections is. */
+  private upState(): Map<string, boolean> {
+    const out = new Map<string, boolean>();
+    for (const { server, up } of this.connections.values()) out.set(server, (out.get(server) ?? false) || up);
+    return out;
+  }
+}
+
+function method(m: string): string {
+  return KNOWN_METHODS.has(m) ? m : 'other';
+}

@@ -1,0 +1,75 @@
+// The host sessions the router serves, and what they have been told: which of them have been
+// greeted (initialize answered), and list_changed notices, debounced, to the sessions that
+// can see a change and were greeted before it happened.
+
+import type { Upstream } from '../upstream/upstream.js';
+import type { SessionPort } from './session-port.js';
+
+export type ChangeKind = 'tools' | 'prompts' | 'resources';
+
+const LIST_CHANGED_DEBOUNCE_MS = 10;
+
+export class Audience {
+  readonly sessions = new Set<SessionPort>();
+  /** Session -> sequence number of the catalogue state it was greeted with. */
+  private readonly greeted = new Map<SessionPort, number>();
+  /** Kind -> sequence number of its latest change, waiting for the debounce timer. */
+  private readonly pending = new Map<ChangeKind, number>();
+  private changeSeq = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  /** `ownerOf`: the session that owns an upstream connection (`sharing: "session"`), if any. */
+  constructor(readonly ownerOf: (up: Upstream) => SessionPort | undefined) {}
+
+  attach(session: SessionPort): void {
+    this.sessions.add(session);
+  }
+
+  detach(session: SessionPort): void {
+    this.sessions.delete(session);
+    this.greeted.delete(session);
+  }
+
+  /** The session's initialize is answered now: later changes are news to it, earlier ones are not. */
+  greet(session: SessionPort): void {
+    // It may have gone while its answer was prepared; then there is nobody to greet (and nothing to leak).
+    if (this.sessions.has(session)) this.greeted.set(session, this.changeSeq);
+  }
+
+  isGreeted(session: SessionPort): boolean {
+    return this.greeted.has(session);
+  }
+
+  /** The only greeted session, if there is exactly one. */
+  only(): SessionPort | undefined {
+    return this.greeted.size === 1 ? this.greeted.keys().next().value : undefined;
+  }
+
+  /** The sessions an upstream's broadcast-style messages go to: its owner, or everyone. */
+  of(up: Upstream): Iterable<SessionPort> {
+    const owner = this.ownerOf(up);
+    return owner ? [owner] : this.sessions;
+  }
+
+  /** Debounced `notifications/<kind>/list_changed` to every greeted session that can see `up`. */
+  listChanged(kind: ChangeKind, up: Upstream): void {
+    const owner = this.ownerOf(up);
+    if (owner) {
+      if (this.greeted.has(owner)) owner.notify(`notifications/${kind}/list_changed`);
+      return;
+    }
+    this.pending.set(kind, ++this.changeSeq);
+    this.timer ??= setTimeout(() => {
+      this.timer = undefined;
+      const changes = [...this.pending];
+      this.pending.clear();
+      for (const [s, seen] of this.greeted) {
+        for (const [k, seq] of changes) if (seq > seen) s.notify(`notifications/${k}/list_changed`);
+      }
+    }, LIST_CHANGED_DEBOUNCE_MS);
+  }
+
+  close(): void {
+    clearTimeout(this.timer);
+  }
+}

@@ -1,0 +1,82 @@
+// The five merged lists and how an upstream's items are shown to hosts: names published under
+// the server's prefix, URIs namespaced, items a server's own allow/deny hides left out, and
+// (after the shared page cache) what each client's policy hides.
+
+import { NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
+import type { Result } from '../jsonrpc/endpoint.js';
+import type { Params } from '../protocol/mcp.js';
+import type { Upstream } from '../upstream/upstream.js';
+import { Catalogue, type ListKind, type PageFetch } from './catalogue.js';
+import type { Governance, ItemKind } from './forward.js';
+import { wrapId } from './ids.js';
+import { wrapUri, type NameIndex, type NamedKind } from './naming.js';
+
+export type ListName = 'tools' | 'prompts' | 'resources' | 'templates' | 'tasks';
+
+export class Lists {
+  readonly catalogue: Catalogue;
+  readonly kinds: Record<ListName, ListKind>;
+
+  constructor(
+    private readonly names: NameIndex,
+    private readonly governance: () => Governance,
+    fetch: PageFetch,
+  ) {
+    this.catalogue = new Catalogue(fetch);
+    this.kinds = {
+      tools: { method: 'tools/list', key: 'tools', capability: 'tools', present: (up, item) => this.presentNamed('tools', up, item) },
+      prompts: { method: 'prompts/list', key: 'prompts', capability: 'prompts', present: (up, item) => this.presentNamed('prompts', up, item) },
+      resources: { method: 'resources/list', key: 'resources', capability: 'resources', present: (up, item) => this.presentUri(up, item, 'uri') },
+      templates: {
+        method: 'resources/templates/list',
+        key: 'resourceTemplates',
+        capability: 'resources',
+        present: (up, item) => this.presentUri(up, item, 'uriTemplate'),
+      },
+      tasks: {
+        method: 'tasks/list',
+        key: 'tasks',
+        capability: 'tasks',
+        present: (up, item) => (typeof item.taskId === 'string' ? { ...item, taskId: wrapId(up.name, item.taskId) } : undefined),
+      },
+    };
+  }
+
+  /** One merged page of a list of named items or resources, as `client` may see it. */
+  page(list: Exclude<ListName, 'tasks'>, client: string, ups: readonly Upstream[], params: Params, signal: CancelSignal): Promise<Result> {
+    const kind = this.kinds[list];
+    const item: ItemKind = list === 'templates' ? 'resources' : list;
+    const gov = this.governance();
+    if (!gov.filtersClients(item)) return this.catalogue.list(kind, ups, params, signal);
+    const key = list === 'resources' ? 'uri' : list === 'templates' ? 'uriTemplate' : 'name';
+    // Keyed by client: a memoised page must never be served to a client that may see less.
+    return this.catalogue.list(kind, ups, params, signal, (it) => gov.clientAllows(client, item, it[key] as string), `client:${client}`);
+  }
+
+  /** Every item of a list, all pages walked (name resolution, `mcpmux tools`). */
+  async walk(list: ListName, ups: () => readonly Upstream[]): Promise<Params[]> {
+    const kind = this.kinds[list];
+    const items: Params[] = [];
+    let cursor: unknown;
+    do {
+      const page = await this.catalogue.list(kind, ups(), cursor === undefined ? {} : { cursor }, NEVER);
+      items.push(...(page[kind.key] as Params[]));
+      cursor = page.nextCursor;
+    } while (cursor !== undefined);
+    return items;
+  }
+
+  private presentNamed(kind: NamedKind, up: Upstream, item: Params): Params | undefined {
+    if (typeof item.name !== 'string') return undefined;
+    if (!this.governance().serverAllows(up.name, kind, item.name)) return undefined;
+    return { ...item, name: this.names.publish(kind, up.name, up.config.prefix, item.name) };
+  }
+
+  private presentUri(up: Upstream, item: Params, key: 'uri' | 'uriTemplate'): Params | undefined {
+    const uri = item[key];
+    if (typeof uri !== 'string') return undefined;
+    if (!this.governance().serverAllows(up.name, 'resources', uri)) return undefined;
+    if (up.config.resources.namespace === 'passthrough') return item;
+    return { ...item, [key]: wrapUri(up.name, uri) };
+  }
+}

@@ -1,0 +1,54 @@
+// What a host is told at initialize: the union of the capabilities its live upstreams offer,
+// and their instructions under a heading each.
+
+import type { Params } from '../protocol/mcp.js';
+import type { ProtocolVersion } from '../protocol/versions.js';
+import type { Upstream } from '../upstream/upstream.js';
+
+/** The union of what `ups` offer, as a host on `version` may be told it. */
+export function mergeCapabilities(ups: readonly Upstream[], version: ProtocolVersion): Params {
+  let caps: Params = {};
+  let subscribe = false;
+  for (const up of ups) {
+    const c = up.capabilities;
+    // Keys mcpmux does not know (experimental, newer ones) pass through, merged.
+    const { tools: _t, prompts: _p, resources: _r, logging: _l, completions: _c, tasks: _k, ...other } = c;
+    caps = mergeDeep(caps, other);
+    if (c.tools) caps.tools = { listChanged: true };
+    if (c.prompts) caps.prompts = { listChanged: true };
+    if (c.resources) {
+      caps.resources = { listChanged: true };
+      if ((c.resources as Params).subscribe) subscribe = true;
+    }
+    if (c.logging) caps.logging = {};
+    if (c.completions) caps.completions = {};
+    // Tasks arrived in 2025-11-25; older hosts are not offered them.
+    if (c.tasks && version >= '2025-11-25') caps.tasks = mergeDeep((caps.tasks as Params) ?? {}, c.tasks as Params);
+  }
+  if (caps.resources && subscribe) (caps.resources as Params).subscribe = true;
+  return caps;
+}
+
+/** Every upstream's instructions under a heading with its name. */
+export function mergeInstructions(ups: readonly Upstream[]): string | undefined {
+  const parts: string[] = [];
+  for (const up of ups) {
+    const text = up.info?.instructions;
+    if (text) parts.push(`## ${up.name}\n\n${text.trim()}`);
+  }
+  return parts.length ? parts.join('\n\n') : undefined;
+}
+
+/** Union of two capability objects (objects merged key by key). */
+function mergeDeep(a: Params, b: Params): Params {
+  const out: Params = { ...a };
+  for (const [k, v] of Object.entries(b)) {
+    const prev = out[k];
+    out[k] = isObject(prev) && isObject(v) ? mergeDeep(prev, v) : v;
+  }
+  return out;
+}
+
+function isObject(v: unknown): v is Params {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}

@@ -1,0 +1,153 @@
+// Upstream -> host: what an upstream says unprompted (notifications, server-initiated requests,
+// its state changing) and which host sessions it goes to. This is the router's UpstreamListener.
+
+import type { CancelSignal } from '../jsonrpc/cancel.js';
+import type { IncomingInfo, Result } from '../jsonrpc/endpoint.js';
+import { ErrorCode, RpcError, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
+import { endRequest, settleRequest, startRequest } from '../observe/events.js';
+import type { UpstreamListener, Upstream } from '../upstream/upstream.js';
+import type { Audience, ChangeKind } from './audience.js';
+import { hostCanTake } from './downgrade.js';
+import { ownCall, PASS_THROUGH, type Call, type Forward } from './forward.js';
+import { unwrapRelatedTask, wrapId, wrapRelatedTask } from './ids.js';
+import type { Lists } from './lists.js';
+import type { LogLevels } from './log-levels.js';
+import { wrapUri } from './naming.js';
+import type { Owners, Usage } from './owners.js';
+import type { UpstreamPool } from './pool.js';
+import type { SessionPort } from './session-port.js';
+import type { Subscriptions } from './subscriptions.js';
+
+export interface ReverseDeps {
+  pool: UpstreamPool;
+  audience: Audience;
+  lists: Lists;
+  subscriptions: Subscriptions;
+  owners: Owners;
+  usage: Usage;
+  logLevels: LogLevels;
+  forward: Forward;
+}
+
+export class Reverse implements UpstreamListener {
+  readonly opaqueRequests = PASS_THROUGH.upstreamRequests;
+
+  constructor(private readonly d: ReverseDeps) {}
+
+  stateChanged(up: Upstream): void {
+    const { lists, logLevels, subscriptions, audience } = this.d;
+    lists.catalogue.invalidate(up);
+    logLevels.forget(up);
+    if (up.state === 'ready') {
+      // A restarted or re-initialized upstream gets back what hosts had asked of it.
+      void logLevels.sync();
+      for (const uri of subscriptions.urisOf(up)) {
+        this.d.forward(ownCall(up, 'resources/subscribe', { uri })).catch((err: Error) => up.log.warn({ err: err.message, uri }, 're-subscribe failed'));
+      }
+    }
+    // Hosts learn about servers that came or went through list_changed.
+    const c = up.capabilities;
+    for (const kind of ['tools', 'prompts', 'resources'] as const) if (c[kind]) audience.listChanged(kind, up);
+  }
+
+  notification(up: Upstream, n: JsonRpcNotification, context: unknown): void {
+    const call = context as Call | undefined;
+    const params = n.params ?? {};
+    wrapRelatedTask(params, up.name);
+    switch (n.method) {
+      case 'notifications/tools/list_changed':
+      case 'notifications/prompts/list_changed':
+      case 'notifications/resources/list_changed': {
+        const kind = n.method.split('/')[1] as ChangeKind;
+        this.d.lists.catalogue.invalidate(up, kind);
+        return this.d.audience.listChanged(kind, up);
+      }
+      case 'notifications/resources/updated': {
+        const uri = params.uri;
+        const subs = typeof uri === 'string' ? this.d.subscriptions.subscribers(up, uri) : undefined;
+        if (!subs) return;
+        const shown = up.config.resources.namespace === 'prefix' ? wrapUri(up.name, uri as string) : uri;
+        const shownParams = { ...params, uri: shown };
+        for (const s of subs) s.notify(n.method, shownParams);
+        return;
+      }
+      case 'notifications/message': {
+        const logger = typeof params.logger === 'string' ? `${up.name}/${params.logger}` : up.name;
+        const shown = { ...params, logger };
+        for (const s of this.d.audience.of(up)) if (this.d.logLevels.wants(s, params.level)) s.notify(n.method, shown);
+        return;
+      }
+      case 'notifications/elicitation/complete':
+      case 'notifications/tasks/status': {
+        // Only the host that started the elicitation or task hears about it.
+        const key = n.method === 'notifications/tasks/status' ? 'taskId' : 'elicitationId';
+        const owners = key === 'taskId' ? this.d.owners.tasks : this.d.owners.elicitations;
+        if (typeof params[key] !== 'string') return;
+        const shownId = wrapId(up.name, params[key] as string);
+        const owner = owners.get(shownId) ?? call?.session ?? this.d.pool.ownerOf(up);
+        if (!owner) return up.log.debug({ method: n.method, id: shownId }, 'no session owns this id; dropped');
+        owner.notify(n.method, { ...params, [key]: shownId });
+        // A completed elicitation is over. A task stays owned until its result is fetched.
+        if (key === 'elicitationId') owners.delete(shownId);
+        return;
+      }
+      default:
+        up.log.debug({ method: n.method }, 'notification from upstream not routed');
+    }
+  }
+
+  /** A server-initiated request: observed here, whatever becomes of it. */
+  request(up: Upstream, req: JsonRpcRequest, signal: CancelSignal, context: unknown, info: IncomingInfo): Promise<Result> {
+    const call = context as Call | undefined;
+    const session = this.target(up, call);
+    const ev = startRequest({
+      direction: 'server-to-host',
+      sessionId: session?.id,
+      client: session?.client,
+      transport: session?.transport,
+      method: req.method,
+      requestId: req.id,
+      params: req.params,
+      server: up.name,
+    });
+    if (!ev) return this.deliver(up, req, signal, call, session);
+    info.onAnswered = () => endRequest(ev, 0);
+    return this.deliver(up, req, signal, call, session).then(
+      (result) => (settleRequest(ev, signal.aborted, result), result),
+      (err: unknown) => {
+        settleRequest(ev, signal.aborted, undefined, err);
+        throw err;
+      },
+    );
+  }
+
+  /**
+   * The host session a server-initiated request belongs to: the owner of a `session` upstream;
+   * the session of the call it came with (HTTP upstreams say which); else the session with
+   * requests in flight to that upstream (see Usage.sessionFor), or the only one there is.
+   */
+  private target(up: Upstream, call: Call | undefined): SessionPort | undefined {
+    const { audience, pool, usage } = this.d;
+    const callSession = call?.session && audience.isGreeted(call.session) ? call.session : undefined;
+    const session = pool.ownerOf(up) ?? callSession ?? usage.sessionFor(up, (s) => audience.sessions.has(s), up.log) ?? audience.only();
+    return session && audience.isGreeted(session) ? session : undefined;
+  }
+
+  private async deliver(up: Upstream, req: JsonRpcRequest, signal: CancelSignal, call: Call | undefined, session: SessionPort | undefined): Promise<Result> {
+    if (req.method === 'roots/list' && up.config.roots) return { roots: up.config.roots };
+    if (!session) throw new RpcError(ErrorCode.MethodNotFound, `No initialized host session is connected to take ${req.method}`);
+    const params = req.params ?? {};
+    const refusal = hostCanTake(session, req.method, params);
+    if (refusal) throw new RpcError(ErrorCode.MethodNotFound, refusal);
+    wrapRelatedTask(params, up.name);
+    if (req.method === 'elicitation/create' && typeof params.elicitationId === 'string') {
+      params.elicitationId = wrapId(up.name, params.elicitationId);
+      this.d.owners.elicitations.set(params.elicitationId as string, session);
+    }
+    // `related` picks the host's stream; it only means something for the call's own session.
+    const related = call && session === call.session ? call.hostRequestId : undefined;
+    const result = await session.request(req.method, params, signal, related);
+    unwrapRelatedTask(result);
+    return result;
+  }
+}

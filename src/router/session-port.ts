@@ -1,0 +1,24 @@
+// What the router needs of a host session (HostSession implements it). The router reaches
+// host sessions only through this, never through the class: data flows down, answers come back.
+
+import type { CancelSignal } from '../jsonrpc/cancel.js';
+import type { Result } from '../jsonrpc/endpoint.js';
+import type { JsonRpcId } from '../jsonrpc/message.js';
+import type { HostTransport } from '../observe/events.js';
+import type { LogLevel, Params } from '../protocol/mcp.js';
+import type { ProtocolVersion } from '../protocol/versions.js';
+
+export interface SessionPort {
+  readonly id: string;
+  /** The client its bearer token names, or `anonymous` (policy, rate limits, audit). */
+  readonly client: string;
+  readonly transport: HostTransport;
+  readonly protocolVersion: ProtocolVersion;
+  readonly clientCapabilities: Params;
+  /** Set by logging/setLevel; undefined means "everything". */
+  logLevel: LogLevel | undefined;
+  /** `related`: the host's request this message belongs to, if any (picks the HTTP stream). */
+  notify(method: string, params?: Params, related?: JsonRpcId): void;
+  /** A server-initiated request to the host (sampling, elicitation, roots). */
+  request(method: string, params: Params | undefined, signal: CancelSignal, related?: JsonRpcId): Promise<Result>;
+}
