@@ -16,7 +16,8 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   const adminPortFlag = opts.adminPort === undefined ? undefined : parsePort(opts.adminPort, '--admin-port');
   const config = await loadOrReport(opts);
   if (!config) return 1;
-  const adminPort = adminPortFlag ?? config.listen.adminPort;
+  // In the config, 0 means "none" (as under serve); `--admin-port 0` picks a free port.
+  const adminPort = adminPortFlag ?? (config.listen.adminPort || undefined);
   const { log, router, openSession } = createRuntime(config, opts);
   const observers = startObservers(config, log, adminPort !== undefined);
   if (!observers) return 1;

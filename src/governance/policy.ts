@@ -58,24 +58,23 @@ export class Policy {
   interceptor(): Interceptor {
     return (next) => (call) => {
       const { target, session } = call;
-      if (target && session && !this.allows(session.client, call.upstream.name, target)) {
-        publishDenied({ sessionId: session.id, client: session.client, server: call.upstream.name, method: call.method, kind: target.kind, name: target.name });
-        return Promise.reject(new RpcError(MuxError.PolicyDenied, deniedMessage(target, session.client, this.perClient.has(session.client))));
-      }
-      return next(call);
+      if (!target || !session) return next(call);
+      const refusal = this.refusal(session.client, call.upstream.name, target);
+      if (refusal === undefined) return next(call);
+      publishDenied({ sessionId: session.id, client: session.client, server: call.upstream.name, method: call.method, kind: target.kind, name: target.name });
+      return Promise.reject(new RpcError(MuxError.PolicyDenied, `${WORD[target.kind]} ${target.name} is denied by policy${refusal}`));
     };
   }
 
-  private allows(client: string, server: string, t: Target): boolean {
-    return this.serverAllows(server, t.kind, t.upstreamName) && this.clientAllows(client, t.kind, t.name);
+  /** Undefined if allowed; else what to add to the message (the client, when its own list said no). */
+  private refusal(client: string, server: string, t: Target): string | undefined {
+    if (!this.serverAllows(server, t.kind, t.upstreamName)) return '';
+    if (!this.restricts[t.kind]) return undefined;
+    const global = this.global[t.kind];
+    if (global && !global(t.name)) return '';
+    const own = this.perClient.get(client)?.[t.kind];
+    return own && !own(t.name) ? ` for client "${client}"` : undefined;
   }
-}
-
-function deniedMessage(t: Target, client: string, clientHasLists: boolean): string {
-  // Name the client only where its own lists could be the reason: a token client, or
-  // `anonymous` when the config gives it lists of its own.
-  const who = clientHasLists ? ` for client "${client}"` : '';
-  return `${WORD[t.kind]} ${t.name} is denied by policy${who}`;
 }
 
 /** A matcher per kind, or undefined where the list allows everything (nothing to check). */

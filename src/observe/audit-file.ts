@@ -44,7 +44,7 @@ export class AuditFile {
     private readonly opts: AuditFileOptions,
   ) {
     this.maxQueued = opts.maxQueuedBytes ?? DEFAULT_MAX_QUEUED;
-    fs.mkdirSync(path.dirname(file), { recursive: true });
+    makeDirs(path.dirname(file));
     this.fd = fs.openSync(file, 'a', MODE);
   }
 
@@ -66,7 +66,7 @@ export class AuditFile {
     if (this.closed) return;
     let fd: number;
     try {
-      fs.mkdirSync(path.dirname(this.file), { recursive: true });
+      makeDirs(path.dirname(this.file));
       fd = fs.openSync(this.file, 'a', MODE);
     } catch (err) {
       this.opts.onLoss(`cannot reopen ${this.file}: ${(err as Error).message}; still writing to the old file`, 0);
@@ -138,5 +138,23 @@ export class AuditFile {
       if (offset + n < buf.length) return this.writeAll(fd, buf, offset + n, done);
       done(null);
     });
+  }
+}
+
+/**
+ * mkdir -p, one level at a time. (fs.mkdirSync with `recursive` loops forever where a folder
+ * cannot be made although its parent exists, as under /proc: it takes ENOENT to mean "make
+ * the parent first".)
+ */
+function makeDirs(dir: string): void {
+  try {
+    fs.mkdirSync(dir);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return;
+    const parent = path.dirname(dir);
+    if (code !== 'ENOENT' || parent === dir) throw err;
+    makeDirs(parent);
+    fs.mkdirSync(dir);
   }
 }

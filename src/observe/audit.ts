@@ -23,6 +23,8 @@ export interface AuditOptions {
 }
 
 const REDACTED = '[REDACTED]';
+/** The `v` of every line: bumped if a field changes meaning or goes away (new fields do not bump it). */
+const AUDIT_FORMAT = 1;
 /** A disk that keeps failing is reported this often in the log (the metric counts every line). */
 const LOSS_LOG_MS = 5000;
 /** Arguments nested deeper than this are cut (a hostile host can nest thousands deep). */
@@ -44,8 +46,9 @@ export class AuditLog {
       {
         base: null,
         timestamp: false,
-        // The audit line is its own record, not a log entry: no level, no message.
-        formatters: { level: () => ({}) },
+        // The audit line is its own record, not a log entry: no level, no message. It starts
+        // with the version of its format instead (`v`), for whoever parses it.
+        formatters: { level: () => ({ v: AUDIT_FORMAT }) },
         hooks: scrub ? { streamWrite: scrub } : {},
       },
       this.file,
@@ -78,6 +81,7 @@ export class AuditLog {
         session: ev.sessionId,
         transport: ev.transport,
         method: ev.method,
+        id: ev.requestId,
         server: ev.server,
         name: ev.name,
         upstreamName: ev.upstreamName,
