@@ -7,7 +7,7 @@ import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createRuntime, type Runtime } from '../src/cli/runtime.js';
 import { parseConfig } from '../src/config/load.js';
-import { CHANNEL, startRequest } from '../src/observe/events.js';
+import { CHANNEL, startHostRequest } from '../src/observe/events.js';
 import { StreamTransport } from '../src/transport/stream.js';
 import { fixture, waitFor } from './helpers/harness.js';
 
@@ -52,7 +52,7 @@ const on = (channel: string) => seen.filter((e) => e.channel === channel).map((e
 
 describe('events (node:diagnostics_channel)', () => {
   it('nothing is built when nobody listens', () => {
-    expect(startRequest({ direction: 'host-to-server', sessionId: 's', client: 'c', transport: 'stdio', method: 'ping', requestId: 1, params: undefined })).toBeUndefined();
+    expect(startHostRequest({ id: 's', client: 'c', transport: 'stdio' }, 'ping', 1, undefined, 10)).toBeUndefined();
   });
 
   it('publishes sessions, requests, upstream requests and states, denials and limitings, with the documented fields', async () => {

@@ -63,11 +63,11 @@ export interface IncomingInfo {
   /** Its size as it arrived (a request in a batch: its share of the batch); 0 if unknown. */
   readonly bytes: number;
   /**
-   * Set by the handler to hear when the answer has been written, with its size (0 when the
-   * transport did not say, or when no answer was sent: a cancelled request). Measuring costs
-   * something only for requests whose handler set this.
+   * Set by the handler to hear when the answer has been written: the response (undefined when
+   * none was sent: a cancelled request) and its size (0 when the transport did not say).
+   * Measuring costs something only for requests whose handler set this.
    */
-  onAnswered?: (bytesOut: number) => void;
+  onAnswered?: (response: JsonRpcResponse | undefined, bytesOut: number) => void;
 }
 
 export interface RequestOptions extends PendingOptions {
@@ -180,8 +180,8 @@ export class Endpoint {
     const info: IncomingInfo = { bytes };
     const out = this.dispatchSafely(value, related, info);
     // answer() never rejects: every failure becomes an error response.
-    if (out instanceof Promise) void out.then((res) => this.answered(info, res && this.reply(res)));
-    else if (out) this.answered(info, this.reply(out));
+    if (out instanceof Promise) void out.then((res) => this.answered(info, res, res && this.reply(res)));
+    else if (out) this.answered(info, out, this.reply(out));
   }
 
   private async receiveBatch(items: unknown[], related: JsonRpcId | undefined, bytes: number): Promise<void> {
@@ -197,12 +197,12 @@ export class Endpoint {
     const wire = responses.length > 0 ? this.reply(responses) : undefined;
     // Each request's share of the batch answer, where the transport wrote it as one message.
     const share = wire && infos.some((i) => i.onAnswered) ? Math.round(wireBytes(wire) / responses.length) : 0;
-    infos.forEach((info, i) => info.onAnswered?.(results[i] === undefined ? 0 : share));
+    infos.forEach((info, i) => info.onAnswered?.(results[i], results[i] === undefined ? 0 : share));
   }
 
   /** Tells the request's handler, if it asked, that its answer is out (and how big it was). */
-  private answered(info: IncomingInfo, wire: Wire | void | undefined): void {
-    info.onAnswered?.(wire ? wireBytes(wire) : 0);
+  private answered(info: IncomingInfo, res: JsonRpcResponse | undefined, wire: Wire | void | undefined): void {
+    info.onAnswered?.(res, wire ? wireBytes(wire) : 0);
   }
 
   /**

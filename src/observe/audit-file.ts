@@ -1,39 +1,54 @@
 // The audit log's file: an append-only destination for pino that never blocks the data path.
 //
-// Lines are queued and written by one asynchronous write at a time (everything queued goes in
-// that write), so under load many lines share a syscall and nothing waits on the disk. The
-// queue is bounded: past `maxQueuedBytes` new lines are dropped and counted rather than growing
+// Each line is copied at once into a chunk (a Buffer, outside the JS heap), so the string dies
+// young and the garbage collector never copies queued lines around. A chunk is written when it
+// is full, or FLUSH_MS after its first line, by one asynchronous write at a time: under load
+// many lines share a syscall, and nothing waits on the disk. Chunks waiting to be written are
+// bounded (`maxQueuedBytes`): past that, new lines are dropped and reported rather than growing
 // memory while a disk is slow or gone. A failed write loses its lines, reports them, and the
-// next lines try again. `reopen()` (SIGUSR2, for logrotate) opens the path anew; the write in
-// flight finishes into the old file, so a rename loses nothing. `close()` drains what is
+// next chunk tries again. `reopen()` (SIGUSR2, for logrotate) opens the path anew; lines
+// audited before it still go to the old file, so a rename loses nothing and splits cleanly. `close()` drains what is
 // queued, bounded in time, so a SIGTERM'd daemon writes every line it audited.
 //
 // Why not pino.destination (sonic-boom): its flushSync retries a failing write forever (ENOSPC
-// on shutdown would hang the drain), and in sync mode every line would be a syscall on the
-// event loop.
+// at shutdown would hang the drain), in sync mode every line is a syscall on the event loop,
+// and in async mode queued lines are JS strings that each scavenge copies.
 
 import fs from 'node:fs';
 import path from 'node:path';
 
 export interface AuditFileOptions {
-  /** Lines queued beyond this many bytes are dropped (and reported). */
+  /** Bytes that may wait to be written; lines beyond are dropped (and reported). */
   maxQueuedBytes?: number;
-  /** A write failed, or lines were dropped: `lines` audit lines are lost. Called per event. */
+  /** A write failed, or lines were dropped: `lines` audit lines are lost. */
   onLoss: (why: string, lines: number) => void;
 }
 
+interface Chunk {
+  buf: Buffer;
+  used: number;
+  lines: number;
+  /** The file it goes to: fixed when sealed, so lines audited before a reopen stay in the old file. */
+  fd: number;
+}
+
 const DEFAULT_MAX_QUEUED = 16 * 1024 * 1024;
-/** At most this much goes into one write. */
-const MAX_WRITE = 1024 * 1024;
+const CHUNK_BYTES = 256 * 1024;
+/** A line waits at most this long for others to share its write. */
+const FLUSH_MS = 20;
 const MODE = 0o640;
 
 export class AuditFile {
   private fd: number;
-  private queue: string[] = [];
+  /** The chunk lines go into now (undefined until the first line after a write). */
+  private filling: Chunk | undefined;
+  /** Full chunks waiting for the disk, oldest first. */
+  private readonly full: Chunk[] = [];
   private queuedBytes = 0;
+  /** A chunk buffer to reuse, so a steady load allocates none. */
+  private spare: Buffer | undefined;
   private writing = false;
-  /** A file descriptor replaced by `reopen` while a write to it was in flight. */
-  private retired: number | undefined;
+  private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private drained: (() => void) | undefined;
   private readonly maxQueued: number;
@@ -51,13 +66,28 @@ export class AuditFile {
   /** pino's destination interface: one serialised line (with its newline). */
   write(line: string): boolean {
     if (this.closed) return false;
-    if (this.queuedBytes + line.length > this.maxQueued) {
+    // UTF-8 takes at most 3 bytes per UTF-16 unit: room for that means room for the line.
+    const worst = line.length * 3;
+    if (this.queuedBytes + worst > this.maxQueued) {
       this.opts.onLoss('the audit writer is too far behind (queue full)', 1);
       return false;
     }
-    this.queue.push(line);
-    this.queuedBytes += line.length;
-    if (!this.writing) this.pump();
+    let chunk = this.filling;
+    if (chunk && chunk.buf.length - chunk.used < worst) {
+      // Full: it goes to the disk now, without waiting for its timer.
+      this.seal();
+      chunk = undefined;
+      if (!this.writing) this.pump();
+    }
+    if (!chunk) {
+      const buf = worst > CHUNK_BYTES ? Buffer.allocUnsafe(worst) : (this.takeSpare() ?? Buffer.allocUnsafe(CHUNK_BYTES));
+      chunk = this.filling = { buf, used: 0, lines: 0, fd: this.fd };
+    }
+    const n = chunk.buf.write(line, chunk.used, 'utf8');
+    chunk.used += n;
+    chunk.lines++;
+    this.queuedBytes += n;
+    if (!this.writing) this.timer ??= setTimeout(this.flushNow, FLUSH_MS);
     return true;
   }
 
@@ -72,30 +102,62 @@ export class AuditFile {
       this.opts.onLoss(`cannot reopen ${this.file}: ${(err as Error).message}; still writing to the old file`, 0);
       return;
     }
+    // Lines audited before the signal belong to the old file: they keep its descriptor, and it
+    // is closed once they are written.
+    this.seal();
     const old = this.fd;
     this.fd = fd;
-    // The write in flight (if any) still goes to the old file; close it after that write.
-    if (this.writing) this.retired = old;
-    else fs.close(old, () => {});
+    if (!this.writing) {
+      if (this.full.length > 0) this.pump();
+      else fs.close(old, () => {});
+    }
   }
 
   /** Writes what is queued (waiting at most `ms`), then closes the file. */
   async close(ms = 2000): Promise<void> {
     if (this.closed) return;
-    if (this.writing || this.queue.length > 0) {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.seal();
+    if (this.writing || this.full.length > 0) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, ms);
         this.drained = () => (clearTimeout(timer), resolve());
+        if (!this.writing) this.pump();
       });
     }
     this.closed = true;
-    if (this.queue.length > 0) this.opts.onLoss('the audit file did not drain in time at shutdown', this.queue.length);
-    this.queue = [];
+    const left = this.full.reduce((n, c) => n + c.lines, 0);
+    if (left > 0) this.opts.onLoss('the audit file did not drain in time at shutdown', left);
+    this.full.length = 0;
     if (!this.writing) fs.closeSync(this.fd);
   }
 
+  private readonly flushNow = (): void => {
+    this.timer = undefined;
+    this.seal();
+    if (!this.writing) this.pump();
+  };
+
+  /** The chunk being filled joins the ones waiting for the disk. */
+  private seal(): void {
+    const chunk = this.filling;
+    this.filling = undefined;
+    if (chunk && chunk.used > 0) {
+      chunk.fd = this.fd;
+      this.full.push(chunk);
+    }
+  }
+
+  private takeSpare(): Buffer | undefined {
+    const b = this.spare;
+    this.spare = undefined;
+    return b;
+  }
+
   private pump(): void {
-    if (this.queue.length === 0) {
+    const chunk = this.full.shift();
+    if (!chunk) {
       this.writing = false;
       const done = this.drained;
       this.drained = undefined;
@@ -103,39 +165,29 @@ export class AuditFile {
       return;
     }
     this.writing = true;
-    const lines = this.take();
-    const buf = Buffer.from(lines.join(''));
-    const fd = this.fd;
-    this.writeAll(fd, buf, 0, (err) => {
-      if (this.retired !== undefined) {
-        fs.close(this.retired, () => {});
-        this.retired = undefined;
-      }
-      if (err) this.opts.onLoss(`cannot write ${this.file}: ${err.message}`, lines.length);
+    this.writeAll(chunk.fd, chunk.buf.subarray(0, chunk.used), (err) => {
+      this.queuedBytes -= chunk.used;
+      if (chunk.buf.length === CHUNK_BYTES) this.spare = chunk.buf;
+      // The last line for a file replaced by `reopen`: that descriptor is done.
+      if (chunk.fd !== this.fd && !this.full.some((c) => c.fd === chunk.fd)) fs.close(chunk.fd, () => {});
+      if (err) this.opts.onLoss(`cannot write ${this.file}: ${err.message}`, chunk.lines);
       if (this.closed) {
         this.writing = false;
         fs.close(this.fd, () => {});
         return;
       }
-      this.pump();
+      // More full chunks, or closing: go on. Otherwise lines now filling wait for their timer.
+      if (this.full.length > 0 || this.drained) return this.pump();
+      this.writing = false;
+      if (this.filling) this.timer ??= setTimeout(this.flushNow, FLUSH_MS);
     });
   }
 
-  /** Up to MAX_WRITE bytes of whole lines from the head of the queue. */
-  private take(): string[] {
-    let n = 0;
-    let bytes = 0;
-    while (n < this.queue.length && (n === 0 || bytes + this.queue[n]!.length <= MAX_WRITE)) bytes += this.queue[n++]!.length;
-    const lines = this.queue.splice(0, n);
-    this.queuedBytes -= bytes;
-    return lines;
-  }
-
   /** fs.write until every byte is written (short writes happen). */
-  private writeAll(fd: number, buf: Buffer, offset: number, done: (err: NodeJS.ErrnoException | null) => void): void {
-    fs.write(fd, buf, offset, buf.length - offset, null, (err, n) => {
+  private writeAll(fd: number, data: Buffer, done: (err: NodeJS.ErrnoException | null) => void): void {
+    fs.write(fd, data, 0, data.length, null, (err, n) => {
       if (err) return done(err);
-      if (offset + n < buf.length) return this.writeAll(fd, buf, offset + n, done);
+      if (n < data.length) return this.writeAll(fd, data.subarray(n), done);
       done(null);
     });
   }

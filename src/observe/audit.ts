@@ -37,6 +37,8 @@ export class AuditLog {
   private readonly onEnd = (msg: unknown): void => this.record(msg as RequestEvent);
   private lost = 0;
   private lastLossLog = 0;
+  private isoMs = -1;
+  private isoText = '';
 
   /** Opens the file; throws (with the reason) when it cannot be opened. */
   constructor(private readonly opts: AuditOptions) {
@@ -75,7 +77,7 @@ export class AuditLog {
   private record(ev: RequestEvent): void {
     try {
       this.out.info({
-        time: new Date(ev.startTime).toISOString(),
+        time: this.iso(ev.startTime),
         direction: ev.direction,
         client: ev.client,
         session: ev.sessionId,
@@ -95,6 +97,15 @@ export class AuditLog {
     } catch (err) {
       this.loss(`cannot write an audit line: ${(err as Error).message}`, 1);
     }
+  }
+
+  /** ISO time of an epoch millisecond; under load many lines share one. */
+  private iso(ms: number): string {
+    if (ms !== this.isoMs) {
+      this.isoMs = ms;
+      this.isoText = new Date(ms).toISOString();
+    }
+    return this.isoText;
   }
 
   private argumentsOf(ev: RequestEvent): unknown {

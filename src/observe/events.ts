@@ -10,7 +10,7 @@
 
 import dc from 'node:diagnostics_channel';
 import { performance } from 'node:perf_hooks';
-import { RpcError, type JsonRpcId } from '../jsonrpc/message.js';
+import { RpcError, type JsonRpcId, type JsonRpcResponse } from '../jsonrpc/message.js';
 import { McpError, MuxError } from '../protocol/mcp.js';
 
 /** The channel names (see docs/events.md for each payload). */
@@ -65,92 +65,98 @@ export function publishSessionClose(ev: SessionEvent): void {
 
 // ---- requests ---------------------------------------------------------------------------------
 
+/** A host session as a request's record names it. */
+export interface RequestSession {
+  readonly id: string;
+  readonly client: string;
+  readonly transport: HostTransport;
+}
+
 /**
  * One request through mcpmux: a host's request (`host-to-server`) or a server-initiated one
  * (`server-to-host`: sampling, elicitation, roots). The same object is published on
- * mcpmux:request:start and, completed, on mcpmux:request:end.
+ * mcpmux:request:start and, completed, on mcpmux:request:end. (A class, so that observing a
+ * request costs one allocation.)
  */
-export interface RequestEvent {
-  direction: 'host-to-server' | 'server-to-host';
+export class RequestEvent {
   /** Epoch milliseconds when it arrived. */
-  startTime: number;
-  /** The host session (undefined for a server-initiated request no session could take). */
-  sessionId: string | undefined;
-  /** Its client (bearer-token identity, or `anonymous`). */
-  client: string | undefined;
-  transport: HostTransport | undefined;
-  method: string;
-  /** The id its sender gave it (the host's, or the upstream's for server-initiated requests). */
-  requestId: JsonRpcId;
-  /**
-   * The request's params, as received (read-only). Long string values may be placeholders
-   * (see docs/architecture.md, "Long values are never decoded").
-   */
-  params: Record<string, unknown> | undefined;
-  /** The upstream server (config name) it went to or came from, when exactly one. */
-  server: string | undefined;
-  /** The tool or prompt name, or the resource URI, as the host sees it. */
-  name: string | undefined;
-  /** The same as the upstream knows it (its own tool name, its own URI). */
-  upstreamName: string | undefined;
-  /** Set on end. */
-  outcome: Outcome | undefined;
-  /** JSON-RPC error code, for outcomes that are errors (a tool error has none). */
-  code: number | undefined;
-  /** For `limited`: when the caller may try again. */
-  retryAfterMs: number | undefined;
-  durationMs: number;
-  /** Host requests only: the request's and the answer's size on the host connection. */
-  bytesIn: number;
-  bytesOut: number;
+  readonly startTime = Date.now();
   /** performance.now() at the start; for the duration. */
-  readonly t0: number;
+  readonly t0 = performance.now();
+  /** The host session (undefined for a server-initiated request no session could take). */
+  readonly sessionId: string | undefined;
+  /** Its client (bearer-token identity, or `anonymous`). */
+  readonly client: string | undefined;
+  readonly transport: HostTransport | undefined;
+  /** The tool or prompt name, or the resource URI, as the host sees it. */
+  name: string | undefined = undefined;
+  /** The same as the upstream knows it (its own tool name, its own URI). */
+  upstreamName: string | undefined = undefined;
+  /** Set on end. */
+  outcome: Outcome | undefined = undefined;
+  /** JSON-RPC error code, for outcomes that are errors (a tool error has none). */
+  code: number | undefined = undefined;
+  /** For `limited`: when the caller may try again. */
+  retryAfterMs: number | undefined = undefined;
+  durationMs = 0;
+  /** Host requests only: the answer's size on the host connection. */
+  bytesOut = 0;
+
+  constructor(
+    readonly direction: 'host-to-server' | 'server-to-host',
+    session: RequestSession | undefined,
+    readonly method: string,
+    /** The id its sender gave it (the host's, or the upstream's for server-initiated requests). */
+    readonly requestId: JsonRpcId,
+    /**
+     * The request's params, as received (read-only). Long string values may be placeholders
+     * (see docs/architecture.md, "Long values are never decoded").
+     */
+    readonly params: Record<string, unknown> | undefined,
+    /** The upstream server (config name) it went to or came from, when exactly one. */
+    public server: string | undefined,
+    /** Host requests only: the request's size on the host connection. */
+    readonly bytesIn: number,
+  ) {
+    this.sessionId = session?.id;
+    this.client = session?.client;
+    this.transport = session?.transport;
+  }
 }
 
-export type RequestStart = Pick<RequestEvent, 'direction' | 'sessionId' | 'client' | 'transport' | 'method' | 'requestId' | 'params'> &
-  Partial<Pick<RequestEvent, 'server' | 'bytesIn'>>;
-
-/** Starts observing a request; undefined (and nothing to do) when nobody listens. */
-export function startRequest(start: RequestStart): RequestEvent | undefined {
+/** Starts observing a host's request; undefined (and nothing to do) when nobody listens. */
+export function startHostRequest(session: RequestSession, method: string, id: JsonRpcId, params: Record<string, unknown> | undefined, bytesIn: number): RequestEvent | undefined {
   if (!requestStart.hasSubscribers && !requestEnd.hasSubscribers) return undefined;
-  const ev: RequestEvent = {
-    server: undefined,
-    bytesIn: 0,
-    ...start,
-    startTime: Date.now(),
-    name: undefined,
-    upstreamName: undefined,
-    outcome: undefined,
-    code: undefined,
-    retryAfterMs: undefined,
-    durationMs: 0,
-    bytesOut: 0,
-    t0: performance.now(),
-  };
+  return started(new RequestEvent('host-to-server', session, method, id, params, undefined, bytesIn));
+}
+
+/** Starts observing a server-initiated request (`session`: the host it goes to, if any). */
+export function startServerRequest(session: RequestSession | undefined, method: string, id: JsonRpcId, params: Record<string, unknown> | undefined, server: string): RequestEvent | undefined {
+  if (!requestStart.hasSubscribers && !requestEnd.hasSubscribers) return undefined;
+  return started(new RequestEvent('server-to-host', session, method, id, params, server, 0));
+}
+
+function started(ev: RequestEvent): RequestEvent {
   if (requestStart.hasSubscribers) requestStart.publish(ev);
   return ev;
 }
 
 /**
- * Records how the request ended: an error (RpcError or not), or a result (a `tools/call`
- * result with `isError` is a tool error). An outcome set earlier (`limited`) stands.
+ * Ends the request with the answer that was written (none: it was cancelled), and its size.
+ * An error's code names the outcome; a result is ok unless it is a tool error (`isError`);
+ * an outcome set earlier (`limited`) stands.
  */
-export function settleRequest(ev: RequestEvent, cancelled: boolean, result: Record<string, unknown> | undefined, err?: unknown): void {
+export function endRequest(ev: RequestEvent, response: JsonRpcResponse | undefined, bytesOut: number): void {
   ev.durationMs = performance.now() - ev.t0;
-  if (cancelled) {
-    ev.outcome = 'cancelled';
-  } else if (result === undefined) {
-    const code = err instanceof RpcError ? err.code : -32603;
-    ev.code = code;
-    ev.outcome ??= outcomeOfCode(code);
-  } else {
-    ev.outcome ??= result.isError === true ? 'error' : 'ok';
-  }
-}
-
-/** Publishes the end of a settled request, with the size of its answer. */
-export function endRequest(ev: RequestEvent, bytesOut: number): void {
   ev.bytesOut = bytesOut;
+  if (response === undefined) {
+    ev.outcome = 'cancelled';
+  } else if ('error' in response) {
+    ev.code = response.error.code;
+    ev.outcome ??= outcomeOfCode(response.error.code);
+  } else {
+    ev.outcome ??= response.result.isError === true ? 'error' : 'ok';
+  }
   if (requestEnd.hasSubscribers) requestEnd.publish(ev);
 }
 
@@ -189,15 +195,12 @@ export function upstreamRequestClock(): number {
   return upstreamRequest.hasSubscribers ? performance.now() : -1;
 }
 
-export function publishUpstreamRequest(t0: number, fields: Omit<UpstreamRequestEvent, 'durationMs' | 'outcome' | 'code'>, err?: unknown): void {
+/** `t0` from upstreamRequestClock(); `err` when the request failed. */
+export function publishUpstreamRequest(t0: number, server: string, method: string, sessionId: string | undefined, err?: unknown): void {
   if (t0 < 0 || !upstreamRequest.hasSubscribers) return;
   const code = err === undefined ? undefined : err instanceof RpcError ? err.code : -32603;
-  upstreamRequest.publish({
-    ...fields,
-    outcome: code === undefined ? 'ok' : outcomeOfCode(code),
-    code,
-    durationMs: performance.now() - t0,
-  } satisfies UpstreamRequestEvent);
+  const ev: UpstreamRequestEvent = { server, method, sessionId, outcome: code === undefined ? 'ok' : outcomeOfCode(code), code, durationMs: performance.now() - t0 };
+  upstreamRequest.publish(ev);
 }
 
 // ---- upstream connections ---------------------------------------------------------------------

@@ -17,6 +17,7 @@ import {
   type UpstreamStateEvent,
 } from './events.js';
 import type { Logger } from './logger.js';
+import { FastCounter, FastHistogram } from './series.js';
 
 /** Every method MCP defines that a host or an upstream may send as a request. */
 const KNOWN_METHODS = new Set([
@@ -41,11 +42,12 @@ export interface MetricsOptions {
 
 export class Metrics {
   readonly registry = new Registry();
-  private readonly requests: Counter;
-  private readonly duration: Histogram;
-  private readonly upstreamDuration: Histogram;
+  // Updated on every request: kept in our own tables (series.ts), read by the registry on scrape.
+  private readonly requests: FastCounter;
+  private readonly duration: FastHistogram;
+  private readonly upstreamDuration: FastHistogram;
+  private readonly bytes: FastCounter;
   private readonly inFlight: Gauge;
-  private readonly bytes: Counter;
   private readonly sessions: Gauge;
   private readonly sessionsOpened: Counter;
   private readonly sessionDuration: Histogram;
@@ -63,33 +65,34 @@ export class Metrics {
     const toolLabel = opts.toolLabel ? ['tool'] : [];
     collectDefaultMetrics({ register: this.registry });
     new Gauge({ name: 'mcpmux_build_info', help: 'Always 1; the version is a label.', labelNames: ['version'], registers }).set({ version: opts.version }, 1);
-    this.requests = new Counter({
-      name: 'mcpmux_requests_total',
-      help: 'Requests through mcpmux: host requests, and server-initiated ones (sampling, elicitation, roots).',
-      labelNames: ['method', 'server', 'outcome', 'client', ...toolLabel],
-      registers,
-    });
-    this.duration = new Histogram({
-      name: 'mcpmux_request_duration_seconds',
-      help: 'Time from a request arriving to its answer, as the sender sees it (mcpmux as a server).',
-      labelNames: ['method', 'server', 'outcome', ...toolLabel],
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
-    this.upstreamDuration = new Histogram({
-      name: 'mcpmux_upstream_request_duration_seconds',
-      help: 'Time an upstream took to answer a request of mcpmux (mcpmux as a client), list pages and housekeeping included.',
-      labelNames: ['method', 'server', 'outcome'],
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
+    const reg = this.registry;
+    this.requests = new FastCounter(
+      'mcpmux_requests_total',
+      'Requests through mcpmux: host requests, and server-initiated ones (sampling, elicitation, roots).',
+      ['method', 'server', 'outcome', 'client', ...toolLabel],
+      reg,
+    );
+    this.duration = new FastHistogram(
+      'mcpmux_request_duration_seconds',
+      'Time from a request arriving to its answer, as the sender sees it (mcpmux as a server).',
+      ['method', 'server', 'outcome', ...toolLabel],
+      DURATION_BUCKETS,
+      reg,
+    );
+    this.upstreamDuration = new FastHistogram(
+      'mcpmux_upstream_request_duration_seconds',
+      'Time an upstream took to answer a request of mcpmux (mcpmux as a client), list pages and housekeeping included.',
+      ['method', 'server', 'outcome'],
+      DURATION_BUCKETS,
+      reg,
+    );
+    this.bytes = new FastCounter(
+      'mcpmux_request_bytes_total',
+      'Bytes of host requests (direction="in") and of their answers (direction="out") on host connections.',
+      ['method', 'server', 'direction'],
+      reg,
+    );
     this.inFlight = new Gauge({ name: 'mcpmux_requests_in_flight', help: 'Requests being handled now (both directions).', registers });
-    this.bytes = new Counter({
-      name: 'mcpmux_request_bytes_total',
-      help: 'Bytes of host requests (direction="in") and of their answers (direction="out") on host connections.',
-      labelNames: ['method', 'server', 'direction'],
-      registers,
-    });
     this.sessions = new Gauge({ name: 'mcpmux_sessions', help: 'Host sessions connected now.', labelNames: ['transport'], registers });
     this.sessionsOpened = new Counter({ name: 'mcpmux_sessions_opened_total', help: 'Host sessions opened.', labelNames: ['transport'], registers });
     this.sessionDuration = new Histogram({
@@ -121,9 +124,7 @@ export class Metrics {
   start(): void {
     this.on(CHANNEL.requestStart, () => this.inFlight.inc());
     this.on(CHANNEL.requestEnd, (ev: RequestEvent) => this.requestEnded(ev));
-    this.on(CHANNEL.upstreamRequest, (ev: UpstreamRequestEvent) =>
-      this.upstreamDuration.observe({ method: method(ev.method), server: ev.server, outcome: ev.outcome }, ev.durationMs / 1000),
-    );
+    this.on(CHANNEL.upstreamRequest, (ev: UpstreamRequestEvent) => this.upstreamDuration.observe(ev.durationMs / 1000, method(ev.method), ev.server, ev.outcome));
     this.on(CHANNEL.sessionOpen, (ev: SessionEvent) => {
       this.sessions.inc({ transport: ev.transport });
       this.sessionsOpened.inc({ transport: ev.transport });
@@ -165,12 +166,12 @@ export class Metrics {
     const m = method(ev.method);
     const server = ev.server ?? '';
     const outcome = ev.outcome ?? 'error';
-    const tool = this.opts.toolLabel ? { tool: this.toolOf(ev) } : {};
-    this.requests.inc({ method: m, server, outcome, client: ev.client ?? '', ...tool });
-    this.duration.observe({ method: m, server, outcome, ...tool }, ev.durationMs / 1000);
+    const tool = this.opts.toolLabel ? this.toolOf(ev) : undefined;
+    this.requests.at(m, server, outcome, ev.client ?? '', tool).value++;
+    this.duration.observe(ev.durationMs / 1000, m, server, outcome, tool);
     if (ev.direction === 'host-to-server') {
-      this.bytes.inc({ method: m, server, direction: 'in' }, ev.bytesIn);
-      this.bytes.inc({ method: m, server, direction: 'out' }, ev.bytesOut);
+      this.bytes.at(m, server, 'in').value += ev.bytesIn;
+      this.bytes.at(m, server, 'out').value += ev.bytesOut;
     }
   }
 

@@ -118,10 +118,10 @@ async function send(usage: Usage, call: Call): Promise<Result> {
   const t0 = upstreamRequestClock();
   try {
     const result = await up.request(call.method, call.params, { signal: call.signal, onProgress: call.onProgress, context: call, opaque: call.opaque });
-    publishUpstreamRequest(t0, { server: up.name, method: call.method, sessionId: session?.id });
+    publishUpstreamRequest(t0, up.name, call.method, session?.id);
     return result;
   } catch (err) {
-    publishUpstreamRequest(t0, { server: up.name, method: call.method, sessionId: session?.id }, err);
+    publishUpstreamRequest(t0, up.name, call.method, session?.id, err);
     throw err;
   } finally {
     release?.();

@@ -4,7 +4,7 @@
 import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { IncomingInfo, Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
-import { endRequest, settleRequest, startRequest } from '../observe/events.js';
+import { endRequest, startServerRequest } from '../observe/events.js';
 import type { UpstreamListener, Upstream } from '../upstream/upstream.js';
 import type { Audience, ChangeKind } from './audience.js';
 import { hostCanTake } from './downgrade.js';
@@ -100,25 +100,10 @@ export class Reverse implements UpstreamListener {
   request(up: Upstream, req: JsonRpcRequest, signal: CancelSignal, context: unknown, info: IncomingInfo): Promise<Result> {
     const call = context as Call | undefined;
     const session = this.target(up, call);
-    const ev = startRequest({
-      direction: 'server-to-host',
-      sessionId: session?.id,
-      client: session?.client,
-      transport: session?.transport,
-      method: req.method,
-      requestId: req.id,
-      params: req.params,
-      server: up.name,
-    });
-    if (!ev) return this.deliver(up, req, signal, call, session);
-    info.onAnswered = () => endRequest(ev, 0);
-    return this.deliver(up, req, signal, call, session).then(
-      (result) => (settleRequest(ev, signal.aborted, result), result),
-      (err: unknown) => {
-        settleRequest(ev, signal.aborted, undefined, err);
-        throw err;
-      },
-    );
+    const ev = startServerRequest(session, req.method, req.id, req.params, up.name);
+    // The answer the upstream gets (or its absence) says how the request ended.
+    if (ev) info.onAnswered = (response) => endRequest(ev, response, 0);
+    return this.deliver(up, req, signal, call, session);
   }
 
   /**

@@ -11,8 +11,7 @@ import {
   endRequest,
   publishSessionClose,
   publishSessionOpen,
-  settleRequest,
-  startRequest,
+  startHostRequest,
   type HostTransport,
   type RequestEvent,
 } from '../observe/events.js';
@@ -106,25 +105,10 @@ export class HostSession implements SessionPort {
 
   /** Every host request passes here: observed (observe/events.ts) when anyone listens. */
   private observed(req: JsonRpcRequest, signal: CancelSignal, info: IncomingInfo): Promise<Result> {
-    const ev = startRequest({
-      direction: 'host-to-server',
-      sessionId: this.id,
-      client: this.client,
-      transport: this.transport,
-      method: req.method,
-      requestId: req.id,
-      params: req.params,
-      bytesIn: info.bytes,
-    });
-    if (!ev) return this.onRequest(req, signal);
-    info.onAnswered = (bytesOut) => endRequest(ev, bytesOut);
-    return this.onRequest(req, signal, ev).then(
-      (result) => (settleRequest(ev, signal.aborted, result), result),
-      (err: unknown) => {
-        settleRequest(ev, signal.aborted, undefined, err);
-        throw err;
-      },
-    );
+    const ev = startHostRequest(this, req.method, req.id, req.params, info.bytes);
+    // The answer the endpoint writes (or its absence) says how the request ended.
+    if (ev) info.onAnswered = (response, bytesOut) => endRequest(ev, response, bytesOut);
+    return this.onRequest(req, signal, ev);
   }
 
   private async onRequest(req: JsonRpcRequest, signal: CancelSignal, ev?: RequestEvent): Promise<Result> {
