@@ -7,6 +7,7 @@
 //   node bench/run.mjs [--quick] [--rounds N] [--duration S] [--calls N] [--warmup N]
 //                      [--inflight N] [--only stdio|http|ws[,..]] [--no-20x100] [--no-relay]
 //                      [--profile | --no-profile] [--http-mode json|sse] [--max-minutes M]
+//                      [--no-governance]
 
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -40,6 +41,7 @@ function parseOptions(argv) {
     only: ['stdio', 'http', 'ws'],
     twenty: true,
     relay: true,
+    governance: true,
     profile: undefined,
     httpMode: 'json',
     maxMinutes: undefined,
@@ -66,6 +68,7 @@ function parseOptions(argv) {
       }
       case '--no-20x100': o.twenty = false; break;
       case '--no-relay': o.relay = false; break;
+      case '--no-governance': o.governance = false; break;
       case '--profile': o.profile = true; break;
       case '--no-profile': o.profile = false; break;
       case '--http-mode': {
@@ -101,7 +104,8 @@ function parseOptions(argv) {
   o.twentyTools = 100;
   // Whole-run watchdog: generous, but a hang ends with a message instead of never.
   const perTransport = 4 * o.duration + 120;
-  o.maxMinutes ??= Math.ceil((o.rounds * o.only.length * perTransport + 300 + (o.profile ? o.duration + 60 : 0)) / 60) + 5;
+  const governance = o.governance ? 2 * (2 * o.duration + 60) : 0;
+  o.maxMinutes ??= Math.ceil((o.rounds * (o.only.length * perTransport + governance) + 300 + (o.profile ? o.duration + 60 : 0)) / 60) + 5;
   return o;
 }
 
@@ -112,7 +116,7 @@ function usage(msg) {
 function readmeUsage() {
   return `usage: node bench/run.mjs [--quick] [--rounds N] [--duration S] [--calls N] [--warmup N] [--inflight N]
                         [--only stdio|http|ws[,..]] [--no-20x100] [--no-relay] [--profile|--no-profile]
-                        [--http-mode json|sse] [--max-minutes M]
+                        [--http-mode json|sse] [--max-minutes M] [--no-governance]
        node bench/run.mjs --render bench/results/latest.json    (re-print a saved run's table)
 `;
 }
@@ -194,6 +198,7 @@ function stdioTarget(via, { spawnArgs, label }) {
       return {
         sdk,
         pid: child.pid,
+        child,
         close: async () => {
           await closeSdk(sdk, 'stdio');
           return stopTracked(child);
@@ -486,6 +491,79 @@ async function measureTarget(t, o) {
   return rec;
 }
 
+// ---- governance on vs off ---------------------------------------------------------------------
+
+/**
+ * The calls that matter for the governance budget, for one stdio target: sequential p50 and
+ * in-flight throughput, light and SDK clients. With `scrape`, /metrics on the process's admin
+ * port is fetched every second meanwhile, as Prometheus would.
+ */
+async function measureCalls(t, o, { scrape }) {
+  const rec = { target: t.label, scrapes: 0 };
+  for (const kind of ['light', 'sdk']) {
+    const s = kind === 'light' ? await t.openLight() : await t.openSdk();
+    const scraper = scrape ? startScraper(s.child, rec) : undefined;
+    try {
+      const call = kind === 'light' ? (tool) => lightCall(s.c, tool) : (tool) => sdkCall(s.sdk.client, tool);
+      const names = kind === 'light' ? (await listAll(s.c)).tools.map((x) => x.name) : (await s.sdk.client.listTools()).tools.map((x) => x.name);
+      const tool = names.find((n) => /(^|[^a-z])echo$/.test(n));
+      if (!tool) throw new Error(`${t.label}: no echo tool`);
+      phase(`${t.label}: sequential tools/call, ${kind} client, ${o.warmup} + ${o.calls}`);
+      rec[kind === 'light' ? 'seqLight' : 'seqSdk'] = await sequential(call(tool), o.warmup, o.calls);
+      phase(`${t.label}: throughput, ${kind} client, ${o.inflight} in flight, ${o.duration} s`);
+      rec[kind === 'light' ? 'tputLight' : 'tputSdk'] = await throughput(call(tool), { inflight: o.inflight, durationMs: o.duration * 1000, pids: [s.pid, upstreamPidOf(s.pid)] });
+    } finally {
+      await scraper?.stop();
+      const left = await s.close();
+      if (left?.length) rec.leftovers = [...(rec.leftovers ?? []), ...left];
+    }
+  }
+  return rec;
+}
+
+/** Fetches /metrics from the admin port the process logged, every second, until stopped. */
+function startScraper(child, rec) {
+  const m = /"port":(\d+)[^\n]*"msg":"admin listening"/.exec(child.stderrTail(64 * 1024));
+  if (!m) throw new Error(`no "admin listening" line from ${child.pid}`);
+  const url = `http://127.0.0.1:${m[1]}/metrics`;
+  const scrape = () =>
+    fetch(url).then((r) => r.text()).then(
+      (text) => {
+        if (text.includes('mcpmux_requests_total')) rec.scrapes++;
+      },
+      (e) => (rec.scrapeError ??= errText(e)),
+    );
+  // Once at once (a short smoke run still scrapes), then every second, as Prometheus would.
+  let busy = scrape();
+  const timer = setInterval(() => (busy = busy.then(scrape)), 1000);
+  return {
+    async stop() {
+      clearInterval(timer);
+      await busy;
+    },
+  };
+}
+
+/** The governed config: 50 policy rules, 3 rate limits that never refuse, a redacted audit log. */
+function governedConfig(auditPath) {
+  const deny = (kind, n) => Array.from({ length: n }, (_, i) => `nothing${i}__${kind}_*`);
+  return {
+    mcpServers: { echo: { command: NODE, args: [ECHO] } },
+    policy: {
+      tools: { allow: ['*'], deny: deny('tool', 20) },
+      prompts: { deny: deny('prompt', 10) },
+      resources: { deny: deny('resource', 10) },
+      clients: { anonymous: { allow: ['*'], deny: deny('anon', 10) } },
+    },
+    rateLimits: [
+      { server: 'echo', perMinute: 60_000_000, burst: 1_000_000 },
+      { tool: 'echo', perMinute: 60_000_000, burst: 1_000_000 },
+      { client: '*', perMinute: 60_000_000, burst: 1_000_000, per: ['client'] },
+    ],
+    audit: { path: auditPath, arguments: 'redacted' },
+  };
+}
+
 /** mcpmux (stdio) in front of 20 upstreams of 100 tools each, idle after listing. */
 async function measureTwenty(o, config) {
   const label = `mcpmux stdio, ${o.twentyServers} upstreams x ${o.twentyTools} tools`;
@@ -739,6 +817,7 @@ function renderMarkdown(results, o) {
     }
     L.push('');
   }
+  if (results.governance) renderGovernance(L, results.governance, o);
   if (results.twenty) {
     const t = results.twenty;
     L.push(`## ${o.twentyServers} upstreams × ${o.twentyTools} tools (stdio host)`);
@@ -781,6 +860,38 @@ function renderMarkdown(results, o) {
   const left = results.rounds.flatMap((r) => Object.values(r).filter((x) => x?.leftovers?.length).map((x) => `${x.target}: ${x.leftovers.length}`));
   if (left.length) L.push(`**Processes left behind after shutdown (killed by the bench):** ${left.join('; ')}\n`);
   return L.join('\n');
+}
+
+/** Governance on ÷ off, per round; the budget is 10 %. */
+function renderGovernance(L, g, o) {
+  L.push('## Governance on vs off (stdio host → stdio upstream)');
+  L.push('');
+  L.push('The same `mcpmux stdio` in front of the echo server, measured back to back in each round: off (no policy, no limits, no audit, no metrics), and on (policy with 50 rules, 3 rate-limit rules that apply to every call but never refuse, the audit log with `redacted` arguments, `/metrics` on an admin port scraped every second).');
+  L.push('');
+  if (g.error) L.push(`**failed:** ${g.error.split('\n')[0]}\n`);
+  L.push('| figure | governance off | governance on | ratio on ÷ off | target |');
+  L.push('|---|---:|---:|---:|---|');
+  const rows = [
+    ['tools/call p50, light client (ms)', 'seqLight.p50', '<='],
+    ['tools/call p50, SDK client (ms)', 'seqSdk.p50', '<='],
+    ['tools/call p99, light client (ms)', 'seqLight.p99', ''],
+    ['throughput, light client (calls/s)', 'tputLight.callsPerSec', '>='],
+    ['throughput, SDK client (calls/s)', 'tputSdk.callsPerSec', '>='],
+    ['CPU/call of the mcpmux process, light client (ms)', 'tputLight.cpuMsPerCall.0', ''],
+  ];
+  for (const [label, path, op] of rows) {
+    const off = spread(g.rounds.map((r) => get(r.off, path)));
+    const on = spread(g.rounds.map((r) => get(r.on, path)));
+    const ratios = spread(g.rounds.map((r) => get(r.on, path) / get(r.off, path)));
+    const ratio = on.med / off.med;
+    const range = ratios.n > 1 && ratios.min !== ratios.max ? ` (${ratios.min.toFixed(2)}–${ratios.max.toFixed(2)})` : '';
+    const target = op === '<=' ? verdict({ op: '<=', x: 1.1 }, ratio) : op === '>=' ? verdict({ op: '>=', x: 0.9 }, ratio) : '';
+    L.push(`| ${label} | ${fmtSpread(off)} | ${fmtSpread(on)} | ${Number.isFinite(ratio) ? ratio.toFixed(2) + 'x' + range : ''} | ${target} |`);
+  }
+  const lines = g.rounds.map((r) => r.auditLines).filter((n) => n !== undefined);
+  const scrapes = g.rounds.map((r) => r.on?.scrapes).filter((n) => n !== undefined);
+  L.push(`| audit lines written; /metrics scrapes (per round) | | ${lines.join(', ')}; ${scrapes.join(', ')} | | |`);
+  L.push('');
 }
 
 // ---- main -------------------------------------------------------------------------------------
@@ -872,6 +983,29 @@ async function main() {
             if (tail) serveUnavailable += ` — stderr: ${tail.split('\n').slice(-3).join(' ').slice(0, 300)}`;
             results.meta.serve = serveUnavailable;
           }
+        }
+      }
+    }
+
+    if (o.governance) {
+      const auditPath = join(tmp, 'audit.jsonl');
+      const governed = join(tmp, 'governed.json');
+      writeFileSync(governed, JSON.stringify(governedConfig(auditPath), null, 2));
+      const off = stdioTarget('mcpmux', { label: 'governance off', spawnArgs: () => [MCPMUX, 'stdio', '--config', one] });
+      const on = stdioTarget('mcpmux', { label: 'governance on', spawnArgs: () => [MCPMUX, 'stdio', '--config', governed, '--admin-port', '0'] });
+      results.governance = { rounds: [] };
+      for (let round = 1; round <= o.rounds; round++) {
+        const r = {};
+        results.governance.rounds.push(r);
+        try {
+          r.off = await measureCalls(off, o, { scrape: false });
+          r.on = await measureCalls(on, o, { scrape: true });
+          r.auditLines = readFileSync(auditPath, 'utf8').split('\n').filter(Boolean).length;
+          rmSync(auditPath, { force: true });
+        } catch (e) {
+          r.error = errText(e);
+          results.governance.error ??= r.error;
+          process.stderr.write(`bench: governance failed: ${r.error}\n`);
         }
       }
     }

@@ -50,5 +50,16 @@ it('a minimal bench run measures every section, direct and through mcpmux, and l
       if (rec && typeof rec === 'object' && 'leftovers' in rec) expect.fail(`${label} left processes behind`);
     }
   }
+  // Governance on vs off: both sides measured in every round, the on side scraped and audited.
+  expect(results.governance.error).toBeUndefined();
+  for (const round of results.governance.rounds) {
+    for (const side of ['off', 'on']) {
+      for (const figure of ['seqLight', 'seqSdk']) expect(Number.isFinite(round[side][figure].p50), `${side}: ${figure}`).toBe(true);
+      for (const figure of ['tputLight', 'tputSdk']) expect(round[side][figure].callsPerSec, `${side}: ${figure}`).toBeGreaterThan(0);
+    }
+    expect(round.on.scrapes, 'the governed side was scraped').toBeGreaterThan(0);
+    expect(round.auditLines, 'the governed side wrote audit lines').toBeGreaterThan(0);
+  }
   expect(stdout).toContain('## stdio host → stdio upstream');
+  expect(stdout).toContain('## Governance on vs off');
 }, 300_000);
