@@ -4,10 +4,12 @@
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { closeAll, fixture, startRawMux, waitFor, writeConfig } from './helpers/harness.js';
+import { closeAll, fixture, ROOT, startRawMux, waitFor, writeConfig } from './helpers/harness.js';
 import { scrape, total, type Sample } from './helpers/prom.js';
 
 afterEach(closeAll);
@@ -109,6 +111,26 @@ describe('metrics on mcpmux serve', () => {
     // Listening comes before the upstream is ready: it is 0 while it starts.
     await waitFor(async () => total((await scrape(`http://127.0.0.1:${admin}/metrics`)).samples, 'mcpmux_upstream_up', { server: 'fx' }) === 1, { what: 'fx up' });
     expect((await fetch(`${d.base}/metrics`)).status).toBe(404);
+  });
+});
+
+describe('contrib/: the dashboard and the alert rules', () => {
+  it('name only metrics that mcpmux exports', async () => {
+    const d = await startDaemon({ mcpServers: { fx: fixture({ name: 'fx' }) } });
+    const { text } = await scrape(`${d.base}/metrics`);
+    // Every family mcpmux declares, with the series names a histogram or summary expands to.
+    const exported = new Set<string>();
+    for (const [, name, type] of text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
+      exported.add(name!);
+      if (type === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) exported.add(name! + suffix);
+    }
+    const dashboard = JSON.parse(readFileSync(path.join(ROOT, 'contrib/grafana/mcpmux-dashboard.json'), 'utf8'));
+    const exprs: string[] = dashboard.panels.flatMap((p: { targets?: { expr: string }[] }) => (p.targets ?? []).map((t) => t.expr));
+    const rules = readFileSync(path.join(ROOT, 'contrib/prometheus/alerts.yml'), 'utf8');
+    const used = new Set([...exprs.join('\n').matchAll(/\b(?:mcpmux|process|nodejs)_[a-z0-9_]+/g), ...rules.matchAll(/\b(?:mcpmux|process|nodejs)_[a-z0-9_]+/g)].map((m) => m[0]));
+    expect(exprs.length).toBeGreaterThan(10);
+    expect(used.size).toBeGreaterThan(10);
+    expect([...used].filter((name) => !exported.has(name))).toEqual([]);
   });
 });
 
