@@ -5,11 +5,10 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { closeAll, fixture, ROOT, startRawMux, waitFor, writeConfig } from './helpers/harness.js';
+import { closeAll, fixture, ROOT, startRawMux, waitFor, writeConfig, freePort } from './helpers/harness.js';
 import { scrape, total, type Sample } from './helpers/prom.js';
 
 afterEach(closeAll);
@@ -20,17 +19,6 @@ async function httpHost(d: Daemon): Promise<{ client: Client; transport: Streama
   const transport = new StreamableHTTPClientTransport(new URL(d.url));
   await client.connect(transport);
   return { client, transport };
-}
-
-/** A port nobody listens on right now (the OS picks it). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
 }
 
 const ARG = 'argument-value-4c1d9e';

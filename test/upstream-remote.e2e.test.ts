@@ -3,25 +3,13 @@
 // server logic over the network). One fixture process serves the whole file; every test marks
 // its requests with its own X-Test-Run header so it reads only its own entries of the events file.
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { startHttpFixture, type Fixture } from './helpers/http-fixture.js';
-import { closeAll, readEvents, startMux, startRawMux, tempFile, waitFor, waitForEvent, writeConfig, type RawPeer } from './helpers/harness.js';
+import { closeAll, readEvents, startMux, startRawMux, tempFile, waitFor, waitForEvent, writeConfig, type RawPeer, freePort } from './helpers/harness.js';
 
 /** The upstream credential in the config: must reach the fixture, never mcpmux's logs. */
 const SECRET = 'upstream-secret-0f9c2e7a';
-
-/** A port nothing listens on (bound, then released). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 let fx: Fixture;
 beforeAll(async () => {

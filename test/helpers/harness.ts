@@ -6,6 +6,7 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { createServer as createNetServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -375,4 +376,15 @@ export async function exitWithin<T>(child: { kill(signal: NodeJS.Signals): unkno
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** A port nothing listens on right now (bound, then released). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createNetServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
 }
