@@ -19,6 +19,8 @@ import { closeAll, connectStdio, fixture, MUX_BIN, readEvents, tempFile, waitFor
 
 const V = '2025-11-25';
 const JSON_CT = { 'content-type': 'application/json' };
+/** Both answer forms accepted (as MCP requires), JSON preferred: JSON answers to read easily. */
+const PREFER_JSON = 'application/json, text/event-stream;q=0.5';
 
 // ---- the daemon -------------------------------------------------------------------------------
 
@@ -48,7 +50,7 @@ const json = (r: Response): Promise<any> => r.json();
 function post(url: string, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
   return fetch(url, {
     method: 'POST',
-    headers: { ...JSON_CT, accept: 'application/json', ...headers },
+    headers: { ...JSON_CT, accept: PREFER_JSON, ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
     ...(signal && { signal }),
   });
@@ -305,12 +307,30 @@ describe('mcpmux serve', () => {
     const notRpc = await post(d.url, { hello: 1 }, h);
     expect(notRpc.status).toBe(400);
     expect((await json(notRpc)).error.code).toBe(-32600);
-    const text = await fetch(d.url, { method: 'POST', headers: { ...h, 'content-type': 'text/plain' }, body: '{}' });
-    expect(text.status).toBe(415);
+    for (const ctype of ['text/plain', 'application/jsonx', 'application/json-seq', 'application/x-json', '']) {
+      const r = await post(d.url, { jsonrpc: '2.0', id: 9, method: 'ping' }, { ...h, 'content-type': ctype });
+      expect(r.status, ctype).toBe(415);
+    }
+    const withCharset = await post(d.url, { jsonrpc: '2.0', id: 10, method: 'ping' }, { ...h, 'content-type': 'Application/JSON; charset=utf-8' });
+    expect(withCharset.status).toBe(200);
     await fetch(d.url, { method: 'DELETE', headers: h });
   });
 
-  it('JSON answers when the host accepts only JSON; SSE with a priming event when it accepts both', async () => {
+  it('a POST must accept both JSON and SSE: anything else is 406, before the body is read', async () => {
+    const h = await rawSession(d.url);
+    const ping = { jsonrpc: '2.0', id: 2, method: 'ping' };
+    for (const accept of ['text/html', 'application/json', 'text/event-stream', 'application/json, text/event-stream;q=0', 'application/jsonx, text/event-stream', '']) {
+      const r = await post(d.url, ping, { ...h, accept });
+      expect(r.status, accept).toBe(406);
+      expect((await json(r)).error.message).toMatch(/must accept both application\/json and text\/event-stream/);
+    }
+    for (const accept of ['*/*', 'application/*, text/*', 'application/json, text/event-stream']) {
+      expect((await post(d.url, ping, { ...h, accept })).status, accept).toBe(200);
+    }
+    await fetch(d.url, { method: 'DELETE', headers: h });
+  });
+
+  it('JSON answers when the host prefers JSON; SSE with a priming event when it accepts both equally', async () => {
     const h = await rawSession(d.url);
     const j = await post(d.url, { jsonrpc: '2.0', id: 2, method: 'ping' }, h);
     expect(j.headers.get('content-type')).toBe('application/json');

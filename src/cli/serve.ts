@@ -22,6 +22,9 @@ export interface ServeOptions extends GlobalOptions {
 
 /** Overrides the idle expiry of Streamable HTTP sessions (milliseconds). */
 export const IDLE_ENV = 'MCPMUX_SESSION_IDLE_MS';
+/** Override how long a client may take to send a request's headers, and the whole request (ms). */
+export const HEADERS_TIMEOUT_ENV = 'MCPMUX_HEADERS_TIMEOUT_MS';
+export const REQUEST_TIMEOUT_ENV = 'MCPMUX_REQUEST_TIMEOUT_MS';
 
 export async function runServe(opts: ServeOptions): Promise<number> {
   const port = opts.port === undefined ? undefined : parsePort(opts.port, '--port');
@@ -43,7 +46,9 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     tokens: config.listen.auth.tokens,
     maxMessageBytes: config.limits.maxMessageBytes,
     maxSessions: config.limits.maxSessions,
-    idleSessionMs: idleMs(),
+    idleSessionMs: envMs(IDLE_ENV) ?? DEFAULT_IDLE_SESSION_MS,
+    headersTimeoutMs: envMs(HEADERS_TIMEOUT_ENV),
+    requestTimeoutMs: envMs(REQUEST_TIMEOUT_ENV),
     log,
     open: (transport, { kind, client }) => openSession(transport, TRANSPORT[kind], client),
     // Counts only: the operator routes need no token, so they name nothing of the config.
@@ -83,7 +88,8 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   return 0;
 }
 
-function idleMs(): number {
-  const v = Number(process.env[IDLE_ENV]);
-  return Number.isFinite(v) && v > 0 ? v : DEFAULT_IDLE_SESSION_MS;
+/** A positive number of milliseconds from the environment, else undefined (the default applies). */
+function envMs(name: string): number | undefined {
+  const v = Number(process.env[name]);
+  return Number.isFinite(v) && v > 0 ? v : undefined;
 }

@@ -9,6 +9,7 @@ import { ErrorCode } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import type { Guard } from './guard.js';
 import { HttpRpcCode, sendError, sendJson } from './respond.js';
+import { httpOptions } from './timeouts.js';
 
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
 
@@ -74,8 +75,8 @@ export class AdminListener {
     private readonly routes: OperatorRoutes,
     private readonly guard: Guard,
   ) {
-    this.server = createServer((req, res) => this.route(req, res));
-    this.server.on('clientError', (_err, socket) => socket.destroy());
+    // Node's own 'clientError' handling answers 400/408/431 and closes (see timeouts.ts).
+    this.server = createServer(httpOptions(), (req, res) => this.route(req, res));
   }
 
   listen(): Promise<number> {

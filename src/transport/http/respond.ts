@@ -3,6 +3,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { encodeChunks, parseBytes, wireBytes, writeWire, type Wire } from '../../jsonrpc/framing.js';
+import { mediaType } from './media.js';
 
 /** Codes for errors that happen at the HTTP level, before any JSON-RPC peer is involved. */
 export const HttpRpcCode = {
@@ -95,8 +96,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Body> {
  * over the limit, 400 for bad JSON (or nothing, if the peer went away while we read).
  */
 export async function readJsonBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<{ value: unknown; bytes: number } | undefined> {
-  const ctype = header(req, 'content-type');
-  if (!ctype || !ctype.toLowerCase().startsWith('application/json')) {
+  if (mediaType(header(req, 'content-type')) !== 'application/json') {
     sendError(res, 415, HttpRpcCode.Transport, 'Unsupported Media Type: Content-Type must be application/json');
     return undefined;
   }

@@ -8,6 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../observe/logger.js';
 import { AdminListener, addHealthRoutes, closeServer, listenOn, OperatorRoutes, pathOf, runRoute, type RouteHandler } from './admin.js';
+import { httpOptions } from './timeouts.js';
 import { Guard } from './guard.js';
 import { HttpRpcCode, sendError } from './respond.js';
 import { DEFAULT_IDLE_SESSION_MS, DEFAULT_KEEPALIVE_MS, SessionRegistry, type OpenSession } from './sessions.js';
@@ -29,6 +30,9 @@ export interface HttpServerOptions {
   /** Idle expiry of Streamable HTTP sessions (see sessions.ts). */
   idleSessionMs?: number;
   keepaliveMs?: number;
+  /** A client must finish sending a request's headers, and then its whole request, within these. */
+  headersTimeoutMs?: number;
+  requestTimeoutMs?: number;
   /** What `/readyz` reports (the server adds "draining" itself). */
   readiness: () => { ready: boolean; detail?: unknown };
 }
@@ -78,9 +82,10 @@ export class HttpServer {
       return { ready: r.ready && !this.draining, status, sessions: this.registry.size, detail: r.detail };
     });
 
-    this.server = createServer((req, res) => this.route(req, res, !this.admin));
+    this.server = createServer(httpOptions(opts.headersTimeoutMs, opts.requestTimeoutMs), (req, res) => this.route(req, res, !this.admin));
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(req, socket, head));
-    this.server.on('clientError', (_err, socket) => socket.destroy());
+    // No 'clientError' listener: Node's own answers malformed requests with 400, oversized
+    // headers with 431 and slow ones with 408, then closes the connection.
     if (opts.adminPort) this.admin = new AdminListener(opts.host, opts.adminPort, this.adminRoutes, this.guard);
   }
 

@@ -9,6 +9,7 @@ import { classify, type JsonRpcId, type JsonRpcRequest } from '../../jsonrpc/mes
 import type { Logger } from '../../observe/logger.js';
 import { isSupportedVersion, negotiateVersion, SUPPORTED_VERSIONS, versionAtLeast } from '../../protocol/versions.js';
 import { cancelProtocol } from '../../protocol/mcp.js';
+import { acceptQuality } from './media.js';
 import { header, HttpRpcCode, readJsonBody, sendError, sendOverloaded } from './respond.js';
 import type { OpenSession, SessionRegistry } from './sessions.js';
 import { StreamableSession } from './streamable-session.js';
@@ -45,6 +46,14 @@ export class StreamableHttp {
   // ---- POST ----------------------------------------------------------------------------------
 
   private async post(req: IncomingMessage, res: ServerResponse, client: string | undefined): Promise<void> {
+    // The client must take both answer forms (MCP's Streamable HTTP transport); refused before
+    // the body is read. Equal preference means SSE, which can carry progress and requests.
+    const accept = header(req, 'accept');
+    const json = acceptQuality(accept, 'application/json');
+    const sse = acceptQuality(accept, 'text/event-stream');
+    if (json === 0 || sse === 0) {
+      return sendError(res, 406, HttpRpcCode.Transport, 'Not Acceptable: a POST must accept both application/json and text/event-stream');
+    }
     const body = await readJsonBody(req, res, this.opts.maxMessageBytes);
     if (!body) return;
     const value = body.value;
@@ -110,7 +119,7 @@ export class StreamableHttp {
     }
     const version = init ? negotiateVersion(init.params?.protocolVersion) : session.host.protocolVersion;
     session.openPost(res, [...seen], {
-      sse: acceptsEventStream(req),
+      sse: sse >= json,
       batch,
       prime: versionAtLeast(version, PRIMING_SINCE),
     });
@@ -201,6 +210,5 @@ export class StreamableHttp {
 }
 
 function acceptsEventStream(req: IncomingMessage): boolean {
-  const accept = header(req, 'accept');
-  return accept !== undefined && accept.includes('text/event-stream');
+  return acceptQuality(header(req, 'accept'), 'text/event-stream') > 0;
 }

@@ -1,0 +1,137 @@
+// Hostile HTTP against `mcpmux serve`, over raw sockets: slow headers and bodies (slowloris),
+// oversized headers, malformed and smuggling-shaped requests, and clients that vanish mid-SSE
+// or mid-WebSocket-frame. Every one gets a 4xx (or the connection closed) within a bounded
+// time, never a 5xx, and leaves no session or request behind.
+
+import { connect, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
+import { fixture, waitFor } from './helpers/harness.js';
+import { scrape, total } from './helpers/prom.js';
+
+afterAll(stopAllDaemons);
+
+const HEADERS_TIMEOUT_MS = 600;
+const REQUEST_TIMEOUT_MS = 1200;
+
+let d: Daemon;
+beforeAll(async () => {
+  d = await startDaemon(
+    { mcpServers: { fx: fixture({ name: 'fx' }) }, limits: { maxMessageBytes: 65536 } },
+    { MCPMUX_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS), MCPMUX_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS) },
+  );
+});
+
+/** A raw TCP connection to the daemon: what it answered, and when it closed. */
+function rawConnection(port: number): { socket: Socket; answer: () => string; closed: Promise<number> } {
+  const socket = connect(port, '127.0.0.1');
+  const t0 = Date.now();
+  let answer = '';
+  socket.setEncoding('latin1').on('data', (c: string) => (answer += c));
+  socket.on('error', () => {});
+  const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now() - t0)));
+  return { socket, answer: () => answer, closed };
+}
+
+const statusOf = (answer: string): number | undefined => {
+  const m = /^HTTP\/1\.1 (\d{3})/.exec(answer);
+  return m ? Number(m[1]) : undefined;
+};
+
+const inFlight = async (): Promise<number> => total((await scrape(`${d.base}/metrics`)).samples, 'mcpmux_requests_in_flight');
+const sessions = async (): Promise<number> => total((await scrape(`${d.base}/metrics`)).samples, 'mcpmux_sessions');
+
+const INIT = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } });
+const HEAD = (length: number) =>
+  `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: ${length}\r\n\r\n`;
+
+describe('slow and oversized requests', () => {
+  it('headers that never finish get 408 and the connection closed, within the headers timeout', async () => {
+    const c = rawConnection(d.port);
+    c.socket.write('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+    const ms = await c.closed;
+    expect(statusOf(c.answer())).toBe(408);
+    expect(ms).toBeLessThan(HEADERS_TIMEOUT_MS + 3000);
+  });
+
+  it('a body that never finishes gets 408 and the connection closed, within the request timeout', async () => {
+    const c = rawConnection(d.port);
+    c.socket.write(HEAD(INIT.length) + INIT.slice(0, 10));
+    const ms = await c.closed;
+    expect(statusOf(c.answer())).toBe(408);
+    expect(ms).toBeLessThan(REQUEST_TIMEOUT_MS + 3000);
+  });
+
+  it('headers over 16 KB get 431', async () => {
+    const c = rawConnection(d.port);
+    c.socket.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ${'a'.repeat(20_000)}\r\n\r\n`);
+    await c.closed;
+    expect(statusOf(c.answer())).toBe(431);
+  });
+
+  it('a declared body over the limit gets 413 without being read', async () => {
+    const c = rawConnection(d.port);
+    c.socket.write(HEAD(10_000_000) + '{"jsonrpc":"2.0",');
+    await c.closed;
+    expect(statusOf(c.answer())).toBe(413);
+  });
+
+  it.each([
+    ['a malformed request line', 'GARBAGE\r\n\r\n'],
+    ['Content-Length and Transfer-Encoding together (smuggling)', `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`],
+    ['two different Content-Length headers', `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!`],
+    ['a bad chunk size', `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: */*\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n`],
+    ['a space before the header colon', `POST /mcp HTTP/1.1\r\nHost : 127.0.0.1\r\nContent-Length: 0\r\n\r\n`],
+  ])('%s gets 400 and the connection closed', async (_what, bytes) => {
+    const c = rawConnection(d.port);
+    c.socket.write(bytes);
+    await c.closed;
+    expect(statusOf(c.answer())).toBe(400);
+  });
+});
+
+describe('clients that vanish', () => {
+  it('a client that drops its SSE answer mid-call leaves no request in flight and no session behind after DELETE', async () => {
+    const init = await fetch(d.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream;q=0.5' }, body: INIT });
+    const sid = init.headers.get('mcp-session-id')!;
+    await init.text();
+    const h = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' };
+    await fetch(d.url, { method: 'POST', headers: h, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+    const ac = new AbortController();
+    const call = await fetch(d.url, {
+      method: 'POST',
+      headers: h,
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'fx__slow', arguments: { ms: 60_000 } } }),
+      signal: ac.signal,
+    });
+    expect(call.headers.get('content-type')).toBe('text/event-stream');
+    await waitFor(async () => (await inFlight()) >= 1, { what: 'the slow call in flight' });
+    ac.abort();
+    // The session ends with DELETE: its request is cancelled upstream and nothing stays in flight.
+    expect((await fetch(d.url, { method: 'DELETE', headers: h })).status).toBe(200);
+    await waitFor(async () => (await inFlight()) === 0, { what: 'nothing in flight' });
+  });
+
+  it('a WebSocket that disconnects in the middle of a frame leaves no session behind', async () => {
+    const before = await sessions();
+    const ws = new WebSocket(`ws://127.0.0.1:${d.port}/ws`, 'mcp');
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('error', reject);
+    });
+    await waitFor(async () => (await sessions()) === before + 1, { what: 'the WebSocket session open' });
+    // A text frame header announcing 1000 bytes (masked, as from a client), then 10 of them.
+    const raw = (ws as unknown as { _socket: Socket })._socket;
+    raw.write(Buffer.concat([Buffer.from([0x81, 0xfe, 0x03, 0xe8, 1, 2, 3, 4]), Buffer.alloc(10, 0x41)]));
+    raw.destroy();
+    await waitFor(async () => (await sessions()) === before, { what: 'the session closed' });
+  });
+
+  it('after all of it, the daemon still serves a good request', async () => {
+    const r = await fetch(d.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream;q=0.5' }, body: INIT });
+    expect(r.status).toBe(200);
+    expect((await r.json()).result.serverInfo).toBeDefined();
+    expect(d.child.exitCode).toBeNull();
+  });
+});
