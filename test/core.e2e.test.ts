@@ -197,6 +197,15 @@ describe('core: merged pagination', () => {
       expect((await listWith(client, promptsCursor)).code).toBe(-32602);
     });
 
+    it('a cursor of the wrong type, or empty, even once the first page is cached', async () => {
+      const { client } = await startMux(paged());
+      await cursorOf(client, 'tools/list'); // the first page is now memoised (the fixture says listChanged)
+      for (const bad of [123, '', null, {}, false, [], 'x.y']) {
+        const r = await failure(client.request({ method: 'tools/list', params: { cursor: bad as never } }, looseSchema));
+        expect(r.code, JSON.stringify(bad)).toBe(-32602);
+      }
+    });
+
     it('a cursor from another mcpmux process (stale)', async () => {
       const first = await startMux(paged());
       const stale = await cursorOf(first.client, 'tools/list');

@@ -11,6 +11,7 @@ import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { createParser } from 'eventsource-parser';
 import WebSocket from 'ws';
 import { startDaemon, stopAllDaemons, isAlive, type Daemon } from './helpers/daemon.js';
+import { scrape, total } from './helpers/prom.js';
 import { closeAll, connectStdio, fixture, MUX_BIN, readEvents, tempFile, waitFor, waitForEvent, writeConfig } from './helpers/harness.js';
 
 // The SDK's WebSocketClientTransport uses the global WebSocket, which Node 20 only has behind
@@ -491,6 +492,63 @@ describe('mcpmux serve', () => {
     const deleted = await Promise.all(sessions.map(async (s) => (await fetch(d.url, { method: 'DELETE', headers: s.h })).status));
     expect(deleted.every((s) => s === 200)).toBe(true);
     expect(await sessionsOf(d)).toBe(before);
+  });
+});
+
+describe('server-initiated requests from a shared upstream reach a host only when mcpmux is sure whose they are', () => {
+  /** An SDK host over Streamable HTTP that records the sampling prompts it is shown. */
+  async function host(d: Daemon, name: string): Promise<{ client: Client; prompts: string[] }> {
+    const prompts: string[] = [];
+    const client = new Client({ name, version: '0.0.0' }, { capabilities: { sampling: {} } });
+    client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+      const text = (req.params.messages[0]!.content as { text: string }).text;
+      prompts.push(text);
+      return { model: name, role: 'assistant' as const, content: { type: 'text' as const, text: `${name} answers ${text}` } };
+    });
+    await client.connect(new StreamableHTTPClientTransport(new URL(d.url)));
+    defer(() => client.close());
+    return { client, prompts };
+  }
+  const textOf = (r: any): string => r.content[0].text;
+
+  it('shared: refused while two hosts have calls in flight to it; delivered to the one host that has', async () => {
+    const d = await startDaemon({ mcpServers: { fx: fixture({ name: 'fx' }) } });
+    const a = await host(d, 'host-a');
+    const b = await host(d, 'host-b');
+
+    // Two sessions with calls in flight: a sampling request from the stdio upstream could be either's.
+    const slow = a.client.callTool({ name: 'fx__slow', arguments: { ms: 1500 } });
+    await waitFor(async () => total((await scrape(`${d.base}/metrics`)).samples, 'mcpmux_requests_in_flight') >= 1, { what: "host a's call in flight" });
+    const refused: any = await b.client.callTool({ name: 'fx__sample', arguments: { text: 'secret plan of b' } });
+    expect(refused.isError).toBe(true);
+    expect(JSON.parse(textOf(refused)).error).toMatchObject({ code: -32601 });
+    expect(JSON.parse(textOf(refused)).error.message).toMatch(/Cannot tell which of 2 host sessions sharing server "fx" should take sampling\/createMessage; give this server sharing: "session"/);
+    expect(a.prompts).toEqual([]);
+    expect(b.prompts).toEqual([]);
+    await slow;
+
+    // Only b has a call in flight now: its sampling request reaches b, and only b.
+    const ok: any = await b.client.callTool({ name: 'fx__sample', arguments: { text: 'plan of b' } });
+    expect(textOf(ok)).toContain('host-b answers plan of b');
+    expect(b.prompts).toEqual(['plan of b']);
+    expect(a.prompts).toEqual([]);
+    expect(d.stderr()).toMatch(/"msg":"server-initiated request refused: cannot tell which host session it belongs to"/);
+    await d.stop();
+  });
+
+  it('sharing: "session": concurrent sampling from two hosts each reaches its own host', async () => {
+    const d = await startDaemon({ mcpServers: { fx: { ...fixture({ name: 'fx' }), sharing: 'session' } } });
+    const a = await host(d, 'host-a');
+    const b = await host(d, 'host-b');
+    const [ra, rb]: any[] = await Promise.all([
+      a.client.callTool({ name: 'fx__sample', arguments: { text: 'for a' } }),
+      b.client.callTool({ name: 'fx__sample', arguments: { text: 'for b' } }),
+    ]);
+    expect(textOf(ra)).toContain('host-a answers for a');
+    expect(textOf(rb)).toContain('host-b answers for b');
+    expect(a.prompts).toEqual(['for a']);
+    expect(b.prompts).toEqual(['for b']);
+    await d.stop();
   });
 });
 

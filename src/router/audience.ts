@@ -40,6 +40,10 @@ export class Audience {
     return this.greeted.has(session);
   }
 
+  get greetedCount(): number {
+    return this.greeted.size;
+  }
+
   /** The only greeted session, if there is exactly one. */
   only(): SessionPort | undefined {
     return this.greeted.size === 1 ? this.greeted.keys().next().value : undefined;

@@ -14,7 +14,7 @@ import { LRUCache } from 'lru-cache';
 import { RpcError, ErrorCode } from '../jsonrpc/message.js';
 import type { Params } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
-import { decodeCursor, encodeCursor } from './cursor.js';
+import { decodeCursor, encodeCursor, type CursorState } from './cursor.js';
 import { markStable } from '../jsonrpc/framing.js';
 
 export type ListMethod = 'tools/list' | 'prompts/list' | 'resources/list' | 'resources/templates/list' | 'tasks/list';
@@ -79,13 +79,15 @@ export class Catalogue {
     visible?: (item: Params) => boolean,
     visibleKey = '',
   ): Promise<Params> {
+    // Checked before the memo: a bad cursor (123, "", null) must not find the first page there.
+    const from = params?.cursor === undefined ? undefined : decodeCursor(kind.method, params.cursor);
     const offering = upstreams.filter((u) => u.state === 'ready' && u.capabilities[kind.capability] !== undefined);
     // A page that only cached upstream pages go into is the same object until one of them
     // changes: reuse it, and with it its serialisation (markStable).
-    const memoKey = offering.every((u) => this.cacheable(kind, u)) ? this.memoKey(kind, offering, params?.cursor, visibleKey) : undefined;
+    const memoKey = offering.every((u) => this.cacheable(kind, u)) ? this.memoKey(kind, offering, params?.cursor as string | undefined, visibleKey) : undefined;
     const memo = memoKey === undefined ? undefined : this.merged.get(memoKey);
     if (memo) return memo;
-    const result = await this.build(kind, offering, params, signal, visible);
+    const result = await this.build(kind, offering, from, signal, visible);
     if (memoKey !== undefined) {
       markStable(result);
       this.merged.set(memoKey, result);
@@ -93,8 +95,8 @@ export class Catalogue {
     return result;
   }
 
-  private memoKey(kind: ListKind, offering: readonly Upstream[], cursor: unknown, visibleKey: string): string {
-    let key = `${this.epoch}|${kind.method}|${typeof cursor === 'string' ? cursor : ''}|${visibleKey}|`;
+  private memoKey(kind: ListKind, offering: readonly Upstream[], cursor: string | undefined, visibleKey: string): string {
+    let key = `${this.epoch}|${kind.method}|${cursor ?? ''}|${visibleKey}|`;
     for (const u of offering) key += `${this.idOf(u)}.${this.generationsOf(u)[kind.capability] ?? 0},`;
     return key;
   }
@@ -106,17 +108,16 @@ export class Catalogue {
   private async build(
     kind: ListKind,
     offering: readonly Upstream[],
-    params: Params | undefined,
+    from: CursorState | undefined,
     signal: CancelSignal,
     visible: ((item: Params) => boolean) | undefined,
   ): Promise<Params> {
     let start = 0;
     let innerCursor: string | undefined;
-    if (params?.cursor !== undefined) {
-      const state = decodeCursor(kind.method, params.cursor);
-      start = offering.findIndex((u) => u.name === state.server);
-      if (start < 0) throw new RpcError(ErrorCode.InvalidParams, `Invalid cursor: server "${state.server}" is no longer available`);
-      innerCursor = state.cursor;
+    if (from !== undefined) {
+      start = offering.findIndex((u) => u.name === from.server);
+      if (start < 0) throw new RpcError(ErrorCode.InvalidParams, `Invalid cursor: server "${from.server}" is no longer available`);
+      innerCursor = from.cursor;
     }
     if (offering.length === 0) return { [kind.key]: [] };
 

@@ -2,21 +2,18 @@
 // sessions have requests in flight to which upstream (for server-initiated requests from a
 // shared stdio upstream), and which session owns each task and URL elicitation it started.
 
-import type { Logger } from '../observe/logger.js';
 import type { Upstream } from '../upstream/upstream.js';
 import type { SessionPort } from './session-port.js';
 
-/** Per shared upstream: the sessions with requests in flight to it, and the last session that used it. */
+/** Per shared upstream: the host sessions with requests in flight to it. */
 export class Usage {
   private readonly inflight = new Map<Upstream, Map<SessionPort, number>>();
-  private readonly lastUser = new Map<Upstream, SessionPort>();
 
   /** A request of `session` to `up` starts; the returned function ends it. */
   begin(up: Upstream, session: SessionPort): () => void {
     let users = this.inflight.get(up);
     if (!users) this.inflight.set(up, (users = new Map()));
     users.set(session, (users.get(session) ?? 0) + 1);
-    this.lastUser.set(up, session);
     return () => {
       const n = (users.get(session) ?? 1) - 1;
       if (n > 0) users.set(session, n);
@@ -24,30 +21,17 @@ export class Usage {
     };
   }
 
-  /**
-   * For a shared upstream that cannot say which call a request belongs to (stdio): the one
-   * session with requests in flight to it; among several, the most recent of them (logged);
-   * with none, the one that used it last, if it is still `alive`.
-   */
-  sessionFor(up: Upstream, alive: (s: SessionPort) => boolean, log: Logger): SessionPort | undefined {
-    const users = this.inflight.get(up);
-    const last = this.lastUser.get(up);
-    if (users && users.size > 0) {
-      if (users.size === 1) return users.keys().next().value;
-      log.info('several sessions have requests in flight; routing to the most recent');
-      return last && users.has(last) ? last : [...users.keys()].pop();
-    }
-    return last && alive(last) ? last : undefined;
+  /** The sessions with requests in flight to `up` now. */
+  users(up: Upstream): SessionPort[] {
+    return [...(this.inflight.get(up)?.keys() ?? [])];
   }
 
   forgetSession(session: SessionPort): void {
     for (const users of this.inflight.values()) users.delete(session);
-    for (const [up, s] of this.lastUser) if (s === session) this.lastUser.delete(up);
   }
 
   forgetUpstream(up: Upstream): void {
     this.inflight.delete(up);
-    this.lastUser.delete(up);
   }
 }
 

@@ -29,6 +29,12 @@ export interface ReverseDeps {
   forward: Forward;
 }
 
+/** Where a server-initiated request goes; `sharedBy`: how many sessions made it ambiguous. */
+interface Recipient {
+  session: SessionPort | undefined;
+  sharedBy?: number;
+}
+
 export class Reverse implements UpstreamListener {
   readonly opaqueRequests = PASS_THROUGH.upstreamRequests;
 
@@ -99,27 +105,53 @@ export class Reverse implements UpstreamListener {
   /** A server-initiated request: observed here, whatever becomes of it. */
   request(up: Upstream, req: JsonRpcRequest, signal: CancelSignal, context: unknown, info: IncomingInfo): Promise<Result> {
     const call = context as Call | undefined;
-    const session = this.target(up, call);
+    const { session, sharedBy } = this.recipient(up, call);
     const ev = startServerRequest(session, req.method, req.id, req.params, up.name);
     // The answer the upstream gets (or its absence) says how the request ended.
     if (ev) info.onAnswered = (response) => endRequest(ev, response, 0);
-    return this.deliver(up, req, signal, call, session);
+    return this.deliver(up, req, signal, call, session, sharedBy);
   }
 
   /**
-   * The host session a server-initiated request belongs to: the owner of a `session` upstream;
-   * the session of the call it came with (HTTP upstreams say which); else the session with
-   * requests in flight to that upstream (see Usage.sessionFor), or the only one there is.
+   * The host session a server-initiated request belongs to, only where that is certain: the
+   * owner of a `sharing: "session"` upstream; the session of the call it came with (HTTP
+   * upstreams say which); the one session with requests in flight to that upstream; or the
+   * only session there is. Anything else would be a guess, and a wrong guess shows one host's
+   * sampling prompt or form to another (perhaps another client's): refused instead.
    */
-  private target(up: Upstream, call: Call | undefined): SessionPort | undefined {
+  private recipient(up: Upstream, call: Call | undefined): Recipient {
     const { audience, pool, usage } = this.d;
-    const callSession = call?.session && audience.isGreeted(call.session) ? call.session : undefined;
-    const session = pool.ownerOf(up) ?? callSession ?? usage.sessionFor(up, (s) => audience.sessions.has(s), up.log) ?? audience.only();
-    return session && audience.isGreeted(session) ? session : undefined;
+    const greeted = (s: SessionPort | undefined): SessionPort | undefined => (s && audience.isGreeted(s) ? s : undefined);
+    const owner = pool.ownerOf(up);
+    if (owner) return { session: greeted(owner) };
+    const callSession = greeted(call?.session);
+    if (callSession) return { session: callSession };
+    const users = usage.users(up).filter((s) => audience.isGreeted(s));
+    if (users.length === 1) return { session: users[0] };
+    if (users.length === 0) {
+      const only = audience.only();
+      if (only) return { session: only };
+    }
+    const sharedBy = users.length > 1 ? users.length : audience.greetedCount;
+    return { session: undefined, sharedBy: sharedBy > 1 ? sharedBy : undefined };
   }
 
-  private async deliver(up: Upstream, req: JsonRpcRequest, signal: CancelSignal, call: Call | undefined, session: SessionPort | undefined): Promise<Result> {
+  private async deliver(
+    up: Upstream,
+    req: JsonRpcRequest,
+    signal: CancelSignal,
+    call: Call | undefined,
+    session: SessionPort | undefined,
+    sharedBy: number | undefined,
+  ): Promise<Result> {
     if (req.method === 'roots/list' && up.config.roots) return { roots: up.config.roots };
+    if (!session && sharedBy) {
+      up.log.warn({ method: req.method, sessions: sharedBy }, 'server-initiated request refused: cannot tell which host session it belongs to');
+      throw new RpcError(
+        ErrorCode.MethodNotFound,
+        `Cannot tell which of ${sharedBy} host sessions sharing server "${up.name}" should take ${req.method}; give this server sharing: "session" in the mcpmux config`,
+      );
+    }
     if (!session) throw new RpcError(ErrorCode.MethodNotFound, `No initialized host session is connected to take ${req.method}`);
     const params = req.params ?? {};
     const refusal = hostCanTake(session, req.method, params);
