@@ -2,7 +2,7 @@
 // that the peer could mistake for something else.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { closeAll, fixture, startRawMux, UPSTREAM_FIXTURE, writeConfig } from './helpers/harness.js';
+import { closeAll, fixture, startRawMux, tempFile, UPSTREAM_FIXTURE, waitForEvent, writeConfig } from './helpers/harness.js';
 
 afterEach(closeAll);
 
@@ -60,6 +60,25 @@ describe('hostile input on stdio', () => {
     const pong = await peer.request('ping');
     expect(pong.result).toEqual({});
     expect(peer.child.exitCode).toBeNull();
+  });
+
+  it('an id too big for a double comes back exactly, and cancelling it by that id works', async () => {
+    const events = tempFile('events.jsonl');
+    const peer = startRawMux(await writeConfig({ mcpServers: { fx: fixture({ name: 'fx', events }) } }));
+    await peer.initialize();
+    peer.send('{"jsonrpc":"2.0","id":12345678901234567890,"method":"ping"}');
+    await peer.next((m) => m.result !== undefined && typeof m.id === 'number' && m.id > 1e19);
+    expect(peer.lines.some((l) => l.includes('"id":12345678901234567890,'))).toBe(true);
+    peer.send('{"jsonrpc":"2.0","id":98765432109876543210,"method":"tools/call","params":{"name":"fx__echo","arguments":{"a":1}}}');
+    await peer.next((m) => m.result?.structuredContent?.a === 1);
+    expect(peer.lines.some((l) => l.includes('"id":98765432109876543210,'))).toBe(true);
+    // A slow call cancelled by its big id: no answer comes for it, and the next request is served.
+    peer.send('{"jsonrpc":"2.0","id":11111111111111111111,"method":"tools/call","params":{"name":"fx__slow","arguments":{"ms":60000}}}');
+    await waitForEvent(events, (e) => e.type === 'request' && e.method === 'tools/call' && e.params?.name === 'slow');
+    peer.send('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":11111111111111111111}}');
+    await waitForEvent(events, (e) => e.type === 'aborted' && e.tool === 'slow');
+    expect((await peer.request('ping')).result).toEqual({});
+    expect(peer.lines.some((l) => l.includes('11111111111111111111'))).toBe(false);
   });
 
   // JSON.parse reads nesting that JSON.stringify cannot write back (~4 000 levels on Node's

@@ -5,6 +5,7 @@
 // once (Buffer.concat) and then scanned, not re-scanned on every chunk. Long string values stay
 // as those bytes all the way to the other side (see opaque.ts).
 
+import { restoreBigNumbers } from './big-numbers.js';
 import { ErrorCode, RpcError } from './message.js';
 import { decodeJson, opaqueSlices, splice } from './opaque.js';
 
@@ -170,16 +171,16 @@ export function encodeChunks(msg: unknown): Wire {
     let bytes = stable.get(result);
     if (bytes !== undefined) {
       try {
-        if (bytes === null) stable.set(result, (bytes = Buffer.from(JSON.stringify(result))));
+        if (bytes === null) stable.set(result, (bytes = Buffer.from(restoreBigNumbers(JSON.stringify(result)))));
       } catch (err) {
         return unserialisable(msg, err);
       }
-      return [`{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":`, bytes, '}'];
+      return [restoreBigNumbers(`{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":`), bytes, '}'];
     }
   }
   let json: string;
   try {
-    json = JSON.stringify(msg);
+    json = restoreBigNumbers(JSON.stringify(msg));
   } catch (err) {
     return unserialisable(msg, err);
   }
@@ -196,7 +197,7 @@ function unserialisable(msg: unknown, err: unknown): string {
   const m = msg as { id?: unknown; result?: unknown; error?: unknown };
   const why = `the message could not be serialised: ${(err as Error)?.message ?? String(err)}`;
   if ((m.result !== undefined || m.error !== undefined) && (typeof m.id === 'string' || typeof m.id === 'number' || m.id === null)) {
-    return JSON.stringify({ jsonrpc: '2.0', id: m.id, error: { code: ErrorCode.InternalError, message: `Internal error: ${why}` } });
+    return restoreBigNumbers(JSON.stringify({ jsonrpc: '2.0', id: m.id, error: { code: ErrorCode.InternalError, message: `Internal error: ${why}` } }));
   }
   throw new RpcError(ErrorCode.InternalError, why);
 }

@@ -22,6 +22,7 @@
 
 import { isUtf8 } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
+import { parseJson } from './big-numbers.js';
 
 /** The raw string literals of a payload, indexed by placeholder number. */
 export const OPAQUE = Symbol('mcpmux.opaque');
@@ -57,22 +58,22 @@ const OPEN_BRACE = 0x7b;
 /** Parses one JSON text given as bytes. Throws SyntaxError as JSON.parse does. */
 export function decodeJson(buf: Buffer): unknown {
   // Batches are always decoded whole (see the rules above): no point scanning them.
-  if (buf.length < OPAQUE_MIN_LINE || buf[skipSpace(buf, 0)] !== OPEN_BRACE) return JSON.parse(buf.toString('utf8'));
+  if (buf.length < OPAQUE_MIN_LINE || buf[skipSpace(buf, 0)] !== OPEN_BRACE) return parseJson(buf.toString('utf8'));
   const slices: OpaqueSlices = [];
   const skeleton = hoist(buf, slices);
-  if (slices.length === 0) return JSON.parse(skeleton);
+  if (slices.length === 0) return parseJson(skeleton);
   let value: unknown;
   try {
-    value = JSON.parse(skeleton);
+    value = parseJson(skeleton);
   } catch {
     // Report the peer's own text, not the skeleton's (offsets, placeholders).
-    return JSON.parse(buf.toString('utf8'));
+    return parseJson(buf.toString('utf8'));
   }
   const key = payloadKey(value);
   const payload = key && ((value as Record<string, unknown>)[key] as Record<string | symbol, unknown>);
   if (!key || !payload || envelopeHasMark(value as Record<string, unknown>, key)) {
     // Somewhere we do not track (a batch, an error, an unknown envelope field): decode it all.
-    return JSON.parse(buf.toString('utf8'));
+    return parseJson(buf.toString('utf8'));
   }
   payload[OPAQUE] = slices;
   return value;

@@ -10,6 +10,7 @@ import { cancelProtocol, MuxError } from '../protocol/mcp.js';
 import { encodeMessage } from '../jsonrpc/framing.js';
 import type { FrameError } from '../transport/transport.js';
 import type { RemoteTransport } from './connect.js';
+import { parseJson } from '../jsonrpc/big-numbers.js';
 
 const JSON_TYPE = 'application/json';
 const SSE_TYPE = 'text/event-stream';
@@ -200,7 +201,7 @@ export class StreamableHttpTransport implements RemoteTransport {
   /** Parses one JSON payload; a bad one fails the related request, or is reported upstream. */
   private parse(text: string, related: JsonRpcId | undefined): { value: unknown } | undefined {
     try {
-      return { value: JSON.parse(text) };
+      return { value: parseJson(text) };
     } catch (e) {
       const detail = (e as Error).message;
       if (related !== undefined) this.deliver(unavailable(related, `upstream sent invalid JSON: ${detail}`), related);

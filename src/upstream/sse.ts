@@ -10,6 +10,7 @@ import { encodeMessage } from '../jsonrpc/framing.js';
 import type { FrameError } from '../transport/transport.js';
 import type { RemoteTransport } from './connect.js';
 import { TooLargeError, describeFetchError, errorExcerpt, fetchSameOrigin, mediaType, readSse, requestIdOf, safeUrl, unavailable } from './http.js';
+import { parseJson } from '../jsonrpc/big-numbers.js';
 
 export class LegacySseTransport implements RemoteTransport {
   onmessage?: (value: unknown, related?: JsonRpcId) => void;
@@ -78,7 +79,7 @@ export class LegacySseTransport implements RemoteTransport {
     if (!ev.data) return;
     let value: unknown;
     try {
-      value = JSON.parse(ev.data);
+      value = parseJson(ev.data);
     } catch (e) {
       return this.onframeerror?.({ ok: false, error: 'parse', detail: (e as Error).message });
     }
