@@ -552,6 +552,46 @@ describe('server-initiated requests from a shared upstream reach a host only whe
   });
 });
 
+describe('upstream log messages', () => {
+  it('reach only clients that policy lets see something of that server, and never with an invalid level', async () => {
+    const d = await startDaemon(
+      {
+        mcpServers: { fx: fixture({ name: 'fx' }), other: fixture({ name: 'other' }) },
+        listen: { auth: { tokens: [{ client: 'sees', tokenEnv: 'MUX_T_SEES' }, { client: 'blind', tokenEnv: 'MUX_T_BLIND' }] } },
+        // "blind" may use the other server only: fx is kept away from it entirely.
+        policy: { clients: { blind: { deny: ['fx__*'], prompts: { deny: ['fx__*'] } } } },
+      },
+      { MUX_T_SEES: 'token-sees-1', MUX_T_BLIND: 'token-blind-2' },
+    );
+    const connectAs = async (token: string): Promise<{ client: Client; logs: any[] }> => {
+      const logs: any[] = [];
+      const client = new Client({ name: 'log-host', version: '0.0.0' });
+      client.fallbackNotificationHandler = async (n) => {
+        if (n.method === 'notifications/message') logs.push(n.params);
+      };
+      await client.connect(new StreamableHTTPClientTransport(new URL(d.url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      defer(() => client.close());
+      return { client, logs };
+    };
+    const sees = await connectAs('token-sees-1');
+    const blind = await connectAs('token-blind-2');
+    // Both sessions list tools, so the names of both servers are known.
+    expect((await blind.client.listTools()).tools.every((t) => !t.name.startsWith('fx__'))).toBe(true);
+    await sees.client.listTools();
+
+    await sees.client.callTool({ name: 'fx__log', arguments: { levels: ['info', 'loud', 'warning', 7] } });
+    await blind.client.callTool({ name: 'other__log', arguments: { levels: ['error'] } });
+    await waitFor(() => sees.logs.length >= 3 && blind.logs.length >= 1, { what: 'the log messages' });
+    // The invalid levels were dropped; fx's messages never reached the blind client.
+    expect(sees.logs.filter((l) => l.logger.startsWith('fx/')).map((l) => l.level)).toEqual(['info', 'warning']);
+    expect(blind.logs.map((l) => `${l.logger} ${l.level}`)).toEqual(['other/fixture-logger error']);
+    expect(sees.logs.map((l) => `${l.logger} ${l.level}`)).toContain('other/fixture-logger error');
+    // Said once, however many bad levels came.
+    expect(d.stderr().match(/log notification with an invalid level dropped/g)).toHaveLength(1);
+    await d.stop();
+  });
+});
+
 describe('mcpmux connect across a daemon restart', () => {
   it('re-initializes with the host\'s own initialize when the daemon answers 404, and carries on', async () => {
     const config = await writeConfig({ mcpServers: { fx: fixture({ name: 'fx' }) } });

@@ -16,6 +16,7 @@ export type ListName = 'tools' | 'prompts' | 'resources' | 'templates' | 'tasks'
 export class Lists {
   readonly catalogue: Catalogue;
   readonly kinds: Record<ListName, ListKind>;
+  private readonly seen = new Map<string, { gov: Governance; version: number; value: boolean }>();
 
   constructor(
     private readonly names: NameIndex,
@@ -51,6 +52,32 @@ export class Lists {
     const key = list === 'resources' ? 'uri' : list === 'templates' ? 'uriTemplate' : 'name';
     // Keyed by client: a memoised page must never be served to a client that may see less.
     return this.catalogue.list(kind, ups, params, signal, (it) => gov.clientAllows(client, item, it[key] as string), `client:${client}`);
+  }
+
+  /**
+   * Whether `client` may hear from `up` at all (its log messages): policy shows it at least one
+   * of the server's tools or prompts known so far, or none is known yet. Cached until a name
+   * is published or the governance changes.
+   */
+  clientSees(client: string, up: Upstream): boolean {
+    const gov = this.governance();
+    if (!gov.filtersClients('tools') && !gov.filtersClients('prompts')) return true;
+    const key = `${client}\0${up.name}`;
+    const hit = this.seen.get(key);
+    if (hit && hit.gov === gov && hit.version === this.names.version) return hit.value;
+    let known = false;
+    let value = false;
+    for (const kind of ['tools', 'prompts'] as const) {
+      for (const name of this.names.publishedBy(kind, up.name)) {
+        known = true;
+        if (gov.clientAllows(client, kind, name)) value = true;
+        if (value) break;
+      }
+      if (value) break;
+    }
+    value ||= !known;
+    this.seen.set(key, { gov, version: this.names.version, value });
+    return value;
   }
 
   /** Every item of a list, all pages walked (name resolution, `mcpmux tools`). */

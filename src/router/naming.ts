@@ -18,6 +18,9 @@ const HASH_LEN = 8;
 export class NameIndex {
   private readonly byPublic: Record<NamedKind, Map<string, Owner>> = { tools: new Map(), prompts: new Map() };
   private readonly byOwner: Record<NamedKind, Map<string, string>> = { tools: new Map(), prompts: new Map() };
+  private readonly byServer: Record<NamedKind, Map<string, string[]>> = { tools: new Map(), prompts: new Map() };
+  /** Grows with every name published (for caches of what a server offers). */
+  version = 0;
 
   constructor(
     private readonly separator: string,
@@ -39,7 +42,16 @@ export class NameIndex {
     if (pub !== wanted) this.onRename(kind, { server, name }, wanted, pub);
     this.byPublic[kind].set(pub, { server, name });
     this.byOwner[kind].set(ownerKey, pub);
+    const own = this.byServer[kind].get(server);
+    if (own) own.push(pub);
+    else this.byServer[kind].set(server, [pub]);
+    this.version++;
     return pub;
+  }
+
+  /** The public names published so far for a server's items. */
+  publishedBy(kind: NamedKind, server: string): readonly string[] {
+    return this.byServer[kind].get(server) ?? [];
   }
 
   resolve(kind: NamedKind, publicName: string): Owner | undefined {

@@ -4,6 +4,7 @@
 import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { IncomingInfo, Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
+import { logLevelRank } from '../protocol/mcp.js';
 import { endRequest, startServerRequest } from '../observe/events.js';
 import type { UpstreamListener, Upstream } from '../upstream/upstream.js';
 import type { Audience, ChangeKind } from './audience.js';
@@ -38,7 +39,18 @@ interface Recipient {
 export class Reverse implements UpstreamListener {
   readonly opaqueRequests = PASS_THROUGH.upstreamRequests;
 
+  /** What was already said about each upstream's bad messages: once per kind, not per message. */
+  private readonly said = new Set<string>();
+
   constructor(private readonly d: ReverseDeps) {}
+
+  /** Logs a kind of bad message from an upstream the first time it is seen. */
+  private dropOnce(up: Upstream, kind: string, msg: string, detail: Record<string, unknown>): void {
+    const key = `${up.name}\0${kind}`;
+    if (this.said.has(key)) return;
+    this.said.add(key);
+    up.log.warn({ ...detail, once: true }, msg);
+  }
 
   stateChanged(up: Upstream): void {
     const { lists, logLevels, subscriptions, audience } = this.d;
@@ -78,9 +90,13 @@ export class Reverse implements UpstreamListener {
         return;
       }
       case 'notifications/message': {
+        if (logLevelRank(params.level) < 0) return this.dropOnce(up, 'log-level', 'log notification with an invalid level dropped', { level: String(params.level).slice(0, 40) });
         const logger = typeof params.logger === 'string' ? `${up.name}/${params.logger}` : up.name;
         const shown = { ...params, logger };
-        for (const s of this.d.audience.of(up)) if (this.d.logLevels.wants(s, params.level)) s.notify(n.method, shown);
+        // Only to sessions whose client policy lets see something of this server.
+        for (const s of this.d.audience.of(up)) {
+          if (this.d.logLevels.wants(s, params.level) && this.d.lists.clientSees(s.client, up)) s.notify(n.method, shown);
+        }
         return;
       }
       case 'notifications/elicitation/complete':
