@@ -305,9 +305,13 @@ function failure(id: JsonRpcId | null, code: number, message: string, data?: unk
   return errorResponse(id, data === undefined ? { code, message } : { code, message, data });
 }
 
-/** Our answer to a request whose handling failed in a way nobody turned into an RpcError. */
-function internalError(id: JsonRpcId, err: unknown): JsonRpcResponse {
-  return failure(id, ErrorCode.InternalError, `Internal error: ${(err as Error)?.message ?? String(err)}`);
+/**
+ * Our answer to a request whose handling failed in a way nobody turned into an RpcError: a bug
+ * or an unexpected exception, whose text (paths, arguments, a stack) is no business of the
+ * peer's. The detail goes to our log (onProtocolError), the peer gets the fact.
+ */
+function internalError(id: JsonRpcId, _err: unknown): JsonRpcResponse {
+  return failure(id, ErrorCode.InternalError, 'Internal error in mcpmux (the details are in its log)');
 }
 
 function cancelledError(signal: CancelSignal): RpcError {

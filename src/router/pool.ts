@@ -3,7 +3,7 @@
 // initializes (its capabilities are part of the host's answer) and closed with the session.
 
 import type { Config, ServerConfig } from '../config/types.js';
-import type { Logger } from '../observe/logger.js';
+import { makeScrubber, type Logger } from '../observe/logger.js';
 import type { Params } from '../protocol/mcp.js';
 import { Upstream, type UpstreamListener } from '../upstream/upstream.js';
 import { VERSION } from '../version.js';
@@ -23,6 +23,7 @@ export class UpstreamPool {
   private readonly perSession = new Map<SessionPort, Map<string, Upstream>>();
   private readonly owners = new WeakMap<Upstream, SessionPort>();
   private readonly enabled: ServerConfig[];
+  private readonly scrub: ((text: string) => string) | undefined;
   /** Where every connection's unprompted traffic goes; set by the router before anything starts. */
   listener: UpstreamListener | undefined;
 
@@ -31,6 +32,7 @@ export class UpstreamPool {
     private readonly log: Logger,
   ) {
     this.enabled = config.servers.filter((s) => !s.disabled);
+    this.scrub = makeScrubber(config.secrets);
   }
 
   /** Starts every shared upstream; resolves when each is ready or failed (never rejects). */
@@ -104,6 +106,7 @@ export class UpstreamPool {
     if (!this.listener) throw new Error('UpstreamPool: no listener set');
     return new Upstream(cfg, {
       log: this.log,
+      scrub: this.scrub,
       listener: this.listener,
       maxMessageBytes: this.config.limits.maxMessageBytes,
       startupMs: this.config.timeouts.startupMs,

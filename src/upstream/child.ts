@@ -30,7 +30,9 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
   log.info({ command: cfg.command, args: cfg.args, childPid: proc.pid }, 'spawned upstream');
 
   const exited = proc.then((r) => {
-    if (r.failed && r.exitCode === undefined && r.signal === undefined) return `failed to start: ${r.shortMessage ?? r.message}`;
+    // execa's messages quote the whole command line, whose arguments may hold secrets: hosts
+    // read this reason, so it names the command and the system's error only.
+    if (r.failed && r.exitCode === undefined && r.signal === undefined) return `failed to start ${JSON.stringify(cfg.command)}: ${r.code ?? r.originalMessage ?? 'unknown error'}`;
     if (r.signal) return `killed by ${r.signal}`;
     return `exited with code ${r.exitCode}`;
   });

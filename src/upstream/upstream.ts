@@ -35,6 +35,8 @@ export interface UpstreamListener {
 
 export interface UpstreamDeps {
   log: Logger;
+  /** Removes the config's secrets from text that hosts will read (failure reasons). */
+  scrub?: (text: string) => string;
   listener: UpstreamListener;
   maxMessageBytes: number;
   startupMs: number;
@@ -276,6 +278,8 @@ export class Upstream {
   }
 
   private setState(state: UpstreamState, reason: string): void {
+    // Hosts read the reason (-31001, failed in-flight calls, `check --probe`): no secrets in it.
+    reason = this.deps.scrub?.(reason) ?? reason;
     this.state = state;
     for (const route of this.taskProgress.values()) clearTimeout(route.timer);
     this.taskProgress.clear();
