@@ -706,6 +706,49 @@ describe('mcpmux serve limits', () => {
   });
 });
 
+describe('mcpmux serve session quotas', () => {
+  it('one token client holds at most limits.maxSessionsPerClient sessions; other clients are unaffected', async () => {
+    const d = await startDaemon(
+      {
+        mcpServers: { fx: fixture({ name: 'fx' }) },
+        listen: { auth: { tokens: [{ client: 'greedy', tokenEnv: 'MUX_T_GREEDY' }, { client: 'polite', tokenEnv: 'MUX_T_POLITE' }] } },
+        limits: { maxSessionsPerClient: 2 },
+      },
+      { MUX_T_GREEDY: 'greedy-token-1', MUX_T_POLITE: 'polite-token-2' },
+    );
+    const greedy = { authorization: 'Bearer greedy-token-1' };
+    const a = await rawSession(d.url, V, greedy);
+    await rawSession(d.url, V, greedy);
+    const third = await post(d.url, initialize(), greedy);
+    expect(third.status).toBe(503);
+    expect((await json(third)).error.message).toBe('Service Unavailable: client "greedy" has too many sessions (limits.maxSessionsPerClient = 2)');
+    expect(await openWs(`ws://127.0.0.1:${d.port}/ws`, { headers: greedy })).toBe(503);
+    await rawSession(d.url, V, { authorization: 'Bearer polite-token-2' });
+    // Ending one frees its slot.
+    await fetch(d.url, { method: 'DELETE', headers: a });
+    await rawSession(d.url, V, greedy);
+    await d.stop();
+  });
+
+  it('a session that says nothing after its initialize is closed soon (a flood of bare initializes cannot fill the table)', async () => {
+    const d = await startDaemon({ mcpServers: { fx: fixture({ name: 'fx' }) }, limits: { maxSessions: 5 } }, { MCPMUX_UNFINISHED_SESSION_MS: '400' });
+    const bare = await Promise.all(Array.from({ length: 5 }, () => post(d.url, initialize())));
+    expect(bare.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    expect((await post(d.url, initialize())).status).toBe(503);
+    await waitFor(async () => (await sessionsOf(d)) === 0, { what: 'the bare sessions closed', timeoutMs: 5000 });
+    expect(d.stderr()).toContain('closing a session that said nothing after initialize');
+    // A host that finishes its handshake stays (well past the same time).
+    const h = await rawSession(d.url);
+    const since = Date.now();
+    await waitFor(() => Date.now() - since > 1000, { what: 'a second', intervalMs: 100 });
+    expect((await post(d.url, { jsonrpc: '2.0', id: 2, method: 'ping' }, h)).status).toBe(200);
+    const idOf = (r: Response) => r.headers.get('mcp-session-id');
+    expect(idOf(bare[0]!)).toBeTruthy();
+    expect((await post(d.url, { jsonrpc: '2.0', id: 3, method: 'ping' }, { 'mcp-session-id': idOf(bare[0]!)!, 'mcp-protocol-version': V })).status).toBe(404);
+    await d.stop();
+  });
+});
+
 // ---- lifecycle: idle expiry and SIGTERM -------------------------------------------------------------------
 
 describe('mcpmux serve lifecycle', () => {

@@ -25,6 +25,8 @@ export const IDLE_ENV = 'MCPMUX_SESSION_IDLE_MS';
 /** Override how long a client may take to send a request's headers, and the whole request (ms). */
 export const HEADERS_TIMEOUT_ENV = 'MCPMUX_HEADERS_TIMEOUT_MS';
 export const REQUEST_TIMEOUT_ENV = 'MCPMUX_REQUEST_TIMEOUT_MS';
+/** Overrides how soon a session that said nothing after its initialize is closed (ms). */
+export const UNFINISHED_ENV = 'MCPMUX_UNFINISHED_SESSION_MS';
 
 export async function runServe(opts: ServeOptions): Promise<number> {
   const port = opts.port === undefined ? undefined : parsePort(opts.port, '--port');
@@ -46,7 +48,9 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     tokens: config.listen.auth.tokens,
     maxMessageBytes: config.limits.maxMessageBytes,
     maxSessions: config.limits.maxSessions,
+    maxSessionsPerClient: config.limits.maxSessionsPerClient,
     idleSessionMs: envMs(IDLE_ENV) ?? DEFAULT_IDLE_SESSION_MS,
+    unfinishedSessionMs: envMs(UNFINISHED_ENV),
     headersTimeoutMs: envMs(HEADERS_TIMEOUT_ENV),
     requestTimeoutMs: envMs(REQUEST_TIMEOUT_ENV),
     log,

@@ -56,7 +56,7 @@ interface RawConfig {
   audit?: { path?: string; arguments?: 'redacted' | 'full' | 'none'; redact?: string[] };
   metrics?: { toolLabel?: boolean; toolLabelLimit?: number };
   timeouts?: { requestMs?: number; maxMs?: number; startupMs?: number };
-  limits?: { maxMessageBytes?: number; maxInFlightPerSession?: number; maxSessions?: number; maxRateLimitKeys?: number };
+  limits?: { maxMessageBytes?: number; maxInFlightPerSession?: number; maxSessions?: number; maxSessionsPerClient?: number; maxRateLimitKeys?: number };
   logLevel?: string;
 }
 
@@ -360,6 +360,7 @@ function build(
       maxMessageBytes: raw.limits?.maxMessageBytes ?? DEFAULTS.maxMessageBytes,
       maxInFlightPerSession: raw.limits?.maxInFlightPerSession ?? DEFAULTS.maxInFlightPerSession,
       maxSessions: raw.limits?.maxSessions ?? DEFAULTS.maxSessions,
+      maxSessionsPerClient: raw.limits?.maxSessionsPerClient ?? DEFAULTS.maxSessionsPerClient,
       maxRateLimitKeys: raw.limits?.maxRateLimitKeys ?? DEFAULTS.maxRateLimitKeys,
     },
     logLevel: raw.logLevel,

@@ -120,11 +120,7 @@ export function sendTooLarge(res: ServerResponse, limit: number): void {
   });
 }
 
-/** 503 when limits.maxSessions is reached. */
-export function sendOverloaded(res: ServerResponse, maxSessions: number): void {
-  sendError(res, 503, HttpRpcCode.Overloaded, overloadedMessage(maxSessions), { 'retry-after': '5' });
-}
-
-export function overloadedMessage(maxSessions: number): string {
-  return `Service Unavailable: too many sessions (limits.maxSessions = ${maxSessions})`;
+/** 503 when a session limit is reached (the message says which: SessionRegistry.refusal). */
+export function sendOverloaded(res: ServerResponse, message: string): void {
+  sendError(res, 503, HttpRpcCode.Overloaded, message, { 'retry-after': '5' });
 }

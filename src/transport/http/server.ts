@@ -25,10 +25,13 @@ export interface HttpServerOptions {
   tokens: readonly { client: string; tokenEnv: string; token: string }[];
   maxMessageBytes: number;
   maxSessions: number;
+  maxSessionsPerClient: number;
   open: OpenSession;
   log: Logger;
   /** Idle expiry of Streamable HTTP sessions (see sessions.ts). */
   idleSessionMs?: number;
+  /** How soon a session that said nothing after its initialize is closed (see sessions.ts). */
+  unfinishedSessionMs?: number;
   keepaliveMs?: number;
   /** A client must finish sending a request's headers, and then its whole request, within these. */
   headersTimeoutMs?: number;
@@ -66,6 +69,8 @@ export class HttpServer {
     this.guard = new Guard({ host: opts.host, allowedOrigins: opts.allowedOrigins, tokens: opts.tokens });
     this.registry = new SessionRegistry({
       maxSessions: opts.maxSessions,
+      maxSessionsPerClient: opts.maxSessionsPerClient,
+      unfinishedMs: opts.unfinishedSessionMs,
       idleMs: opts.idleSessionMs ?? DEFAULT_IDLE_SESSION_MS,
       keepaliveMs: opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS,
       log,

@@ -35,6 +35,11 @@ export interface RegisteredSession extends Transport {
   host: HostHandle;
   /** When the session became idle, or undefined while it is busy or connected. */
   idleSince(): number | undefined;
+  /**
+   * When a session that has said nothing since its `initialize` was created (undefined once it
+   * has, and for sessions that live as long as their connection).
+   */
+  unfinishedSince(): number | undefined;
   /** Writes a keep-alive (SSE comment, WebSocket ping) and drops connections that are dead. */
   keepalive(): void;
   /** Ends the session (HostSession closed, then its transport). */
@@ -43,13 +48,26 @@ export interface RegisteredSession extends Transport {
 
 export interface RegistryOptions {
   maxSessions: number;
+  /** Sessions one token's client may hold at once (the anonymous client has only maxSessions). */
+  maxSessionsPerClient: number;
   idleMs: number;
+  /** A session that says nothing after its initialize is closed after this long (default: min(idleMs, 10 s)). */
+  unfinishedMs?: number;
   keepaliveMs: number;
   log: Logger;
 }
 
+/**
+ * A session that never follows its `initialize` with anything (not even
+ * notifications/initialized) is closed this soon: a flood of bare initializes must not hold
+ * the session table for the idle expiry's 30 minutes.
+ */
+export const UNFINISHED_SESSION_MS = 10_000;
+
 export class SessionRegistry {
   private readonly sessions = new Set<RegisteredSession>();
+  /** Token client -> its sessions now (the anonymous client is not counted here). */
+  private readonly perClient = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private lastKeepalive = Date.now();
 
@@ -59,13 +77,13 @@ export class SessionRegistry {
     return this.sessions.size;
   }
 
-  /** True when no new session may be opened. */
-  get full(): boolean {
-    return this.sessions.size >= this.opts.maxSessions;
-  }
-
-  get maxSessions(): number {
-    return this.opts.maxSessions;
+  /** Why no new session may be opened for `client` now (a 503's message), or undefined. */
+  refusal(client: string | undefined): string | undefined {
+    if (this.sessions.size >= this.opts.maxSessions) return `Service Unavailable: too many sessions (limits.maxSessions = ${this.opts.maxSessions})`;
+    if (client !== undefined && (this.perClient.get(client) ?? 0) >= this.opts.maxSessionsPerClient) {
+      return `Service Unavailable: client "${client}" has too many sessions (limits.maxSessionsPerClient = ${this.opts.maxSessionsPerClient})`;
+    }
+    return undefined;
   }
 
   add(s: RegisteredSession): void {
@@ -80,8 +98,14 @@ export class SessionRegistry {
     const host = open(session, { kind: session.kind, client });
     session.host = host;
     this.add(session);
+    if (client !== undefined) this.perClient.set(client, (this.perClient.get(client) ?? 0) + 1);
     host.onclose = () => {
       this.delete(session);
+      if (client !== undefined) {
+        const n = (this.perClient.get(client) ?? 1) - 1;
+        if (n > 0) this.perClient.set(client, n);
+        else this.perClient.delete(client);
+      }
       onClosed?.();
     };
     return host;
@@ -91,9 +115,13 @@ export class SessionRegistry {
     this.sessions.delete(s);
   }
 
+  private get unfinishedMs(): number {
+    return this.opts.unfinishedMs ?? Math.min(this.opts.idleMs, UNFINISHED_SESSION_MS);
+  }
+
   start(): void {
     // One timer for everything; fine-grained enough for short idle limits in tests.
-    const period = Math.max(50, Math.min(this.opts.keepaliveMs, this.opts.idleMs / 4));
+    const period = Math.max(50, Math.min(this.opts.keepaliveMs, this.unfinishedMs / 4));
     this.timer = setInterval(() => this.tick(), period);
     this.timer.unref();
   }
@@ -104,6 +132,12 @@ export class SessionRegistry {
     if (keepalive) this.lastKeepalive = now;
     for (const s of this.sessions) {
       if (keepalive) s.keepalive();
+      const unfinished = s.unfinishedSince();
+      if (unfinished !== undefined && now - unfinished >= this.unfinishedMs) {
+        this.opts.log.info({ kind: s.kind, ms: now - unfinished }, 'closing a session that said nothing after initialize');
+        void s.end('unfinished');
+        continue;
+      }
       const since = s.idleSince();
       if (since !== undefined && now - since >= this.opts.idleMs) {
         this.opts.log.info({ kind: s.kind, idleMs: now - since }, 'closing idle session');
@@ -143,6 +177,10 @@ export abstract class ConnectionSession implements RegisteredSession {
   abstract keepalive(): void;
 
   idleSince(): undefined {
+    return undefined;
+  }
+
+  unfinishedSince(): undefined {
     return undefined;
   }
 

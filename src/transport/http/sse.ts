@@ -58,7 +58,8 @@ export class LegacySse {
   /** GET /sse */
   open(req: IncomingMessage, res: ServerResponse, client: string | undefined): void {
     if (req.method !== 'GET') return sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'GET' });
-    if (this.opts.registry.full) return sendOverloaded(res, this.opts.registry.maxSessions);
+    const full = this.opts.registry.refusal(client);
+    if (full) return sendOverloaded(res, full);
     const id = randomBytes(32).toString('base64url');
     const writer = new SseWriter(res, {});
     const session = new LegacySseSession(id, client, writer);

@@ -124,6 +124,7 @@ export class StreamableSession implements Transport, RegisteredSession {
   /** Hands a parsed body (one message or a batch) of `bytes` bytes to the endpoint. */
   deliver(value: unknown, bytes: number): void {
     this.touch();
+    this.bodies++;
     this.onmessage?.(value, undefined, bytes);
   }
 
@@ -271,11 +272,20 @@ export class StreamableSession implements Transport, RegisteredSession {
     }
   }
 
+  /** POST bodies delivered so far. */
+  private bodies = 0;
+  private readonly createdAt = Date.now();
+
   private touch(): void {
     this.lastActive = Date.now();
   }
 
   // ---- RegisteredSession ---------------------------------------------------------------------
+
+  unfinishedSince(): number | undefined {
+    // The first body is the initialize; a host that sends nothing after it never finished.
+    return this.bodies <= 1 ? this.createdAt : undefined;
+  }
 
   idleSince(): number | undefined {
     if (this.byRequest.size > 0) return undefined;

@@ -85,7 +85,8 @@ export class StreamableHttp {
     let session: StreamableSession;
     if (sid === undefined) {
       if (!init) return sendError(res, 400, HttpRpcCode.Transport, 'Bad Request: Mcp-Session-Id header is required');
-      if (this.opts.registry.full) return sendOverloaded(res, this.opts.registry.maxSessions);
+      const full = this.opts.registry.refusal(client);
+      if (full) return sendOverloaded(res, full);
       session = this.create(client);
     } else {
       const found = this.lookup(req, res, sid, client, !init);

@@ -11,7 +11,7 @@ import type { Wire } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import type { Guard } from './guard.js';
-import { HttpRpcCode, overloadedMessage } from './respond.js';
+import { HttpRpcCode } from './respond.js';
 import { parseWsMessage, sendOverWs, WS_CLOSE_GRACE_MS, WS_SUBPROTOCOL } from '../ws-frames.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
 
@@ -92,7 +92,8 @@ export class WsEndpoint {
     if (offered !== undefined && !offered.split(',').some((p) => p.trim() === WS_SUBPROTOCOL)) {
       return refuse(socket, 400, `Bad Request: the WebSocket subprotocol must be "${WS_SUBPROTOCOL}"`);
     }
-    if (registry.full) return refuse(socket, 503, overloadedMessage(registry.maxSessions), { 'retry-after': '5' }, HttpRpcCode.Overloaded);
+    const full = registry.refusal(auth.client);
+    if (full) return refuse(socket, 503, full, { 'retry-after': '5' }, HttpRpcCode.Overloaded);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       const session = new WsSession(ws);
       const host = registry.open(session, this.opts.open, auth.client);
