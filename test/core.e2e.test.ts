@@ -161,6 +161,34 @@ describe('core: merged pagination', () => {
     }
   });
 
+  it('two servers offering the same public name: the one earlier in the config keeps it, whoever offered it first', async () => {
+    const events = { first: tempFile('first.jsonl'), second: tempFile('second.jsonl') };
+    const servers = {
+      first: { ...fixture({ name: 'first', tools: 0, prompts: 0, events: events.first }), prefix: '' },
+      second: { ...fixture({ name: 'second', tools: 0, prompts: 0, events: events.second }), prefix: '' },
+    };
+    const { client } = await startMux(config(servers));
+    // The special tools clash from the start: config order decides, not the order of answers.
+    const names = (await client.listTools()).tools.map((t) => t.name);
+    expect(names).toEqual(expect.arrayContaining(['whoami', 'whoami_2', 'add_tool', 'add_tool_2']));
+    expect(JSON.parse(((await client.callTool({ name: 'whoami' })) as any).content[0].text).name).toBe('first');
+    expect(JSON.parse(((await client.callTool({ name: 'whoami_2' })) as any).content[0].text).name).toBe('second');
+
+    // "second" adds a tool first and shows it under the plain name...
+    await client.callTool({ name: 'add_tool_2' });
+    await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'added_0'), { what: 'added_0 listed' });
+    // ...then "first", earlier in the config, adds one of the same name and takes the name.
+    const changed = new Promise((resolve) => client.setNotificationHandler(ToolListChangedNotificationSchema, resolve));
+    await client.callTool({ name: 'add_tool' });
+    await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'added_0_2'), { what: 'added_0_2 listed' });
+    await changed;
+    const calls = (server: 'first' | 'second') => readEvents(events[server]).filter((e) => e.type === 'request' && e.method === 'tools/call' && e.params?.name === 'added_0').length;
+    await client.callTool({ name: 'added_0' });
+    expect([calls('first'), calls('second')]).toEqual([1, 0]);
+    await client.callTool({ name: 'added_0_2' });
+    expect([calls('first'), calls('second')]).toEqual([1, 1]);
+  });
+
   describe('a bad cursor gets -32602', () => {
     const paged = () => config({ alpha: fixture({ name: 'alpha', tools: 20, prompts: 10, pageSize: 7 }) });
     async function cursorOf(client: Client, method: ListMethod): Promise<string> {

@@ -55,9 +55,12 @@ export class Audience {
     return owner ? [owner] : this.sessions;
   }
 
-  /** Debounced `notifications/<kind>/list_changed` to every greeted session that can see `up`. */
-  listChanged(kind: ChangeKind, up: Upstream): void {
-    const owner = this.ownerOf(up);
+  /**
+   * Debounced `notifications/<kind>/list_changed` to every greeted session that can see `up`
+   * (every greeted session, without `up`: a change in how names are shown).
+   */
+  listChanged(kind: ChangeKind, up?: Upstream): void {
+    const owner = up && this.ownerOf(up);
     if (owner) {
       if (this.greeted.has(owner)) owner.notify(`notifications/${kind}/list_changed`);
       return;

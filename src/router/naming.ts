@@ -15,37 +15,73 @@ export interface Owner {
 const SAFE = /[^A-Za-z0-9_.-]/g;
 const HASH_LEN = 8;
 
+export interface NameIndexOptions {
+  separator: string;
+  maxLength: number;
+  /** A server's place in the config: the earlier server keeps a contested name. */
+  rank: (server: string) => number;
+  /** A name was contested: `owner` shows as `to` instead of `from`. */
+  onRename?: (kind: NamedKind, owner: Owner, from: string, to: string) => void;
+  /** A name already shown to hosts now belongs to another item: lists must be rebuilt. */
+  onMoved?: (kind: NamedKind) => void;
+}
+
+/**
+ * Public names, decided by config order rather than by which upstream answered first: when two
+ * servers offer the same public name, the one earlier in the config keeps it and the other's
+ * becomes `<name>_<its 1-based place in the config>`. So a restart, or upstreams answering in
+ * another order, gives the same names to the same tools. (A name can still move when the
+ * earlier server appears later than the other: then hosts are told with list_changed.)
+ */
 export class NameIndex {
   private readonly byPublic: Record<NamedKind, Map<string, Owner>> = { tools: new Map(), prompts: new Map() };
   private readonly byOwner: Record<NamedKind, Map<string, string>> = { tools: new Map(), prompts: new Map() };
   private readonly byServer: Record<NamedKind, Map<string, string[]>> = { tools: new Map(), prompts: new Map() };
-  /** Grows with every name published (for caches of what a server offers). */
+  /** Grows with every name published or moved (for caches of what a server offers). */
   version = 0;
 
-  constructor(
-    private readonly separator: string,
-    private readonly maxLength: number,
-    private readonly onRename: (kind: NamedKind, owner: Owner, from: string, to: string) => void = () => {},
-  ) {}
+  constructor(private readonly opts: NameIndexOptions) {}
 
-  /**
-   * The public name for an upstream item, registered so `resolve` finds it. A name another
-   * server already holds is renamed (the later one loses) rather than shadowing it.
-   */
+  /** The public name for an upstream item, registered so `resolve` finds it. */
   publish(kind: NamedKind, server: string, prefix: string, name: string): string {
     const ownerKey = server + '\0' + name;
     const known = this.byOwner[kind].get(ownerKey);
     if (known !== undefined) return known;
-    const wanted = this.fit(prefix === '' ? name : prefix + this.separator + name);
+    const wanted = this.fit(prefix === '' ? name : prefix + this.opts.separator + name);
     let pub = wanted;
-    for (let n = 2; this.byPublic[kind].has(pub); n++) pub = this.fit(`${wanted}_${n}`);
-    if (pub !== wanted) this.onRename(kind, { server, name }, wanted, pub);
-    this.byPublic[kind].set(pub, { server, name });
+    const holder = this.byPublic[kind].get(wanted);
+    if (holder && this.opts.rank(server) < this.opts.rank(holder.server)) {
+      // The earlier server takes its name back; the holder moves aside.
+      const moved = this.freeName(kind, wanted, holder.server);
+      this.place(kind, holder, moved);
+      this.opts.onRename?.(kind, holder, wanted, moved);
+      this.opts.onMoved?.(kind);
+    } else if (holder) {
+      pub = this.freeName(kind, wanted, server);
+      this.opts.onRename?.(kind, { server, name }, wanted, pub);
+    }
+    this.place(kind, { server, name }, pub);
+    return pub;
+  }
+
+  /** Registers `owner` under `pub` (replacing the name it had). */
+  private place(kind: NamedKind, owner: Owner, pub: string): void {
+    const ownerKey = owner.server + '\0' + owner.name;
+    const old = this.byOwner[kind].get(ownerKey);
+    this.byPublic[kind].set(pub, owner);
     this.byOwner[kind].set(ownerKey, pub);
-    const own = this.byServer[kind].get(server);
-    if (own) own.push(pub);
-    else this.byServer[kind].set(server, [pub]);
+    const own = this.byServer[kind].get(owner.server) ?? [];
+    if (old !== undefined) own.splice(own.indexOf(old), 1);
+    own.push(pub);
+    this.byServer[kind].set(owner.server, own);
     this.version++;
+  }
+
+  /** `<wanted>_<place in the config>`, made unique if even that is taken. */
+  private freeName(kind: NamedKind, wanted: string, server: string): string {
+    const base = `${wanted}_${this.opts.rank(server) + 1}`;
+    let pub = this.fit(base);
+    for (let n = 2; this.byPublic[kind].has(pub); n++) pub = this.fit(`${base}_${n}`);
     return pub;
   }
 
@@ -61,9 +97,9 @@ export class NameIndex {
   /** Replaces unsafe characters and shortens deterministically to maxLength. */
   private fit(name: string): string {
     const safe = name.replace(SAFE, '_');
-    if (safe.length <= this.maxLength) return safe;
+    if (safe.length <= this.opts.maxLength) return safe;
     const hash = createHash('sha256').update(name).digest('hex').slice(0, HASH_LEN);
-    return safe.slice(0, this.maxLength - HASH_LEN - 1) + '_' + hash;
+    return safe.slice(0, this.opts.maxLength - HASH_LEN - 1) + '_' + hash;
   }
 }
 

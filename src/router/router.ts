@@ -54,9 +54,19 @@ export class Router {
     private readonly log: Logger,
     governance: Governance = OPEN_GOVERNANCE,
   ) {
-    const names = new NameIndex(config.namespace.separator, config.namespace.maxNameLength, (kind, owner, from, to) =>
-      this.log.warn({ kind, server: owner.server, name: owner.name, from, to }, 'public name taken by another server; renamed'),
-    );
+    const rank = new Map(config.servers.map((s, i) => [s.name, i]));
+    const names = new NameIndex({
+      separator: config.namespace.separator,
+      maxLength: config.namespace.maxNameLength,
+      rank: (server) => rank.get(server) ?? Number.MAX_SAFE_INTEGER,
+      onRename: (kind, owner, from, to) =>
+        this.log.warn({ kind, server: owner.server, name: owner.name, from, to }, 'public name taken by a server earlier in the config; renamed'),
+      // A name hosts have seen changed hands: rebuild every page, and tell them.
+      onMoved: (kind) => {
+        this.lists.catalogue.reset();
+        this.audience.listChanged(kind);
+      },
+    });
     this.chain = new ForwardChain(this.usage);
     this.forward = this.chain.forward;
     this.pool = new UpstreamPool(config, log);
