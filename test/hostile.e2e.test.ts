@@ -1,8 +1,9 @@
 // Hostile or broken input on the stdio host side never crashes mcpmux and never gets an answer
 // that the peer could mistake for something else.
 
-import { afterEach, describe, expect, it } from 'vitest';
-import { closeAll, fixture, startRawMux, tempFile, UPSTREAM_FIXTURE, waitForEvent, writeConfig } from './helpers/harness.js';
+import { spawn } from 'node:child_process';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
+import { closeAll, fixture, MUX_BIN, startRawMux, tempFile, UPSTREAM_FIXTURE, waitFor, waitForEvent, writeConfig } from './helpers/harness.js';
 
 afterEach(closeAll);
 
@@ -110,5 +111,31 @@ describe('hostile input on stdio', () => {
     expect((await peer.request('tools/call', { name: 'fx__add_tool', arguments: { depth: 6000 } })).result).toBeDefined();
     for (let i = 0; i < 2; i++) expect((await peer.request('tools/list')).error).toMatchObject({ code: -32603 });
     expect((await peer.request('ping')).result).toEqual({});
+  });
+});
+
+describe('a host that never reads', () => {
+  it("mcpmux's stderr: log lines are queued (bounded) instead of blocking, and MCP on stdout carries on", async () => {
+    const config = await writeConfig({ mcpServers: { fx: fixture({ name: 'fx' }) }, logLevel: 'debug' });
+    const child = spawn(process.execPath, [MUX_BIN, 'stdio', '--config', config], { stdio: ['pipe', 'pipe', 'pipe'] });
+    // Nobody ever reads its stderr: once the pipe (64 KB) is full, a blocking write would freeze mcpmux.
+    child.stderr.pause();
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+    const send = (m: object) => child.stdin.write(JSON.stringify(m) + '\n');
+    // However the test ends, the process does not outlive it.
+    onTestFinished(() => void (child.exitCode === null && child.signalCode === null && child.kill('SIGKILL')));
+    send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '0' } } });
+    await waitFor(() => out.includes('"id":1,'), { what: 'initialize answered', timeoutMs: 15_000 });
+    send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    // Each unknown notification costs a debug log line (~200 bytes): far more than the pipe holds.
+    const padding = 'p'.repeat(500);
+    for (let i = 0; i < 3000; i++) send({ jsonrpc: '2.0', method: 'notifications/unknown', params: { i, padding } });
+    send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'fx__echo', arguments: { after: 'the flood' } } });
+    await waitFor(() => out.includes('"id":2,'), { what: 'the call after the log flood answered', timeoutMs: 10_000 });
+    child.stdin.end();
+    child.stderr.resume();
+    await exited;
   });
 });

@@ -7,7 +7,7 @@ import { ConfigError, type Config } from '../config/types.js';
 import { createGovernance } from '../governance/governance.js';
 import { AuditLog } from '../observe/audit.js';
 import type { HostTransport } from '../observe/events.js';
-import { createLogger, type Logger } from '../observe/logger.js';
+import { createLogger, flushLogs, type Logger } from '../observe/logger.js';
 import { Metrics } from '../observe/metrics.js';
 import { Router } from '../router/router.js';
 import { HostSession } from '../session/host-session.js';
@@ -144,10 +144,13 @@ export function onShutdownSignals(log: Logger, stop: (why: string) => Promise<vo
   const handler = (signal: NodeJS.Signals): void => {
     if (stopped) {
       log.warn({ signal }, 'second signal; exiting now');
-      process.exit(1);
+      void flushLogs(log, 200).finally(() => process.exit(1));
+      return;
     }
     log.info({ signal }, 'shutting down');
-    void once(signal).finally(() => process.exit(0));
+    void once(signal)
+      .then(() => flushLogs(log))
+      .finally(() => process.exit(0));
   };
   process.on('SIGTERM', handler);
   process.on('SIGINT', handler);

@@ -5,17 +5,53 @@ import { pino, type Logger } from 'pino';
 
 export type { Logger };
 
+/**
+ * Log lines waiting for stderr beyond this are dropped (and counted in the next line that gets
+ * through): a host that never reads mcpmux's stderr must not freeze it (a synchronous write
+ * to a full pipe blocks the event loop) nor grow it without bound.
+ */
+const MAX_QUEUED_LOG_BYTES = 4 * 1024 * 1024;
+
 export function createLogger(level = 'info', secrets: readonly string[] = []): Logger {
   const scrub = makeScrubber(secrets);
-  return pino(
+  const dest = pino.destination({ dest: 2, sync: false, minLength: 0, maxLength: MAX_QUEUED_LOG_BYTES });
+  let dropped = 0;
+  dest.on('drop', () => dropped++);
+  // A write that fails for good (stderr closed) must not become an uncaught 'error'.
+  dest.on('error', () => {});
+  const log = pino(
     {
       level,
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
       hooks: scrub ? { streamWrite: scrub } : {},
+      mixin: () => (dropped === 0 ? {} : { droppedLogLines: takeDropped() }),
     },
-    pino.destination({ dest: 2, sync: true }),
+    dest,
   );
+  const takeDropped = (): number => {
+    const n = dropped;
+    dropped = 0;
+    return n;
+  };
+  return log;
+}
+
+/** Waits (at most `ms`) for queued log lines to reach stderr; for just before process.exit. */
+export function flushLogs(log: Logger, ms = 1000): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    timer.unref();
+    try {
+      log.flush(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    } catch {
+      clearTimeout(timer);
+      resolve();
+    }
+  });
 }
 
 /** Builds a function that replaces each secret (raw and JSON-escaped) with a marker. */
