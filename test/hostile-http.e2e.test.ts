@@ -3,8 +3,9 @@
 // or mid-WebSocket-frame. Every one gets a 4xx (or the connection closed) within a bounded
 // time, never a 5xx, and leaves no session or request behind.
 
+import http from 'node:http';
 import { connect, type Socket } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import WebSocket from 'ws';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
 import { fixture, waitFor } from './helpers/harness.js';
@@ -127,6 +128,60 @@ describe('clients that vanish', () => {
     raw.destroy();
     await waitFor(async () => (await sessions()) === before, { what: 'the session closed' });
   });
+
+  it('a GET stream whose reader stops reading is dropped past the backlog bound, with a log line; the session carries on', async () => {
+    const init = await fetch(d.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream;q=0.5' }, body: INIT });
+    const sid = init.headers.get('mcp-session-id')!;
+    await init.text();
+    const h = { 'content-type': 'application/json', accept: 'application/json, text/event-stream;q=0.5', 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' };
+    await fetch(d.url, { method: 'POST', headers: h, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+    // A GET stream read by nobody: the socket is paused as soon as the headers are in.
+    const get = await new Promise<http.IncomingMessage>((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port: d.port, path: '/mcp', headers: { accept: 'text/event-stream', 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' } }, resolve);
+      req.on('error', reject);
+      req.end();
+    });
+    get.pause();
+    get.socket.pause();
+    onTestFinished(() => void get.destroy());
+    // Log notifications from the upstream, all for the GET stream, until it is dropped (the bound
+    // is 1 MB here; the kernel's socket buffers take a few MB more first).
+    const flood = (id: number) =>
+      fetch(d.url, { method: 'POST', headers: h, body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'fx__log', arguments: { levels: Array(8000).fill('info') } } }) });
+    for (let id = 10; id < 60 && !/"msg":"SSE stream dropped"/.test(d.stderr()); id++) expect((await flood(id)).status).toBe(200);
+    await waitFor(() => /"msg":"SSE stream dropped"/.test(d.stderr()), { what: 'the stream dropped', timeoutMs: 20_000 });
+    expect(d.stderr()).toMatch(/"why":"the peer is not reading what mcpmux sends \(\d+ bytes waiting\)"/);
+    // The session itself is fine.
+    const ping = await fetch(d.url, { method: 'POST', headers: h, body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping' }) });
+    expect(await ping.json()).toEqual({ jsonrpc: '2.0', id: 3, result: {} });
+  }, 30_000);
+
+  it('a WebSocket whose reader stops reading is dropped past the backlog bound, and its session ends', async () => {
+    const before = await sessions();
+    const ws = new WebSocket(`ws://127.0.0.1:${d.port}/ws`, 'mcp');
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('error', reject);
+    });
+    ws.on('error', () => {});
+    const closed = new Promise((resolve) => ws.once('close', resolve));
+    const answers: any[] = [];
+    ws.on('message', (m) => answers.push(JSON.parse(String(m))));
+    ws.send(INIT);
+    await waitFor(() => answers.some((a) => a.id === 1), { what: 'initialize answered' });
+    ws.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+    (ws as unknown as { _socket: Socket })._socket.pause();
+    const dropped = () => /"reason":"the peer is not reading what mcpmux sends \(\d+ bytes waiting\)"/.test(d.stderr());
+    // Each call floods ~1.2 MB of log notifications at the socket nobody reads.
+    for (let id = 10; id < 60 && !dropped(); id++) {
+      ws.send(JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'fx__log', arguments: { levels: Array(8000).fill('info') } } }));
+      await waitFor(async () => dropped() || total((await scrape(`${d.base}/metrics`)).samples, 'mcpmux_requests_in_flight') === 0, { what: 'the call done', timeoutMs: 20_000 });
+    }
+    await waitFor(dropped, { what: 'the session dropped', timeoutMs: 20_000 });
+    (ws as unknown as { _socket: Socket })._socket.resume();
+    await closed;
+    await waitFor(async () => (await sessions()) === before, { what: 'the session gone' });
+  }, 30_000);
 
   it('after all of it, the daemon still serves a good request', async () => {
     const r = await fetch(d.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream;q=0.5' }, body: INIT });

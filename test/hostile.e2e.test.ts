@@ -139,3 +139,28 @@ describe('a host that never reads', () => {
     await exited;
   });
 });
+
+describe('a host that stops reading stdout', () => {
+  it('is dropped once more than the backlog bound waits for it: mcpmux says why and exits, instead of growing', async () => {
+    // The backlog bound is max(4 x maxMessageBytes, 1 MB): 1 MB here.
+    const config = await writeConfig({ mcpServers: { fx: fixture({ name: 'fx' }) }, limits: { maxMessageBytes: 262_144 } });
+    const child = spawn(process.execPath, [MUX_BIN, 'stdio', '--config', config], { stdio: ['pipe', 'pipe', 'pipe'] });
+    onTestFinished(() => void (child.exitCode === null && child.signalCode === null && child.kill('SIGKILL')));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    let out = '';
+    let err = '';
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
+    const onOut = (c: string) => (out += c);
+    child.stdout.setEncoding('utf8').on('data', onOut);
+    const send = (m: object) => child.stdin.write(JSON.stringify(m) + '\n');
+    send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '0' } } });
+    await waitFor(() => out.includes('"id":1,'), { what: 'initialize answered', timeoutMs: 15_000 });
+    send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    // The host stops reading; the upstream then floods it with ~4 MB of log notifications.
+    child.stdout.off('data', onOut);
+    child.stdout.pause();
+    send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'fx__log', arguments: { levels: Array(30_000).fill('info') } } });
+    expect(await exited).toBe(0);
+    expect(err).toMatch(/"reason":"the peer is not reading what mcpmux sends \(\d+ bytes waiting\)"/);
+  }, 30_000);
+});

@@ -6,6 +6,7 @@
 import { Guard } from '../transport/http/guard.js';
 import { AdminListener, addHealthRoutes, OperatorRoutes } from '../transport/http/admin.js';
 import { StreamTransport } from '../transport/stream.js';
+import { flushLogs } from '../observe/logger.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, startObservers, type GlobalOptions } from './runtime.js';
 
 export interface StdioOptions extends GlobalOptions {
@@ -55,7 +56,10 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   });
 
   // The host closing stdin ends the session, and with it mcpmux.
-  await new Promise<void>((resolve) => (session.onclose = () => resolve()));
-  await stop('host closed the connection');
-  return 0;
+  const why = await new Promise<string>((resolve) => (session.onclose = resolve));
+  await stop(why === 'input ended' ? 'host closed the connection' : why);
+  // Writes to a host that stopped reading can never complete, and would keep the process
+  // alive: once everything is stopped and the logs are out, exit.
+  await flushLogs(log);
+  process.exit(0);
 }

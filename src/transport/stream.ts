@@ -4,6 +4,7 @@
 import type { Readable, Writable } from 'node:stream';
 import { LineDecoder, encodeChunks, type Frame, type Wire } from '../jsonrpc/framing.js';
 import type { Incoming } from '../jsonrpc/message.js';
+import { maxBacklogBytes, notReading } from './backlog.js';
 import type { FrameError, Transport } from './transport.js';
 
 export class StreamTransport implements Transport {
@@ -12,6 +13,7 @@ export class StreamTransport implements Transport {
   onclose?: (reason: string) => void;
 
   private readonly decoder: LineDecoder;
+  private readonly maxBacklog: number;
   private closed = false;
   private readonly emit = (frame: Frame): void => {
     if (frame.ok) {
@@ -29,6 +31,7 @@ export class StreamTransport implements Transport {
     closeOnInputEnd = true,
   ) {
     this.decoder = new LineDecoder(maxMessageBytes);
+    this.maxBacklog = maxBacklogBytes(maxMessageBytes);
     input.on('data', (chunk: Buffer) => this.decoder.push(chunk, this.emit));
     if (closeOnInputEnd) input.on('end', () => this.finish('input ended'));
     input.on('error', (e) => this.finish(`input error: ${e.message}`));
@@ -63,12 +66,19 @@ export class StreamTransport implements Transport {
     if (this.output.destroyed || this.output.writableEnded) return;
     if (!this.hasBuffers) {
       this.output.write(queue.length === 1 ? queue[0]! : queue.join(''));
-      return;
+    } else {
+      this.hasBuffers = false;
+      this.output.cork();
+      for (const piece of queue) this.output.write(piece);
+      this.output.uncork();
     }
-    this.hasBuffers = false;
-    this.output.cork();
-    for (const piece of queue) this.output.write(piece);
-    this.output.uncork();
+    // A peer that does not read: drop it rather than buffer without bound.
+    const waiting = this.output.writableLength;
+    if (waiting > this.maxBacklog) {
+      this.output.destroy();
+      this.input.destroy();
+      this.finish(notReading(waiting));
+    }
   };
 
   async close(): Promise<void> {

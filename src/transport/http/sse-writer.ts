@@ -3,6 +3,7 @@
 
 import type { ServerResponse } from 'node:http';
 import { writeWire, type Wire } from '../../jsonrpc/framing.js';
+import { notReading } from '../backlog.js';
 
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream',
@@ -14,12 +15,15 @@ export const SSE_HEADERS = {
 
 export class SseWriter {
   private ended = false;
-  /** Called once when the connection is gone (peer left, or we ended it). */
-  onclose?: () => void;
+  /** Called once when the connection is gone (peer left, or we ended it); `why` when we cut it. */
+  onclose?: (why?: string) => void;
+  private why: string | undefined;
 
   constructor(
     readonly res: ServerResponse,
     headers: Record<string, string>,
+    /** Bytes that may wait for the peer before the connection is dropped (backlog.ts). */
+    private readonly maxBacklog: number,
   ) {
     res.writeHead(200, { ...SSE_HEADERS, ...headers });
     res.flushHeaders();
@@ -41,7 +45,17 @@ export class SseWriter {
     if (id !== undefined) head += `id: ${id}\n`;
     head += 'data: ';
     writeWire(this.res, typeof data === 'string' ? `${head}${data}\n\n` : [head, ...data, '\n\n']);
-    return true;
+    return this.checkBacklog();
+  }
+
+  /** Drops a connection whose peer has stopped reading; false when it did. */
+  private checkBacklog(): boolean {
+    const waiting = this.res.writableLength;
+    if (waiting <= this.maxBacklog) return true;
+    this.why = notReading(waiting);
+    this.res.destroy();
+    this.finish();
+    return false;
   }
 
   /** The priming event of a resumable stream: an id, the reconnect delay and empty data. */
@@ -51,7 +65,9 @@ export class SseWriter {
 
   /** A comment line: keeps proxies from timing the stream out and finds dead peers. */
   comment(text: string): void {
-    if (this.open) this.res.write(`: ${text}\n\n`);
+    if (!this.open) return;
+    this.res.write(`: ${text}\n\n`);
+    this.checkBacklog();
   }
 
   end(): void {
@@ -62,6 +78,6 @@ export class SseWriter {
   private finish(): void {
     if (this.ended) return;
     this.ended = true;
-    this.onclose?.();
+    this.onclose?.(this.why);
   }
 }

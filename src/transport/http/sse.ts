@@ -11,6 +11,7 @@ import type { Logger } from '../../observe/logger.js';
 import { HttpRpcCode, readJsonBody, sendError, sendOverloaded } from './respond.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
 import { SseWriter } from './sse-writer.js';
+import { maxBacklogBytes } from '../backlog.js';
 
 export const MESSAGES_PATH = '/messages';
 
@@ -30,7 +31,7 @@ class LegacySseSession extends ConnectionSession {
     private readonly writer: SseWriter,
   ) {
     super();
-    writer.onclose = () => this.finish('stream closed');
+    writer.onclose = (why) => this.finish(why ?? 'stream closed');
   }
 
   send(msg: Incoming): Wire | undefined {
@@ -61,7 +62,7 @@ export class LegacySse {
     const full = this.opts.registry.refusal(client);
     if (full) return sendOverloaded(res, full);
     const id = randomBytes(32).toString('base64url');
-    const writer = new SseWriter(res, {});
+    const writer = new SseWriter(res, {}, maxBacklogBytes(this.opts.maxMessageBytes));
     const session = new LegacySseSession(id, client, writer);
     this.sessions.set(id, session);
     const host = this.opts.registry.open(session, this.opts.open, client, () => {

@@ -24,6 +24,12 @@ import { SseWriter } from './sse-writer.js';
 /** Events (and bytes) kept per stream for replay; older ones are dropped (a resume past them has a gap). */
 const REPLAY_EVENTS = 256;
 const REPLAY_BYTES = 4 * 1024 * 1024;
+/**
+ * While no GET stream is open, what waits for one is held to this: a host that never opens a
+ * GET stream (many do not) must not hold a log burst per session (measured before this bound:
+ * 100 such sessions, +369 MB after one 16 MB log message). A larger message is not kept.
+ */
+const UNDELIVERED_BYTES = 1024 * 1024;
 /** Finished POST streams whose connection dropped before the end, kept for a resume. */
 const DETACHED_STREAMS = 16;
 /** The `retry` we ask clients to wait before reconnecting a dropped stream. */
@@ -80,6 +86,8 @@ export class StreamableSession implements Transport, RegisteredSession {
     readonly id: string,
     readonly client: string | undefined,
     private readonly log: Logger,
+    /** Bytes that may wait for a stream's reader before its connection is dropped (backlog.ts). */
+    private readonly maxBacklog: number,
   ) {
     this.streams.set(GET_STREAM, newStream(GET_STREAM, false, false));
   }
@@ -109,7 +117,7 @@ export class StreamableSession implements Transport, RegisteredSession {
     this.streams.set(stream.key, stream);
     const headers = { 'mcp-session-id': this.id };
     if (opts.sse) {
-      this.attach(stream, new SseWriter(res, headers));
+      this.attach(stream, new SseWriter(res, headers, this.maxBacklog));
       if (opts.prime) stream.writer!.prime(`${stream.key}-${++this.seq}`, SSE_RETRY_MS);
     } else {
       stream.json = res;
@@ -145,7 +153,7 @@ export class StreamableSession implements Transport, RegisteredSession {
     const stream = this.streams.get(GET_STREAM)!;
     if (stream.writer?.open) return false;
     this.touch();
-    this.attach(stream, new SseWriter(res, { 'mcp-session-id': this.id }));
+    this.attach(stream, new SseWriter(res, { 'mcp-session-id': this.id }, this.maxBacklog));
     if (prime) stream.writer!.prime(`${GET_STREAM}-${++this.seq}`, SSE_RETRY_MS);
     // What was queued while no GET stream was open.
     this.replay(stream, stream.delivered);
@@ -164,7 +172,7 @@ export class StreamableSession implements Transport, RegisteredSession {
     if (after < stream.dropped) {
       this.log.warn({ stream: key, after, dropped: stream.dropped }, 'resume: some events were already dropped from the replay buffer');
     }
-    this.attach(stream, new SseWriter(res, { 'mcp-session-id': this.id }));
+    this.attach(stream, new SseWriter(res, { 'mcp-session-id': this.id }, this.maxBacklog));
     this.replay(stream, after);
     if (stream.done) this.complete(stream);
     return 'ok';
@@ -214,16 +222,26 @@ export class StreamableSession implements Transport, RegisteredSession {
   }
 
   private emit(stream: Stream, data: Wire): void {
-    const seq = ++this.seq;
     const bytes = wireBytes(data);
+    const waiting = stream.key === GET_STREAM && !stream.writer?.open;
+    if (waiting && bytes > UNDELIVERED_BYTES) {
+      if (!this.saidTooLarge) this.log.warn({ bytes }, 'no GET stream is open: a message too large to keep for one was dropped');
+      this.saidTooLarge = true;
+      return;
+    }
+    const seq = ++this.seq;
     stream.events.push({ seq, data, bytes });
     stream.bytes += bytes;
+    const maxBytes = waiting ? UNDELIVERED_BYTES : REPLAY_BYTES;
     // The newest event always stays, however large: it may be the response a resume needs.
-    while (stream.events.length > 1 && (stream.events.length > REPLAY_EVENTS || stream.bytes > REPLAY_BYTES)) {
+    while (stream.events.length > 1 && (stream.events.length > REPLAY_EVENTS || stream.bytes > maxBytes)) {
       const dropped = stream.events.shift()!;
       stream.bytes -= dropped.bytes;
       stream.dropped = dropped.seq;
-      if (dropped.seq > stream.delivered) this.log.warn({ stream: stream.key }, 'SSE buffer full: an undelivered message was dropped');
+      if (dropped.seq > stream.delivered && !this.saidDropped) {
+        this.saidDropped = true;
+        this.log.warn({ stream: stream.key }, 'SSE buffer full: undelivered messages are being dropped (said once per session)');
+      }
     }
     if (stream.writer?.event(data, `${stream.key}-${seq}`)) stream.delivered = seq;
   }
@@ -236,8 +254,10 @@ export class StreamableSession implements Transport, RegisteredSession {
 
   private attach(stream: Stream, writer: SseWriter): void {
     stream.writer = writer;
-    writer.onclose = () => {
+    writer.onclose = (why) => {
       if (stream.writer === writer) stream.writer = undefined;
+      // Dropped for not reading: the host may reconnect (Last-Event-ID) and resume.
+      if (why) this.log.warn({ stream: stream.key, why }, 'SSE stream dropped');
       this.touch();
     };
   }
@@ -272,6 +292,9 @@ export class StreamableSession implements Transport, RegisteredSession {
     }
   }
 
+  /** Whether the drop of a too-large message for the GET buffer was logged (once per session). */
+  private saidTooLarge = false;
+  private saidDropped = false;
   /** POST bodies delivered so far. */
   private bodies = 0;
   private readonly createdAt = Date.now();

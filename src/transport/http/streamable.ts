@@ -13,6 +13,7 @@ import { acceptQuality } from './media.js';
 import { header, HttpRpcCode, readJsonBody, sendError, sendOverloaded } from './respond.js';
 import type { OpenSession, SessionRegistry } from './sessions.js';
 import { StreamableSession } from './streamable-session.js';
+import { maxBacklogBytes } from '../backlog.js';
 
 export interface StreamableOptions {
   registry: SessionRegistry;
@@ -171,7 +172,7 @@ export class StreamableHttp {
   private create(client: string | undefined): StreamableSession {
     // 32 random bytes, base64url: visible ASCII as the spec asks, and unguessable.
     const id = randomBytes(32).toString('base64url');
-    const session = new StreamableSession(id, client, this.opts.log);
+    const session = new StreamableSession(id, client, this.opts.log, maxBacklogBytes(this.opts.maxMessageBytes));
     this.sessions.set(id, session);
     const host = this.opts.registry.open(session, this.opts.open, client, () => this.sessions.delete(id));
     this.opts.log.debug({ session: host.id, client }, 'streamable HTTP session opened');

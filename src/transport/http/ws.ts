@@ -14,6 +14,7 @@ import type { Guard } from './guard.js';
 import { HttpRpcCode } from './respond.js';
 import { parseWsMessage, sendOverWs, WS_CLOSE_GRACE_MS, WS_SUBPROTOCOL } from '../ws-frames.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
+import { maxBacklogBytes, notReading } from '../backlog.js';
 
 
 export interface WsOptions {
@@ -29,7 +30,11 @@ class WsSession extends ConnectionSession {
   /** Cleared on each keep-alive ping, set by the pong: still false at the next one = dead peer. */
   private alive = true;
 
-  constructor(private readonly ws: WebSocket) {
+  constructor(
+    private readonly ws: WebSocket,
+    /** Bytes that may wait for the peer before the connection is dropped (backlog.ts). */
+    private readonly maxBacklog: number,
+  ) {
     super();
     ws.on('message', (data: RawData) => this.receive(data));
     ws.on('pong', () => (this.alive = true));
@@ -46,7 +51,15 @@ class WsSession extends ConnectionSession {
   }
 
   send(msg: Incoming): Wire | undefined {
-    return !this.closed && this.ws.readyState === this.ws.OPEN ? sendOverWs(this.ws, msg) : undefined;
+    if (this.closed || this.ws.readyState !== this.ws.OPEN) return undefined;
+    const wire = sendOverWs(this.ws, msg);
+    const waiting = this.ws.bufferedAmount;
+    if (waiting > this.maxBacklog) {
+      // A peer that does not read: drop it rather than buffer without bound.
+      this.ws.terminate();
+      this.finish(notReading(waiting));
+    }
+    return wire;
   }
 
   async close(): Promise<void> {
@@ -95,7 +108,7 @@ export class WsEndpoint {
     const full = registry.refusal(auth.client);
     if (full) return refuse(socket, 503, full, { 'retry-after': '5' }, HttpRpcCode.Overloaded);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
-      const session = new WsSession(ws);
+      const session = new WsSession(ws, maxBacklogBytes(this.opts.maxMessageBytes));
       const host = registry.open(session, this.opts.open, auth.client);
       this.opts.log.debug({ session: host.id, client: auth.client }, 'websocket session opened');
     });
