@@ -139,7 +139,7 @@ export class Endpoint {
     try {
       this.transport.send(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }, related);
     } catch (err) {
-      this.opts.onProtocolError?.(`notification ${method} could not be sent`, err);
+      this.opts.onProtocolError?.('a notification could not be sent', `${method}: ${String(err)}`);
     }
   }
 
@@ -252,6 +252,7 @@ export class Endpoint {
         if (c.msg.params && !this.opts.opaqueRequests?.has(c.msg.method)) materialise(c.msg.params);
         return this.answer(c.msg, related, info);
       case 'invalid':
+        this.opts.onProtocolError?.('a message that is not JSON-RPC', c.reason);
         return failure(c.id, ErrorCode.InvalidRequest, `Invalid Request: ${c.reason}`);
       case 'bad-response':
         // Answering it would look like a response to one of the peer's own requests.
@@ -288,6 +289,7 @@ export class Endpoint {
   }
 
   private frameError(e: FrameError): void {
+    this.opts.onProtocolError?.(e.error === 'parse' ? 'a message that is not JSON' : 'a message over the size limit', e.error === 'parse' ? e.detail : e.bytes);
     if (e.error === 'parse') {
       this.reply(failure(null, ErrorCode.ParseError, `Parse error: ${e.detail}`));
       return;

@@ -21,6 +21,7 @@ export const CHANNEL = {
   requestEnd: 'mcpmux:request:end',
   upstreamRequest: 'mcpmux:upstream:request',
   upstreamState: 'mcpmux:upstream:state',
+  upstreamProtocolError: 'mcpmux:upstream:protocol-error',
   policyDenied: 'mcpmux:policy:denied',
   rateLimited: 'mcpmux:ratelimit:limited',
   auditError: 'mcpmux:audit:error',
@@ -33,6 +34,7 @@ const requestStart = dc.channel(CHANNEL.requestStart);
 const requestEnd = dc.channel(CHANNEL.requestEnd);
 const upstreamRequest = dc.channel(CHANNEL.upstreamRequest);
 const upstreamState = dc.channel(CHANNEL.upstreamState);
+const upstreamProtocolError = dc.channel(CHANNEL.upstreamProtocolError);
 const policyDenied = dc.channel(CHANNEL.policyDenied);
 const rateLimited = dc.channel(CHANNEL.rateLimited);
 const auditError = dc.channel(CHANNEL.auditError);
@@ -226,6 +228,17 @@ export interface UpstreamStateEvent {
 
 export function publishUpstreamState(ev: UpstreamStateEvent): void {
   if (upstreamState.hasSubscribers) upstreamState.publish(ev);
+}
+
+/** An upstream broke the protocol: a line that is not JSON, an oversized message, a response to no request of ours... */
+export interface UpstreamProtocolErrorEvent {
+  server: string;
+  /** What went wrong, one of a few fixed phrases (bounded: usable as a label). */
+  kind: string;
+}
+
+export function publishUpstreamProtocolError(ev: UpstreamProtocolErrorEvent): void {
+  if (upstreamProtocolError.hasSubscribers) upstreamProtocolError.publish(ev);
 }
 
 // ---- governance -------------------------------------------------------------------------------

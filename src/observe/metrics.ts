@@ -13,6 +13,7 @@ import {
   type LimitedEvent,
   type RequestEvent,
   type SessionEvent,
+  type UpstreamProtocolErrorEvent,
   type UpstreamRequestEvent,
   type UpstreamStateEvent,
 } from './events.js';
@@ -52,6 +53,7 @@ export class Metrics {
   private readonly sessionsOpened: Counter;
   private readonly sessionDuration: Histogram;
   private readonly upstreamRestarts: Counter;
+  private readonly protocolErrors: Counter;
   private readonly denials: Counter;
   private readonly limited: Counter;
   private readonly auditErrors: Counter;
@@ -114,6 +116,12 @@ export class Metrics {
       },
     });
     this.upstreamRestarts = new Counter({ name: 'mcpmux_upstream_restarts_total', help: 'Restarts scheduled after an upstream was lost or failed to start.', labelNames: ['server'], registers });
+    this.protocolErrors = new Counter({
+      name: 'mcpmux_upstream_protocol_errors_total',
+      help: 'Messages from an upstream that broke the protocol (not JSON, over the size limit, a response to no request...), by kind.',
+      labelNames: ['server', 'kind'],
+      registers,
+    });
     this.denials = new Counter({ name: 'mcpmux_policy_denials_total', help: 'Requests refused by policy.', labelNames: ['server', 'kind', 'client'], registers });
     this.limited = new Counter({ name: 'mcpmux_rate_limited_total', help: 'Requests refused by a rate limit.', labelNames: ['server', 'client'], registers });
     this.auditErrors = new Counter({ name: 'mcpmux_audit_errors_total', help: 'Audit lines lost: the file could not be written, or the writer fell too far behind.', registers });
@@ -134,6 +142,7 @@ export class Metrics {
       this.sessionDuration.observe({ transport: ev.transport }, (ev.durationMs ?? 0) / 1000);
     });
     this.on(CHANNEL.upstreamState, (ev: UpstreamStateEvent) => this.upstreamState(ev));
+    this.on(CHANNEL.upstreamProtocolError, (ev: UpstreamProtocolErrorEvent) => this.protocolErrors.inc({ server: ev.server, kind: ev.kind }));
     this.on(CHANNEL.policyDenied, (ev: DeniedEvent) => this.denials.inc({ server: ev.server, kind: ev.kind, client: ev.client }));
     this.on(CHANNEL.rateLimited, (ev: LimitedEvent) => this.limited.inc({ server: ev.server, client: ev.client }));
     this.on(CHANNEL.auditError, (ev: AuditErrorEvent) => this.auditErrors.inc(ev.lines));

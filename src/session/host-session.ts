@@ -16,10 +16,17 @@ import {
   type RequestEvent,
 } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
-import { cancelProtocol, type LogLevel, type Params } from '../protocol/mcp.js';
+import { cancelProtocol, MuxError, type LogLevel, type Params } from '../protocol/mcp.js';
 import { LATEST_VERSION, negotiateVersion, versionAtLeast, type ProtocolVersion } from '../protocol/versions.js';
 import { PASS_THROUGH, type Router, type SessionPort } from '../router/router.js';
 import type { Transport } from '../transport/transport.js';
+
+/**
+ * Sampling, elicitation and roots requests waiting for one host's answers at once: a person
+ * answers a handful; an upstream that sends thousands is flooding (each would wait up to
+ * timeouts.maxMs). Beyond this the upstream gets -31003 at once.
+ */
+const MAX_REQUESTS_TO_HOST = 64;
 
 export interface HostSessionOptions {
   log: Logger;
@@ -44,6 +51,8 @@ export class HostSession implements SessionPort {
   onclose?: (reason: string) => void;
 
   private initialized = false;
+  /** Server-initiated requests sent to this host and not answered yet. */
+  private asking = 0;
   /** Set while the first initialize is being answered; requests pipelined behind it wait. */
   private initializing: Promise<Result> | undefined;
   private readonly endpoint: Endpoint;
@@ -97,8 +106,15 @@ export class HostSession implements SessionPort {
 
   request(method: string, params: Params | undefined, signal: CancelSignal, related?: JsonRpcId): Promise<Result> {
     if (!this.initialized) return Promise.reject(new RpcError(ErrorCode.MethodNotFound, `The host has not finished initializing; cannot take ${method}`));
+    // A host asked for more answers than a person could give at once is not asked for more.
+    if (this.asking >= MAX_REQUESTS_TO_HOST) {
+      return Promise.reject(new RpcError(MuxError.TooManyInFlight, `Too many requests waiting for this host's answer (limit ${MAX_REQUESTS_TO_HOST})`));
+    }
+    this.asking++;
     // Only the router asks (sampling, elicitation, roots), and it hands the result back upstream untouched.
-    return this.endpoint.request(this.endpoint.allocateId(), method, params, { signal, related, maxTotalMs: this.opts.maxMs, opaque: true });
+    return this.endpoint
+      .request(this.endpoint.allocateId(), method, params, { signal, related, maxTotalMs: this.opts.maxMs, opaque: true })
+      .finally(() => this.asking--);
   }
 
   // ---- what the host sends ------------------------------------------------------------

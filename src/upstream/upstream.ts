@@ -6,7 +6,7 @@ import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { ServerConfig } from '../config/types.js';
 import { Endpoint, type IncomingInfo, type Result } from '../jsonrpc/endpoint.js';
 import { RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
-import { publishUpstreamState, type UpstreamStateName } from '../observe/events.js';
+import { publishUpstreamProtocolError, publishUpstreamState, type UpstreamStateName } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError, withProgressToken, type Params } from '../protocol/mcp.js';
 import { LATEST_VERSION, isSupportedVersion, type ProtocolVersion } from '../protocol/versions.js';
@@ -57,6 +57,9 @@ export interface CallOptions {
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
+/** Server-initiated requests one upstream connection may have waiting at once; beyond, -31003. */
+const MAX_SERVER_REQUESTS = 64;
+
 /** Restart delays grow from restart.backoffMs, doubling, up to this. */
 const MAX_BACKOFF_MS = 30_000;
 
@@ -76,6 +79,7 @@ export class Upstream {
   private connection: Connection | undefined;
   private started: Promise<void> | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
+  private readonly saidProtocolErrors = new Set<string>();
   /**
    * Progress routes of task-augmented requests whose CreateTaskResult came back: the spec keeps
    * the token valid until the task is terminal, so the route outlives the request (token -> route).
@@ -112,7 +116,9 @@ export class Upstream {
         cancel: cancelProtocol,
         peer: `upstream "${this.name}"`,
         opaqueRequests: this.deps.listener.opaqueRequests,
-        onProtocolError: (what, detail) => this.log.debug({ detail }, what),
+        // Requests this upstream may have waiting on mcpmux at once (sampling, elicitation, roots).
+        maxInFlight: MAX_SERVER_REQUESTS,
+        onProtocolError: (what, detail) => this.protocolError(what, detail),
       });
       this.endpoint = ep;
       ep.onclose = (reason) => void this.lost(conn, reason);
@@ -275,6 +281,17 @@ export class Upstream {
 
   private publish(state: UpstreamStateName, more?: { reason?: string; attempt?: number; delayMs?: number }): void {
     publishUpstreamState({ server: this.name, connection: this.connectionId, sharing: this.config.sharing, state, ...more });
+  }
+
+  /**
+   * What this upstream got wrong (garbage on stdout, a response to an unknown id...): logged at
+   * warn the first time for each kind, then at debug, and counted on the bus every time.
+   */
+  private protocolError(what: string, detail: unknown): void {
+    publishUpstreamProtocolError({ server: this.name, kind: what });
+    if (this.saidProtocolErrors.has(what)) return this.log.debug({ detail: String(detail).slice(0, 200) }, what);
+    this.saidProtocolErrors.add(what);
+    this.log.warn({ detail: String(detail).slice(0, 200), once: true }, `${what} (said once per kind; counted in mcpmux_upstream_protocol_errors_total)`);
   }
 
   private setState(state: UpstreamState, reason: string): void {
