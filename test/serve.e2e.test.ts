@@ -730,6 +730,22 @@ describe('mcpmux serve session quotas', () => {
     await d.stop();
   });
 
+  it('sharing: "session" servers start at most limits.maxSessionUpstreams copies; past that, initialize is refused with -31004', async () => {
+    const d = await startDaemon({ mcpServers: { fx: { ...fixture({ name: 'fx' }), sharing: 'session' } }, limits: { maxSessionUpstreams: 2 } });
+    const a = await rawSession(d.url);
+    await rawSession(d.url);
+    const third = await post(d.url, initialize());
+    expect(third.status).toBe(200);
+    expect((await json(third)).error).toEqual({
+      code: -31004,
+      message: 'Too many per-session upstream connections: 2 running, this session needs 1 (limits.maxSessionUpstreams = 2)',
+    });
+    // A session that ends gives its copies back.
+    await fetch(d.url, { method: 'DELETE', headers: a });
+    await waitFor(async () => (await json(await post(d.url, initialize()))).result !== undefined, { what: 'a slot for a new session' });
+    await d.stop();
+  });
+
   it('a session that says nothing after its initialize is closed soon (a flood of bare initializes cannot fill the table)', async () => {
     const d = await startDaemon({ mcpServers: { fx: fixture({ name: 'fx' }) }, limits: { maxSessions: 5 } }, { MCPMUX_UNFINISHED_SESSION_MS: '400' });
     const bare = await Promise.all(Array.from({ length: 5 }, () => post(d.url, initialize())));

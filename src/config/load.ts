@@ -56,7 +56,7 @@ interface RawConfig {
   audit?: { path?: string; arguments?: 'redacted' | 'full' | 'none'; redact?: string[] };
   metrics?: { toolLabel?: boolean; toolLabelLimit?: number };
   timeouts?: { requestMs?: number; maxMs?: number; startupMs?: number };
-  limits?: { maxMessageBytes?: number; maxInFlightPerSession?: number; maxSessions?: number; maxSessionsPerClient?: number; maxRateLimitKeys?: number };
+  limits?: { maxMessageBytes?: number; maxInFlightPerSession?: number; maxSessions?: number; maxSessionsPerClient?: number; maxSessionUpstreams?: number; maxRateLimitKeys?: number };
   logLevel?: string;
 }
 
@@ -361,6 +361,7 @@ function build(
       maxInFlightPerSession: raw.limits?.maxInFlightPerSession ?? DEFAULTS.maxInFlightPerSession,
       maxSessions: raw.limits?.maxSessions ?? DEFAULTS.maxSessions,
       maxSessionsPerClient: raw.limits?.maxSessionsPerClient ?? DEFAULTS.maxSessionsPerClient,
+      maxSessionUpstreams: raw.limits?.maxSessionUpstreams ?? DEFAULTS.maxSessionUpstreams,
       maxRateLimitKeys: raw.limits?.maxRateLimitKeys ?? DEFAULTS.maxRateLimitKeys,
     },
     logLevel: raw.logLevel,

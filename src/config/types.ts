@@ -105,7 +105,7 @@ export interface Config {
     toolLabelLimit: number;
   };
   timeouts: { requestMs: number; maxMs: number; startupMs: number };
-  limits: { maxMessageBytes: number; maxInFlightPerSession: number; maxSessions: number; maxSessionsPerClient: number; maxRateLimitKeys: number };
+  limits: { maxMessageBytes: number; maxInFlightPerSession: number; maxSessions: number; maxSessionsPerClient: number; maxSessionUpstreams: number; maxRateLimitKeys: number };
   logLevel: string | undefined;
   /**
    * Every value that came out of a `${VAR}` expansion, plus every header value and token.
@@ -144,6 +144,7 @@ export const DEFAULTS = {
   maxInFlightPerSession: 4096,
   maxSessions: 1024,
   maxSessionsPerClient: 256,
+  maxSessionUpstreams: 128,
   maxRateLimitKeys: 100_000,
   toolLabelLimit: 200,
   restartMaxRetries: 5,

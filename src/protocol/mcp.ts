@@ -22,7 +22,8 @@ export const MuxError = {
   PolicyDenied: -31002,
   /** Set by the JSON-RPC endpoint itself (it enforces the limit). */
   TooManyInFlight: TOO_MANY_IN_FLIGHT,
-  /** -31004 is the HTTP front's "too many sessions" (transport/http/respond.ts). */
+  /** Too many sessions (the HTTP front's 503s), or too many per-session upstream connections. */
+  Overloaded: -31004,
   /** A rate limit refused a request that is not a tools/call; `data.retryAfterMs` says when to retry. */
   RateLimited: -31005,
 } as const;

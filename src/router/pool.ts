@@ -3,8 +3,9 @@
 // initializes (its capabilities are part of the host's answer) and closed with the session.
 
 import type { Config, ServerConfig } from '../config/types.js';
+import { RpcError } from '../jsonrpc/message.js';
 import { makeScrubber, type Logger } from '../observe/logger.js';
-import type { Params } from '../protocol/mcp.js';
+import { MuxError, type Params } from '../protocol/mcp.js';
 import { Upstream, type UpstreamListener } from '../upstream/upstream.js';
 import { VERSION } from '../version.js';
 import type { SessionPort } from './session-port.js';
@@ -48,6 +49,16 @@ export class UpstreamPool {
   startFor(session: SessionPort): Promise<void>[] {
     const own = this.enabled.filter((c) => c.sharing === 'session');
     if (own.length === 0 || this.perSession.has(session)) return [];
+    // Each host session forks its own copies: without a bound, any local process could make
+    // mcpmux start maxSessions x N children.
+    const running = [...this.perSession.values()].reduce((n, m) => n + m.size, 0);
+    const max = this.config.limits.maxSessionUpstreams;
+    if (running + own.length > max) {
+      throw new RpcError(
+        MuxError.Overloaded,
+        `Too many per-session upstream connections: ${running} running, this session needs ${own.length} (limits.maxSessionUpstreams = ${max})`,
+      );
+    }
     const mine = new Map<string, Upstream>();
     this.perSession.set(session, mine);
     return own.map((c) => {
