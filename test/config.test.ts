@@ -112,7 +112,7 @@ describe('loadConfig: the DESIGN example', () => {
     expect(c.rateLimits).toEqual([{ client: '*', server: 'remote', tool: '*', perMinute: 60, burst: 10, per: ['client', 'server', 'tool'] }]);
     expect(c.audit).toEqual({ path: '/var/log/mcpmux/audit.jsonl', arguments: 'redacted', redact: [] });
     expect(c.metrics).toEqual({ toolLabel: false, toolLabelLimit: 200 });
-    expect(c.timeouts).toEqual({ requestMs: 60000, maxMs: 600000, startupMs: 10000 });
+    expect(c.timeouts).toEqual({ requestMs: 60000, maxMs: 600000, startupMs: 10000, startupWaitMs: 3000 });
     expect(c.limits).toEqual({ maxMessageBytes: 16 * 1024 * 1024, maxInFlightPerSession: 4096, maxSessions: 1024, maxSessionsPerClient: 256, maxSessionUpstreams: 128, maxRateLimitKeys: 100_000 });
     expect(c.logLevel).toBeUndefined();
   });

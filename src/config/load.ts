@@ -55,7 +55,7 @@ interface RawConfig {
   rateLimits?: { client?: string; server?: string; tool?: string; perMinute: number; burst?: number; per?: ('client' | 'server' | 'tool')[] }[];
   audit?: { path?: string; arguments?: 'redacted' | 'full' | 'none'; redact?: string[] };
   metrics?: { toolLabel?: boolean; toolLabelLimit?: number };
-  timeouts?: { requestMs?: number; maxMs?: number; startupMs?: number };
+  timeouts?: { requestMs?: number; maxMs?: number; startupMs?: number; startupWaitMs?: number };
   limits?: { maxMessageBytes?: number; maxInFlightPerSession?: number; maxSessions?: number; maxSessionsPerClient?: number; maxSessionUpstreams?: number; maxRateLimitKeys?: number };
   logLevel?: string;
 }
@@ -231,7 +231,12 @@ function build(
     requestMs: raw.timeouts?.requestMs ?? DEFAULTS.requestMs,
     maxMs: raw.timeouts?.maxMs ?? DEFAULTS.maxMs,
     startupMs: raw.timeouts?.startupMs ?? DEFAULTS.startupMs,
+    startupWaitMs: 0,
   };
+  timeouts.startupWaitMs = raw.timeouts?.startupWaitMs ?? Math.min(DEFAULTS.startupWaitMs, timeouts.startupMs);
+  if (clean('/timeouts') && timeouts.startupWaitMs > timeouts.startupMs) {
+    issue('/timeouts/startupWaitMs', `must be <= timeouts.startupMs (${timeouts.startupMs}), got ${timeouts.startupWaitMs}`);
+  }
   if (clean('/timeouts') && timeouts.maxMs < timeouts.requestMs) {
     issue('/timeouts/maxMs', `must be >= timeouts.requestMs (${timeouts.requestMs}), got ${timeouts.maxMs}`);
   }

@@ -104,7 +104,11 @@ export interface Config {
     toolLabel: boolean;
     toolLabelLimit: number;
   };
-  timeouts: { requestMs: number; maxMs: number; startupMs: number };
+  /**
+   * startupMs: how long an upstream may take to start and initialize; startupWaitMs: how long a
+   * host's initialize waits for them (later ones join with list_changed).
+   */
+  timeouts: { requestMs: number; maxMs: number; startupMs: number; startupWaitMs: number };
   limits: { maxMessageBytes: number; maxInFlightPerSession: number; maxSessions: number; maxSessionsPerClient: number; maxSessionUpstreams: number; maxRateLimitKeys: number };
   logLevel: string | undefined;
   /**
@@ -140,6 +144,7 @@ export const DEFAULTS = {
   requestMs: 60_000,
   maxMs: 600_000,
   startupMs: 10_000,
+  startupWaitMs: 3000,
   maxMessageBytes: 16 * 1024 * 1024,
   maxInFlightPerSession: 4096,
   maxSessions: 1024,

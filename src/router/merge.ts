@@ -5,9 +5,15 @@ import type { Params } from '../protocol/mcp.js';
 import type { ProtocolVersion } from '../protocol/versions.js';
 import type { Upstream } from '../upstream/upstream.js';
 
-/** The union of what `ups` offer, as a host on `version` may be told it. */
-export function mergeCapabilities(ups: readonly Upstream[], version: ProtocolVersion): Params {
-  let caps: Params = {};
+/**
+ * The union of what `ups` offer, as a host on `version` may be told it. With `late` (upstreams
+ * still starting), tools, prompts and resources are offered whatever the live ones say: a
+ * host only lists what the handshake said exists, and the late ones' items arrive with
+ * list_changed. What else they offer (logging, completions, subscribe) cannot be added after
+ * the handshake: a known limit.
+ */
+export function mergeCapabilities(ups: readonly Upstream[], version: ProtocolVersion, late = false): Params {
+  let caps: Params = late ? { tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } } : {};
   let subscribe = false;
   for (const up of ups) {
     const c = up.capabilities;

@@ -46,6 +46,7 @@ export class Router {
   private readonly chain: ForwardChain;
   private governance: Governance = OPEN_GOVERNANCE;
   private startup: Promise<void> = Promise.resolve();
+  private startupWait: Promise<void> = Promise.resolve();
   /** Every request to an upstream goes through here: interceptors, then the upstream. */
   readonly forward: Forward;
 
@@ -99,9 +100,14 @@ export class Router {
 
   // ---- lifecycle ------------------------------------------------------------------------
 
-  /** Starts every shared upstream; `ready()` waits for them (bounded by timeouts.startupMs). */
+  /**
+   * Starts every shared upstream. `ready()` waits for all of them (bounded by
+   * timeouts.startupMs: readiness, commands); a host's initialize only for startupWaitMs.
+   */
   start(): void {
-    this.startup = boundedAll(this.pool.startShared(), this.config.timeouts.startupMs);
+    const starting = this.pool.startShared();
+    this.startup = boundedAll(starting, this.config.timeouts.startupMs);
+    this.startupWait = boundedAll(starting, this.config.timeouts.startupWaitMs);
   }
 
   ready(): Promise<void> {
@@ -145,10 +151,12 @@ export class Router {
    */
   async greet(session: SessionPort): Promise<{ capabilities: Params; instructions: string | undefined }> {
     const own = this.pool.startFor(session);
-    await Promise.all([this.startup, boundedAll(own, this.config.timeouts.startupMs)]);
+    await Promise.all([this.startupWait, boundedAll(own, this.config.timeouts.startupWaitMs)]);
     this.audience.greet(session);
     const live = this.resolve.live(session);
-    return { capabilities: mergeCapabilities(live, session.protocolVersion), instructions: mergeInstructions(live) };
+    // Upstreams still starting will come with list_changed; the host must know the lists exist.
+    const late = this.pool.forSession(session).some((up) => up.state === 'starting');
+    return { capabilities: mergeCapabilities(live, session.protocolVersion, late), instructions: mergeInstructions(live) };
   }
 
   /** The host's roots changed: every upstream it uses may want to ask again. */

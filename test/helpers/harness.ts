@@ -71,11 +71,25 @@ export function tempFile(name = 'file'): string {
   return path.join(tempDir(), name);
 }
 
-/** Writes `obj` as JSON into a fresh temp dir and returns the file's path. */
+/**
+ * Writes `obj` as JSON into a fresh temp dir and returns the file's path. A config that does not
+ * set `timeouts.startupWaitMs` gets it equal to startupMs: tests that list tools right after
+ * initialize expect every upstream, and on a loaded 2-core CI machine a fixture may take longer
+ * than the default 3 s wait to start. Tests of the wait itself set it.
+ */
 export async function writeConfig(obj: unknown, name = 'mcpmux.json'): Promise<string> {
   const file = tempFile(name);
-  await writeFile(file, JSON.stringify(obj, null, 2));
+  await writeFile(file, JSON.stringify(withFullStartupWait(obj), null, 2));
   return file;
+}
+
+function withFullStartupWait(obj: unknown): unknown {
+  if (typeof obj !== 'object' || obj === null || !('mcpServers' in obj)) return obj;
+  const timeouts = (obj as { timeouts?: unknown }).timeouts;
+  if (timeouts !== undefined && (typeof timeouts !== 'object' || timeouts === null || Array.isArray(timeouts))) return obj;
+  const t = (timeouts ?? {}) as Record<string, unknown>;
+  if ('startupWaitMs' in t || (t.startupMs !== undefined && typeof t.startupMs !== 'number')) return obj;
+  return { ...obj, timeouts: { ...t, startupWaitMs: (t.startupMs as number | undefined) ?? 10_000 } };
 }
 
 // ---- polling --------------------------------------------------------------------------------------
