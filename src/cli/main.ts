@@ -51,6 +51,28 @@ export async function main(argv: string[]): Promise<number> {
     });
 
   program
+    .command('import')
+    .description("gather the desktop hosts' MCP servers into one mcpmux config")
+    .option('--from <source>', `a host (${['claude', 'claude-code', 'cursor', 'vscode', 'windsurf'].join(', ')}) or a file; repeatable (default: every host)`, (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .option('-o, --output <file>', 'write the config here (default: stdout)')
+    .option('--force', 'overwrite --output if it exists')
+    .action(async (o: import('./import.js').ImportOptions) => {
+      const { runImport } = await import('./import.js');
+      result = runImport(o);
+    });
+
+  program
+    .command('install')
+    .description("point a desktop host at mcpmux: its config gets one server, `mcpmux stdio --config F`")
+    .requiredOption('--host <host>', 'claude, cursor, vscode or windsurf')
+    .option('-c, --config <file>', 'the mcpmux config (from mcpmux import -o)')
+    .option('--dry-run', 'show the change, write nothing')
+    .action(async (o: import('./install.js').InstallOptions) => {
+      const { runInstall } = await import('./install.js');
+      result = runInstall(o);
+    });
+
+  program
     .command('connect')
     .description('bridge stdin/stdout to a running daemon (default http://127.0.0.1:7330/mcp)')
     .argument('[url]', "the daemon's /mcp URL")

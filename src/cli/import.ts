@@ -1,0 +1,207 @@
+// `mcpmux import`: the desktop hosts' MCP servers, merged into one mcpmux config.
+//
+// Sources are host names (their files at the documented per-OS places, hosts.ts) or files.
+// Each entry becomes an mcpmux server (stdio, http or sse) with its env and headers; what
+// mcpmux cannot express is reported with the entry's name and left out. Name clashes: an
+// identical definition from another host is kept once; a different one is renamed
+// `<name>-<host>` (then `-2`, `-3`...). The config goes to -o FILE (never over an existing file
+// without --force) or to stdout; the report goes to stderr.
+
+import { existsSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { entriesOf, hostFiles, HOSTS, isObject, readHostFile, HostFileError, type HostEntry, type HostName } from './hosts.js';
+import { UsageError } from './runtime.js';
+
+/** This installation's config schema, for editors (`$schema`). */
+const SCHEMA = fileURLToPath(new URL('../../schema/config.schema.json', import.meta.url));
+
+export interface ImportOptions {
+  from?: string[];
+  output?: string;
+  force?: boolean;
+}
+
+/** An mcpmux server entry as written to the config. */
+type ServerEntry = Record<string, unknown>;
+
+export interface Conversion {
+  servers: Record<string, ServerEntry>;
+  /** One line each: what was imported from where, renamed, or left out and why. */
+  notes: string[];
+  /** Environment variables the config now needs (VS Code inputs), with what they stand for. */
+  needs: Map<string, string>;
+}
+
+export async function runImport(opts: ImportOptions): Promise<number> {
+  const sources = opts.from && opts.from.length > 0 ? opts.from : [...HOSTS];
+  const entries: HostEntry[] = [];
+  const notes: string[] = [];
+  for (const source of sources) {
+    const host = (HOSTS as readonly string[]).includes(source) ? (source as HostName) : undefined;
+    const files = host ? hostFiles(host) : [path.resolve(source)];
+    if (!host && !existsSync(files[0]!)) throw new UsageError(`--from ${source}: no such host (${HOSTS.join(', ')}) or file`);
+    for (const file of files) {
+      try {
+        const doc = readHostFile(file);
+        if (!doc) continue;
+        const found = entriesOf(host ?? 'file', file, doc);
+        notes.push(`read ${found.length} server(s) from ${file}`);
+        entries.push(...found);
+      } catch (err) {
+        if (!(err instanceof HostFileError)) throw err;
+        notes.push(`skipped ${file}: ${err.message}`);
+      }
+    }
+  }
+  const result = convert(entries);
+  const config = { $schema: SCHEMA, mcpServers: result.servers };
+  const text = JSON.stringify(config, null, 2) + '\n';
+  for (const n of [...notes, ...result.notes]) process.stderr.write(`mcpmux import: ${n}\n`);
+  // Variables the config refers to (without a default) that this environment does not set.
+  for (const [name, server] of Object.entries(result.servers)) {
+    for (const m of JSON.stringify(server).matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g)) {
+      if (process.env[m[1]!] === undefined && !result.needs.has(m[1]!)) result.needs.set(m[1]!, `used by "${name}"`);
+    }
+  }
+  for (const [v, what] of result.needs) process.stderr.write(`mcpmux import: set ${v} before starting mcpmux (${what})\n`);
+  if (Object.keys(result.servers).length === 0) process.stderr.write('mcpmux import: no server found to import\n');
+  if (!opts.output) {
+    process.stdout.write(text);
+    return 0;
+  }
+  if (existsSync(opts.output) && !opts.force) {
+    process.stderr.write(`mcpmux import: ${opts.output} exists; use --force to overwrite it\n`);
+    return 1;
+  }
+  writeFileSync(opts.output, text, { mode: 0o600 });
+  process.stderr.write(`mcpmux import: wrote ${Object.keys(result.servers).length} server(s) to ${opts.output}; check it with: mcpmux check --config ${opts.output}\n`);
+  return 0;
+}
+
+/** Host entries -> mcpmux servers, clashes resolved in the order given. */
+export function convert(entries: readonly HostEntry[]): Conversion {
+  const servers: Record<string, ServerEntry> = {};
+  const notes: string[] = [];
+  const needs = new Map<string, string>();
+  for (const e of entries) {
+    const converted = convertEntry(e, needs);
+    if (typeof converted === 'string') {
+      notes.push(`left out "${e.name}" from ${e.source}: ${converted}`);
+      continue;
+    }
+    const base = safeName(e.name);
+    const existing = servers[base];
+    if (existing && JSON.stringify(existing) === JSON.stringify(converted)) {
+      notes.push(`"${e.name}" from ${e.source} is the same as one already imported; kept once`);
+      continue;
+    }
+    let name = base;
+    if (existing) {
+      name = `${base}-${e.host}`;
+      for (let n = 2; servers[name]; n++) name = `${base}-${e.host}-${n}`;
+      notes.push(`"${e.name}" from ${e.source} differs from the one already imported; imported as "${name}"`);
+    } else if (name !== e.name) {
+      notes.push(`"${e.name}" from ${e.source} imported as "${name}" (server names use letters, digits, "_", "." and "-")`);
+    } else {
+      notes.push(`imported "${name}" from ${e.source}`);
+    }
+    servers[name] = converted;
+  }
+  return { servers, notes, needs };
+}
+
+/** One entry, or why it cannot be imported. */
+function convertEntry(e: HostEntry, needs: Map<string, string>): ServerEntry | string {
+  const r = e.raw;
+  const sub = (v: string): string | { error: string } => substitute(v, e, needs);
+  const strings = (v: unknown, what: string): Record<string, string> | string | undefined => {
+    if (v === undefined) return undefined;
+    if (!isObject(v)) return `${what} is not an object`;
+    const out: Record<string, string> = {};
+    for (const [k, x] of Object.entries(v)) {
+      if (typeof x !== 'string' && typeof x !== 'number' && typeof x !== 'boolean') return `${what}.${k} is not a string`;
+      const s = sub(String(x));
+      if (typeof s !== 'string') return s.error;
+      out[k] = s;
+    }
+    return out;
+  };
+  if (r.envFile !== undefined) return 'envFile is not supported: put the variables in "env"';
+  const url = typeof r.url === 'string' ? r.url : typeof r.serverUrl === 'string' ? r.serverUrl : undefined;
+  const type = typeof r.type === 'string' ? r.type : typeof r.transport === 'string' ? r.transport : undefined;
+  const out: ServerEntry = {};
+  if (typeof r.command === 'string') {
+    if (type !== undefined && type !== 'stdio') return `type "${type}" with a command`;
+    const command = sub(r.command);
+    if (typeof command !== 'string') return command.error;
+    out.command = command;
+    if (r.args !== undefined) {
+      if (!Array.isArray(r.args) || !r.args.every((a) => typeof a === 'string' || typeof a === 'number')) return 'args is not a list of strings';
+      const args: string[] = [];
+      for (const a of r.args) {
+        const s = sub(String(a));
+        if (typeof s !== 'string') return s.error;
+        args.push(s);
+      }
+      out.args = args;
+    }
+    const envs = strings(r.env, 'env');
+    if (typeof envs === 'string') return envs;
+    if (envs && Object.keys(envs).length > 0) out.env = envs;
+    if (typeof r.cwd === 'string') {
+      const cwd = sub(r.cwd);
+      if (typeof cwd !== 'string') return cwd.error;
+      out.cwd = cwd;
+    }
+  } else if (url !== undefined) {
+    const kind = type === undefined || type === 'http' || type === 'streamable-http' || type === 'streamableHttp' ? 'http' : type === 'sse' ? 'sse' : undefined;
+    if (!kind) return `transport "${type}" is not one mcpmux speaks`;
+    const u = sub(url);
+    if (typeof u !== 'string') return u.error;
+    if (!/^https?:\/\//.test(u)) return `url ${JSON.stringify(u)} is not http(s)`;
+    out.url = u;
+    if (kind === 'sse' || type !== undefined) out.type = kind;
+    const headers = strings(r.headers, 'headers');
+    if (typeof headers === 'string') return headers;
+    if (headers && Object.keys(headers).length > 0) out.headers = headers;
+    if (r.oauth !== undefined || r.auth !== undefined) return 'OAuth settings are not supported yet';
+  } else {
+    return 'neither a command nor a url';
+  }
+  if (r.disabled === true) out.disabled = true;
+  return out;
+}
+
+/**
+ * A host's `${...}` references in mcpmux's spelling: `${env:X}` (VS Code, Cursor) -> `${X}`,
+ * `${input:id}` (VS Code) -> `${MCPMUX_INPUT_<ID>}` (noted as needed), `${userHome}` ->
+ * `${HOME}`, `${workspaceFolder}` -> the folder of the file's workspace. `${X}` and
+ * `${X:-default}` (Claude Code) are already mcpmux's. Anything else cannot be expressed.
+ */
+function substitute(value: string, e: HostEntry, needs: Map<string, string>): string | { error: string } {
+  let failed: string | undefined;
+  const out = value.replace(/\$\{([^}]*)\}/g, (whole, ref: string) => {
+    if (/^[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?$/.test(ref)) return whole;
+    const env = /^env:([A-Za-z_][A-Za-z0-9_]*)$/.exec(ref);
+    if (env) return `\${${env[1]}}`;
+    const input = /^input:(.+)$/.exec(ref);
+    if (input) {
+      const v = `MCPMUX_INPUT_${input[1]!.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
+      const about = e.inputs?.get(input[1]!)?.description;
+      needs.set(v, `VS Code input "${input[1]}"${about ? `: ${about}` : ''}`);
+      return `\${${v}}`;
+    }
+    if (ref === 'userHome') return '${HOME}';
+    if (ref === 'workspaceFolder' && /[\\/](\.vscode|\.cursor)[\\/]mcp\.json$/.test(e.source)) return path.dirname(path.dirname(e.source)).replace(/\$\{/g, '$${');
+    failed ??= `\${${ref}} cannot be expressed in an mcpmux config`;
+    return whole;
+  });
+  return failed ? { error: failed } : out;
+}
+
+/** A server name mcpmux accepts: [A-Za-z0-9_.-], and no "__" (the default separator). */
+function safeName(name: string): string {
+  const s = name.replace(/[^A-Za-z0-9_.-]/g, '-').replace(/_{2,}/g, '_');
+  return s.length > 0 ? s : 'server';
+}
