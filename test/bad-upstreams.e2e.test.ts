@@ -32,7 +32,7 @@ describe('an upstream that breaks the protocol', () => {
   it.each([
     ['garbage on stdout', 'garbage', 500, 'a message that is not JSON'],
     ['a line over the size limit', 'huge', 200_000, 'a message over the size limit'],
-    ['responses to ids never used', 'unknown-id', 300, 'response for unknown or cancelled id'],
+    ['responses to ids never used', 'unknown-id', 300, 'a response to an id never used'],
   ])('%s: contained, logged once, counted; the good upstream serves', async (_what, mode, n, kind) => {
     const { peer, metrics } = await mux();
     const r = await misbehave(peer, mode, n);

@@ -237,7 +237,9 @@ export class Endpoint {
     const c = classify(value);
     switch (c.kind) {
       case 'response':
-        if (!this.pending.settle(c.msg)) this.opts.onProtocolError?.('response for unknown or cancelled id', c.msg.id);
+        // A late answer to a request we gave up on (cancelled, timed out) is normal: dropped.
+        // An answer to an id we never used is the peer's mistake.
+        if (!this.pending.settle(c.msg) && !this.pending.issued(c.msg.id)) this.opts.onProtocolError?.('a response to an id never used', c.msg.id);
         return undefined;
       case 'notification':
         if (c.msg.params) materialise(c.msg.params);

@@ -56,6 +56,11 @@ export class PendingTable {
     return this.nextId++;
   }
 
+  /** Whether `id` is one this table handed out (settled or not). */
+  issued(id: JsonRpcId | null): boolean {
+    return typeof id === 'number' && Number.isInteger(id) && id >= 1 && id < this.nextId;
+  }
+
   add(id: JsonRpcId, opts: PendingOptions): Promise<Record<string, unknown>> {
     return new Promise((resolve, reject) => {
       const timeoutMs = opts.timeoutMs ?? 0;
