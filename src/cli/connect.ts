@@ -13,6 +13,7 @@ import { classify, type JsonRpcId } from '../jsonrpc/message.js';
 import { createLogger, type Logger } from '../observe/logger.js';
 import { DEFAULTS } from '../config/types.js';
 import { UsageError } from './runtime.js';
+import { backoffDelay } from '../backoff.js';
 
 export const DEFAULT_CONNECT_URL = `http://127.0.0.1:${DEFAULTS.port}/mcp`;
 export const TOKEN_ENV = 'MCPMUX_TOKEN';
@@ -25,6 +26,8 @@ export interface ConnectOptions {
 /** Attempts to reconnect a dropped SSE stream (GET or a POST's) before giving up on it. */
 const MAX_RESUMES = 5;
 const DEFAULT_RETRY_MS = 1000;
+/** The longest wait between attempts to reopen the GET stream. */
+const MAX_RETRY_MS = 30_000;
 const DELETE_TIMEOUT_MS = 2000;
 /** After stdin ends, how long answers still streaming in may take before the session is deleted. */
 const DRAIN_MS = 1000;
@@ -198,7 +201,7 @@ class Bridge {
         failures++;
         // 404: the session is gone; the next POST re-initializes, which reopens this stream.
         if (res?.status === 404) break;
-        await delay(DEFAULT_RETRY_MS);
+        await delay(backoffDelay(failures - 1, { baseMs: DEFAULT_RETRY_MS, maxMs: MAX_RETRY_MS }));
         continue;
       }
       failures = 0;

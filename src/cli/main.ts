@@ -51,6 +51,26 @@ export async function main(argv: string[]): Promise<number> {
     });
 
   program
+    .command('status')
+    .description("show a running daemon's upstreams and sessions (GET /status)")
+    .option('--url <base>', "the daemon's base URL, or its admin port's (default http://127.0.0.1:7330)")
+    .option('--json', 'print the JSON as the daemon sent it')
+    .action(async (o: import('./status.js').StatusOptions) => {
+      const { runStatus } = await import('./status.js');
+      result = runStatus(o);
+    });
+
+  program
+    .command('restart')
+    .description('restart one upstream of a running daemon now (forgets its failures)')
+    .argument('<server>', 'the server name in the config')
+    .option('--url <base>', "the daemon's base URL, or its admin port's (default http://127.0.0.1:7330)")
+    .action(async (name: string, o: { url?: string }) => {
+      const { runRestart } = await import('./status.js');
+      result = runRestart(name, o);
+    });
+
+  program
     .command('import')
     .description("gather the desktop hosts' MCP servers into one mcpmux config")
     .option('--from <source>', `a host (${['claude', 'claude-code', 'cursor', 'vscode', 'windsurf'].join(', ')}) or a file; repeatable (default: every host)`, (v: string, prev: string[]) => [...prev, v], [] as string[])

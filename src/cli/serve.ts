@@ -11,6 +11,7 @@ import type { HostTransport } from '../observe/events.js';
 import { HttpServer } from '../transport/http/server.js';
 import { DEFAULT_IDLE_SESSION_MS, type SessionKind } from '../transport/http/sessions.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, startObservers, type GlobalOptions } from './runtime.js';
+import { addStatusRoutes } from './status.js';
 
 /** What each HTTP session kind is called in events, metrics and the audit log. */
 const TRANSPORT: Record<SessionKind, HostTransport> = { streamable: 'http', sse: 'sse', ws: 'ws' };
@@ -58,11 +59,17 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     // Counts only: the operator routes need no token, so they name nothing of the config.
     readiness: () => {
       const upstreams: Record<string, number> = {};
-      for (const u of router.list()) upstreams[u.state] = (upstreams[u.state] ?? 0) + 1;
-      return { ready: started, detail: { upstreams } };
+      for (const u of router.list()) {
+        const state = u.gaveUp ? 'given up' : u.state;
+        upstreams[state] = (upstreams[state] ?? 0) + 1;
+      }
+      // An upstream mcpmux gave up on (a crash loop) makes the daemon not ready: it needs an admin.
+      const gaveUp = upstreams['given up'] !== undefined;
+      return { ready: started && !gaveUp, ...(gaveUp && { status: 'degraded' }), detail: { upstreams } };
     },
   });
   addMetricsRoute(server.adminRoutes, observers.metrics!);
+  addStatusRoutes(server.adminRoutes, router, config);
 
   let bound;
   try {

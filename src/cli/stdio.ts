@@ -8,6 +8,7 @@ import { AdminListener, addHealthRoutes, OperatorRoutes } from '../transport/htt
 import { StreamTransport } from '../transport/stream.js';
 import { flushLogs } from '../observe/logger.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, startObservers, type GlobalOptions } from './runtime.js';
+import { addStatusRoutes } from './status.js';
 
 export interface StdioOptions extends GlobalOptions {
   adminPort?: string;
@@ -31,6 +32,7 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
     const routes = new OperatorRoutes(log);
     addHealthRoutes(routes, () => ({ ready: started && connected, status: connected ? (started ? 'ready' : 'starting') : 'draining', sessions: connected ? 1 : 0 }));
     addMetricsRoute(routes, observers.metrics!);
+    addStatusRoutes(routes, router, config);
     admin = new AdminListener(host, adminPort, routes, new Guard({ host, allowedOrigins: config.listen.allowedOrigins, tokens: [] }));
     try {
       const port = await admin.listen();

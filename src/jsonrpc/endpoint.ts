@@ -106,6 +106,11 @@ export class Endpoint {
   }
 
   /** Reserve an id before building a request (MCP uses it as the progress token). */
+  /** Our requests still waiting for the peer's answer. */
+  get pendingCount(): number {
+    return this.pending.size;
+  }
+
   allocateId(): number {
     return this.pending.allocateId();
   }

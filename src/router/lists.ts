@@ -17,6 +17,8 @@ export class Lists {
   readonly catalogue: Catalogue;
   readonly kinds: Record<ListName, ListKind>;
   private readonly seen = new Map<string, { gov: Governance; version: number; value: boolean }>();
+  /** Per server: the resource URIs listed so far (for status). */
+  private readonly uris = new Map<string, Set<string>>();
 
   constructor(
     private readonly names: NameIndex,
@@ -80,6 +82,17 @@ export class Lists {
     return value;
   }
 
+  /** How many tools, prompts and resources of a server hosts have been shown so far. */
+  counts(server: string): { tools: number; prompts: number; resources: number } {
+    return { tools: this.names.publishedBy('tools', server).length, prompts: this.names.publishedBy('prompts', server).length, resources: this.uris.get(server)?.size ?? 0 };
+  }
+
+  private resourcesSeen(server: string): Set<string> {
+    let set = this.uris.get(server);
+    if (!set) this.uris.set(server, (set = new Set()));
+    return set;
+  }
+
   /** Every item of a list, all pages walked (name resolution, `mcpmux tools`). */
   async walk(list: ListName, ups: () => readonly Upstream[]): Promise<Params[]> {
     const kind = this.kinds[list];
@@ -103,6 +116,7 @@ export class Lists {
     const uri = item[key];
     if (typeof uri !== 'string') return undefined;
     if (!this.governance().serverAllows(up.name, 'resources', uri)) return undefined;
+    if (key === 'uri') this.resourcesSeen(up.name).add(uri);
     if (up.config.resources.namespace === 'passthrough') return item;
     return { ...item, [key]: wrapUri(up.name, uri) };
   }

@@ -34,6 +34,12 @@ export type { Call, Forward, Governance, Interceptor } from './forward.js';
 export type { SessionPort } from './session-port.js';
 export { PASS_THROUGH } from './forward.js';
 
+/** What `/status` says of the router's side (see Router.status). */
+export interface RouterStatus {
+  upstreams: Record<string, unknown>[];
+  sessions: { total: number; byTransport: Record<string, number>; byClient: Record<string, number> };
+}
+
 export class Router {
   private readonly pool: UpstreamPool;
   private readonly audience: Audience;
@@ -122,6 +128,37 @@ export class Router {
   /** Shared upstream connections in config order (for `check` and `tools`). */
   list(): Upstream[] {
     return this.pool.sharedList();
+  }
+
+  /** Every upstream connection and every host session, as `/status` shows them. */
+  status(): RouterStatus {
+    const upstreams = this.pool.all().map((up) => ({
+      name: up.name,
+      transport: up.config.transport,
+      sharing: up.config.sharing,
+      ...(this.pool.ownerOf(up) && { session: this.pool.ownerOf(up)!.id }),
+      state: up.gaveUp ? 'given up' : up.state,
+      ...(up.reason && { lastError: up.reason }),
+      ...(up.pid !== undefined && { pid: up.pid }),
+      restarts: up.restarts,
+      inFlight: up.inFlight,
+      ...this.lists.counts(up.name),
+    }));
+    const byTransport: Record<string, number> = {};
+    const byClient: Record<string, number> = {};
+    for (const s of this.audience.sessions) {
+      byTransport[s.transport] = (byTransport[s.transport] ?? 0) + 1;
+      byClient[s.client] = (byClient[s.client] ?? 0) + 1;
+    }
+    return { upstreams, sessions: { total: this.audience.sessions.size, byTransport, byClient } };
+  }
+
+  /** Restarts a shared upstream now (an admin's `mcpmux restart`); false if there is none of that name. */
+  restart(name: string): boolean {
+    const up = this.pool.sharedList().find((u) => u.name === name);
+    if (!up) return false;
+    void up.restart();
+    return true;
   }
 
   attach(session: SessionPort): void {

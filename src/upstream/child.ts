@@ -55,7 +55,7 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
       await exited;
     })());
 
-  return { transport, exited, stop };
+  return { transport, exited, stop, pid: proc.pid };
 }
 
 function exitsWithin(exited: Promise<string>, ms: number): Promise<boolean> {

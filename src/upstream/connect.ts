@@ -19,6 +19,8 @@ export interface Connection {
    * re-initialized at once instead of after a backoff.
    */
   expired?: boolean;
+  /** The child's process id (stdio upstreams). */
+  pid?: number;
 }
 
 /** What http.ts, sse.ts and ws.ts provide: a Transport that may need a moment before it can send. */

@@ -11,6 +11,7 @@ import { encodeMessage } from '../jsonrpc/framing.js';
 import type { FrameError } from '../transport/transport.js';
 import type { RemoteTransport } from './connect.js';
 import { parseJson } from '../jsonrpc/big-numbers.js';
+import { backoffDelay } from '../backoff.js';
 
 const JSON_TYPE = 'application/json';
 const SSE_TYPE = 'text/event-stream';
@@ -288,7 +289,7 @@ export class StreamableHttpTransport implements RemoteTransport {
 
   private reconnect(s: Stream): void {
     if (s.reconnects >= MAX_RECONNECTS) return this.giveUp(s);
-    const delay = this.serverRetryMs ?? Math.min(RETRY_MAX_MS, RETRY_DEFAULT_MS * RETRY_GROWTH ** s.reconnects);
+    const delay = this.serverRetryMs ?? backoffDelay(s.reconnects, { baseMs: RETRY_DEFAULT_MS, factor: RETRY_GROWTH, maxMs: RETRY_MAX_MS });
     s.reconnects++;
     const timer = setTimeout(() => {
       this.timers.delete(timer);

@@ -11,6 +11,7 @@ import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError, withProgressToken, type Params } from '../protocol/mcp.js';
 import { LATEST_VERSION, isSupportedVersion, type ProtocolVersion } from '../protocol/versions.js';
 import { connectUpstream, type Connection } from './connect.js';
+import { backoffDelay } from '../backoff.js';
 
 export type UpstreamState = 'starting' | 'ready' | 'failed' | 'closed';
 
@@ -60,6 +61,9 @@ const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 /** Server-initiated requests one upstream connection may have waiting at once; beyond, -31003. */
 const MAX_SERVER_REQUESTS = 64;
 
+/** Failures counted together: more than restart.maxRetries of them within this is a crash loop. */
+const CRASH_WINDOW_MS = 60_000;
+
 /** Restart delays grow from restart.backoffMs, doubling, up to this. */
 const MAX_BACKOFF_MS = 30_000;
 
@@ -71,8 +75,12 @@ export class Upstream {
   reason = '';
   info: ServerInfo | undefined;
   readonly log: Logger;
-  /** Restarts so far since the last time the upstream was ready. */
+  /** Restarts scheduled so far (for status). */
   restarts = 0;
+  /** It failed too often and is left alone until `restart()` (or a reload). */
+  gaveUp = false;
+  /** When it failed or was lost, within the crash-loop window (oldest first). */
+  private failures: number[] = [];
   /** Names this connection in events (a `session` server has one connection per host session). */
   readonly connectionId = ++connections;
   private endpoint: Endpoint | undefined;
@@ -149,7 +157,6 @@ export class Upstream {
       if (this.state !== 'starting') return; // died during the handshake
       this.state = 'ready';
       this.reason = '';
-      this.restarts = 0;
       this.log.info({ protocolVersion: version, serverInfo: this.info.serverInfo }, 'upstream ready');
       this.publish('up');
       this.deps.listener.stateChanged(this);
@@ -158,22 +165,60 @@ export class Upstream {
     }
   }
 
-  /** After a loss: try again with exponential backoff, up to restart.maxRetries times in a row. */
+  /**
+   * After a failure or a loss: try again with backoff (jittered, growing with every failure in
+   * the window), unless it failed more than restart.maxRetries times within CRASH_WINDOW_MS:
+   * a crash loop (even one whose every start reaches initialize) is left alone until an admin
+   * restarts it, instead of being hammered every half second forever.
+   */
   private scheduleRestart(immediately: boolean): void {
     const { maxRetries, backoffMs } = this.config.restart;
-    if (this.restarts >= maxRetries) {
-      if (maxRetries > 0) this.log.error({ restarts: this.restarts }, 'giving up on upstream after repeated failures');
+    const now = Date.now();
+    this.failures = this.failures.filter((t) => now - t < CRASH_WINDOW_MS);
+    this.failures.push(now);
+    if (this.failures.length > maxRetries) {
+      this.gaveUp = true;
+      if (maxRetries > 0) {
+        this.log.error({ failures: this.failures.length, windowS: CRASH_WINDOW_MS / 1000 }, 'giving up on upstream: it keeps failing (mcpmux restart NAME, or a reload, tries again)');
+      }
+      this.deps.listener.stateChanged(this);
       return;
     }
-    const delay = immediately ? 0 : Math.min(MAX_BACKOFF_MS, backoffMs * 2 ** this.restarts);
+    const delay = immediately ? 0 : backoffDelay(this.failures.length - 1, { baseMs: backoffMs, maxMs: MAX_BACKOFF_MS });
     this.restarts++;
-    this.log.info({ delay, attempt: this.restarts }, 'restarting upstream');
-    this.publish('restarting', { attempt: this.restarts, delayMs: delay });
+    this.log.info({ delay, attempt: this.failures.length }, 'restarting upstream');
+    this.publish('restarting', { attempt: this.failures.length, delayMs: delay });
     this.restartTimer = setTimeout(() => {
       this.restartTimer = undefined;
       if (this.state !== 'closed') void this.run();
     }, delay);
     this.restartTimer.unref?.();
+  }
+
+  /** Requests of ours waiting for this upstream's answer now. */
+  get inFlight(): number {
+    return this.endpoint?.pendingCount ?? 0;
+  }
+
+  /** Its child's process id, for a stdio upstream that is running. */
+  get pid(): number | undefined {
+    return this.state === 'closed' ? undefined : this.connection?.pid;
+  }
+
+  /** Starts it anew now (an admin's `mcpmux restart`): forgets its failures, ends the current connection. */
+  async restart(): Promise<void> {
+    if (this.state === 'closed') return;
+    clearTimeout(this.restartTimer);
+    this.restartTimer = undefined;
+    this.failures = [];
+    this.gaveUp = false;
+    const conn = this.connection;
+    this.connection = undefined;
+    this.setState('starting', 'restarted by an admin');
+    await conn?.stop();
+    this.restarts++;
+    this.publish('restarting', { attempt: 0, delayMs: 0 });
+    await this.run();
   }
 
   /** Sends a request with a fresh id; the host's progress token, if any, becomes that id. */

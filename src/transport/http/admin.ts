@@ -7,7 +7,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { ErrorCode } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
-import type { Guard } from './guard.js';
+import type { AuthResult, Guard } from './guard.js';
 import { HttpRpcCode, sendError, sendJson } from './respond.js';
 import { httpOptions } from './timeouts.js';
 
@@ -15,21 +15,34 @@ export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => void |
 
 export class OperatorRoutes {
   private readonly routes = new Map<string, RouteHandler>();
+  /** Routes that show or change the daemon's state: on the main listener they need a token. */
+  private readonly guarded = new Set<string>();
 
   constructor(private readonly log: Logger) {}
 
-  set(path: string, handler: RouteHandler): void {
+  set(path: string, handler: RouteHandler, opts: { needsToken?: boolean } = {}): void {
     this.routes.set(path, handler);
+    if (opts.needsToken) this.guarded.add(path);
   }
 
   has(path: string): boolean {
     return this.routes.has(path);
   }
 
-  /** Answers `path` if it is an operator route (true), else leaves the request alone. */
-  serve(path: string, req: IncomingMessage, res: ServerResponse): boolean {
+  /**
+   * Answers `path` if it is an operator route (true), else leaves the request alone. With
+   * `authenticate` (the main listener's tokens), routes that need a token are checked first.
+   */
+  serve(path: string, req: IncomingMessage, res: ServerResponse, authenticate?: (req: IncomingMessage) => AuthResult): boolean {
     const handler = this.routes.get(path);
     if (!handler) return false;
+    if (authenticate && this.guarded.has(path)) {
+      const auth = authenticate(req);
+      if (!auth.ok) {
+        sendError(res, auth.status, HttpRpcCode.Transport, auth.message, { 'www-authenticate': auth.challenge });
+        return true;
+      }
+    }
     runRoute(handler, req, res, this.log);
     return true;
   }

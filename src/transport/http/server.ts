@@ -37,7 +37,7 @@ export interface HttpServerOptions {
   headersTimeoutMs?: number;
   requestTimeoutMs?: number;
   /** What `/readyz` reports (the server adds "draining" itself). */
-  readiness: () => { ready: boolean; detail?: unknown };
+  readiness: () => { ready: boolean; status?: string; detail?: unknown };
 }
 
 export interface Bound {
@@ -83,7 +83,7 @@ export class HttpServer {
     this.adminRoutes = new OperatorRoutes(log);
     addHealthRoutes(this.adminRoutes, () => {
       const r = opts.readiness();
-      const status = this.draining ? 'draining' : r.ready ? 'ready' : 'starting';
+      const status = this.draining ? 'draining' : r.ready ? 'ready' : (r.status ?? 'starting');
       return { ready: r.ready && !this.draining, status, sessions: this.registry.size, detail: r.detail };
     });
 
@@ -131,7 +131,7 @@ export class HttpServer {
     const verdict = this.guard.check(req);
     if (!verdict.ok) return sendError(res, verdict.status, HttpRpcCode.Transport, verdict.message);
 
-    if (withAdmin && this.adminRoutes.serve(path, req, res)) return;
+    if (withAdmin && this.adminRoutes.serve(path, req, res, (rq) => this.guard.authenticate(rq))) return;
     if (path !== '/mcp' && path !== '/sse' && path !== MESSAGES_PATH && path !== '/ws') {
       return sendError(res, 404, HttpRpcCode.Transport, `Not Found: ${path}`);
     }
