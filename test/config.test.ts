@@ -88,6 +88,7 @@ describe('loadConfig: the DESIGN example', () => {
       command: 'npx',
       args: ['-y', '@modelcontextprotocol/server-filesystem', '/srv'],
       env: {},
+      inheritEnv: false,
       cwd: '/srv',
     });
     const remote = c.servers[1] as RemoteServerConfig;
@@ -407,6 +408,19 @@ describe('loadConfig: semantic checks', () => {
       { path: '/mcpServers/b/args', message: '"args" applies to "command" servers, not to url servers' },
       { path: '/mcpServers/b/cwd', message: '"cwd" applies to "command" servers, not to url servers' },
     ]);
+  });
+
+  it('checks inheritEnv: stdio servers only, true/false or a list of variable names', async () => {
+    const issues = await issuesOf({
+      mcpServers: {
+        a: { url: 'http://a/mcp', inheritEnv: true },
+        b: { command: 'x', inheritEnv: 'yes' },
+        c: { command: 'x', inheritEnv: ['GOOD_*', 'bad name'] },
+        d: { command: 'x', inheritEnv: ['AWS_*', 'HTTPS_PROXY'] },
+      },
+    });
+    expect(issues.map((i) => i.path)).toEqual(['/mcpServers/b/inheritEnv', '/mcpServers/c/inheritEnv/1', '/mcpServers/a/inheritEnv']);
+    expect(issues.find((i) => i.path === '/mcpServers/a/inheritEnv')!.message).toBe('"inheritEnv" applies to "command" servers, not to url servers');
   });
 
   it('resolves a relative cwd and audit path against the config file folder', async () => {

@@ -28,7 +28,7 @@ export const SCHEMA_URL = new URL('../../schema/config.schema.json', import.meta
 
 const schema = JSON.parse(readFileSync(SCHEMA_URL, 'utf8')) as object;
 // verbose: errors carry the offending value, so type errors can say what they got.
-const validate = new Ajv({ allErrors: true, verbose: true }).compile(schema);
+const validate = new Ajv({ allErrors: true, verbose: true, allowUnionTypes: true }).compile(schema);
 
 // ---- the file's shape once the schema has accepted it (everything optional) ----
 
@@ -36,7 +36,7 @@ interface RawGlobList { allow?: string[]; deny?: string[] }
 /** A client's own lists: `allow`/`deny` are its tool lists (the original shape), beside prompts and resources. */
 interface RawClientPolicy extends RawGlobList { prompts?: RawGlobList; resources?: RawGlobList }
 interface RawServer {
-  command?: string; args?: string[]; env?: Record<string, string>; cwd?: string;
+  command?: string; args?: string[]; env?: Record<string, string>; cwd?: string; inheritEnv?: boolean | string[];
   url?: string; headers?: Record<string, string>;
   type?: string; transport?: string; prefix?: string; disabled?: boolean;
   sharing?: 'shared' | 'session'; timeoutMs?: number; tools?: RawGlobList; prompts?: RawGlobList;
@@ -181,7 +181,7 @@ function toIssue(e: ErrorObject, secrets: string[]): ConfigIssue {
       };
     }
     case 'type':
-      return { path: at, message: `expected ${String(p.type)}, got ${typeName(e.data)}` };
+      return { path: at, message: `expected ${Array.isArray(p.type) ? p.type.join(' or ') : String(p.type)}, got ${typeName(e.data)}` };
     case 'enum':
       return {
         path: at,
@@ -427,11 +427,12 @@ function buildServer(
       command: s.command,
       args: s.args ?? [],
       env: s.env ?? {},
+      inheritEnv: s.inheritEnv ?? false,
       cwd: s.cwd === undefined ? undefined : path.resolve(ctx.dir, s.cwd),
     };
   }
 
-  for (const key of ['args', 'env', 'cwd'] as const) {
+  for (const key of ['args', 'env', 'cwd', 'inheritEnv'] as const) {
     if (s[key] !== undefined) issue(`${at}/${key}`, `"${key}" applies to "command" servers, not to url servers`);
   }
   const url = s.url!;

@@ -43,6 +43,11 @@ export interface StdioServerConfig extends ServerCommon {
   command: string;
   args: string[];
   env: Record<string, string>;
+  /**
+   * What the child gets of mcpmux's own environment beyond the minimal set (child-env.ts):
+   * false (nothing more), true (everything), or names (`AWS_*` for a prefix).
+   */
+  inheritEnv: boolean | string[];
   /** Absolute; a relative `cwd` in the file is resolved against the config file's folder. */
   cwd: string | undefined;
 }

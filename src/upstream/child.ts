@@ -5,6 +5,7 @@ import { execa, type ResultPromise } from 'execa';
 import type { StdioServerConfig } from '../config/types.js';
 import type { Logger } from '../observe/logger.js';
 import { StreamTransport } from '../transport/stream.js';
+import { childEnv } from './child-env.js';
 import type { Connection } from './connect.js';
 
 /** How long a child gets after stdin closes, and again after SIGTERM, before the next step. */
@@ -13,11 +14,10 @@ const MAX_STDERR_LINE = 4096;
 
 
 export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log: Logger): Connection {
-  // A child must never inherit systemd's notify socket (it could report readiness for us).
-  const { NOTIFY_SOCKET: _notify, ...inherited } = process.env;
   const proc: ResultPromise = execa(cfg.command, cfg.args, {
     cwd: cfg.cwd,
-    env: { ...inherited, ...cfg.env },
+    // Only what a login shell needs, plus its own env (child-env.ts).
+    env: childEnv(process.env, cfg.env, cfg.inheritEnv),
     extendEnv: false,
     stdin: 'pipe',
     stdout: 'pipe',
