@@ -6,6 +6,10 @@ import type { StdioServerConfig } from '../config/types.js';
 import type { Logger } from '../observe/logger.js';
 import { StreamTransport } from '../transport/stream.js';
 import { childEnv } from './child-env.js';
+import { guardGroup, releaseGroup, signalGroup } from './reaper.js';
+
+/** Process groups exist on POSIX systems. */
+const GROUPS = process.platform !== 'win32';
 import type { Connection } from './connect.js';
 
 /** How long a child gets after stdin closes, and again after SIGTERM, before the next step. */
@@ -24,9 +28,14 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
     stderr: 'pipe',
     buffer: false,
     reject: false,
-    cleanup: true,
+    // Its own process group (reaper.ts): stopping it reaches its own children too. On Windows
+    // there are no groups; execa's cleanup ends the child with mcpmux instead.
+    detached: GROUPS,
+    cleanup: !GROUPS,
     windowsHide: true,
   });
+  const pgid = GROUPS ? proc.pid : undefined;
+  if (pgid !== undefined) guardGroup(pgid);
   log.info({ command: cfg.command, args: cfg.args, childPid: proc.pid }, 'spawned upstream');
 
   const exited = proc.then((r) => {
@@ -39,23 +48,51 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
 
   pipeStderr(proc, log);
   const transport = new StreamTransport(proc.stdout!, proc.stdin!, maxMessageBytes, false);
-  void exited.then((how) => transport.finish(how));
+  void exited.then((how) => {
+    transport.finish(how);
+    // What it started may outlive it (an `sh -c` wrapper that died): the group goes too.
+    if (pgid !== undefined) void endGroup(pgid);
+  });
   // A write to a child that already died must not become an unhandled 'error'.
   proc.stdin!.on('error', () => {});
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
-      if (proc.exitCode !== null || proc.signalCode !== null) return;
-      proc.stdin?.end();
-      if (await exitsWithin(exited, GRACE_MS)) return;
-      proc.kill('SIGTERM');
-      if (await exitsWithin(exited, GRACE_MS)) return;
-      proc.kill('SIGKILL');
-      await exited;
+      if (proc.exitCode === null && proc.signalCode === null) {
+        // The spec's order: stdin closed, then SIGTERM, then SIGKILL (to the whole group).
+        proc.stdin?.end();
+        if (!(await exitsWithin(exited, GRACE_MS))) {
+          if (pgid === undefined || !signalGroup(pgid, 'SIGTERM')) proc.kill('SIGTERM');
+          if (!(await exitsWithin(exited, GRACE_MS))) {
+            if (pgid === undefined || !signalGroup(pgid, 'SIGKILL')) proc.kill('SIGKILL');
+            await exited;
+          }
+        }
+      }
+      if (pgid !== undefined) await endGroup(pgid);
     })());
 
   return { transport, exited, stop, pid: proc.pid };
+}
+
+/** Ends what is left of a process group (SIGTERM, then SIGKILL after the grace), then releases it. */
+const ending = new Map<number, Promise<void>>();
+function endGroup(pgid: number): Promise<void> {
+  let p = ending.get(pgid);
+  if (!p) {
+    p = (async () => {
+      if (signalGroup(pgid, 'SIGTERM')) {
+        const deadline = Date.now() + GRACE_MS;
+        while (signalGroup(pgid, 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+        signalGroup(pgid, 'SIGKILL');
+      }
+      releaseGroup(pgid);
+      ending.delete(pgid);
+    })();
+    ending.set(pgid, p);
+  }
+  return p;
 }
 
 function exitsWithin(exited: Promise<string>, ms: number): Promise<boolean> {
