@@ -164,3 +164,19 @@ describe('a host that stops reading stdout', () => {
     expect(err).toMatch(/"reason":"the peer is not reading what mcpmux sends \(\d+ bytes waiting\)"/);
   }, 30_000);
 });
+
+describe('params that are not the shape MCP gives them', () => {
+  it.each([
+    ['params as an array', [], -32600],
+    ['params as a string', 'x', -32600],
+    ['_meta as an array', { _meta: [1, 2] }, -32602],
+    ['_meta as a number', { _meta: 3 }, -32602],
+    ['a progress token that is an object', { _meta: { progressToken: { a: 1 } } }, -32602],
+  ])('%s is refused at once (%i) instead of waiting for an upstream that would drop it', async (_what, params, code) => {
+    const peer = await rawHost();
+    peer.send({ jsonrpc: '2.0', id: 'shape', method: 'resources/read', params: params as object });
+    const r = await peer.next((m) => m.id === 'shape', 3000);
+    expect(r.error.code).toBe(code);
+    expect(r.error.message).toMatch(/^Invalid (params|Request): /);
+  });
+});

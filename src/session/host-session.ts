@@ -128,6 +128,11 @@ export class HostSession implements SessionPort {
   }
 
   private async onRequest(req: JsonRpcRequest, signal: CancelSignal, ev?: RequestEvent): Promise<Result> {
+    // MCP's params are an object, and so is their _meta. Anything else is refused here, at once:
+    // an upstream would drop such a request without an answer (the SDK's servers do), leaving
+    // the host waiting for the whole timeout.
+    const shapeError = paramsShapeError(req.params);
+    if (shapeError) throw new RpcError(ErrorCode.InvalidParams, `Invalid params: ${shapeError}`);
     switch (req.method) {
       case 'initialize':
         if (this.initializing) throw new RpcError(ErrorCode.InvalidRequest, 'Invalid Request: the session is already initialized');
@@ -177,4 +182,16 @@ export class HostSession implements SessionPort {
     if (versionAtLeast(this.protocolVersion, '2025-06-18')) return `batches are not part of protocol version ${this.protocolVersion}`;
     return true;
   }
+}
+
+/** Why `params` is not the shape every MCP request's params have, or undefined. */
+function paramsShapeError(params: unknown): string | undefined {
+  if (params === undefined) return undefined;
+  if (typeof params !== 'object' || params === null || Array.isArray(params)) return 'params must be an object';
+  const meta = (params as Params)._meta;
+  if (meta === undefined) return undefined;
+  if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) return '_meta must be an object';
+  const token = (meta as Params).progressToken;
+  if (token !== undefined && typeof token !== 'string' && typeof token !== 'number') return '_meta.progressToken must be a string or a number';
+  return undefined;
 }
