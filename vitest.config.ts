@@ -1,3 +1,6 @@
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
@@ -8,5 +11,8 @@ export default defineConfig({
     // Tests spawn real processes; two cores, so keep parallelism modest.
     maxWorkers: 2,
     reporters: ['default', './test/helpers/summary-reporter.ts'],
+    // Tool pins (and any other state) go to a folder of the test run's own, never to the
+    // user's ~/.local/state; tests of pinning set their own.
+    env: { MCPMUX_STATE_DIR: mkdtempSync(path.join(os.tmpdir(), 'mcpmux-state-')) },
   },
 });

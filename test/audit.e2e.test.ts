@@ -180,7 +180,7 @@ describe('audit log: files and signals', () => {
     const client = await httpHost(d);
     for (let i = 0; i < 5; i++) expect((await client.callTool({ name: 'fx__echo', arguments: { i } })).isError).toBeFalsy();
     await waitFor(async () => total((await scrape(`${d.base}/metrics`)).samples, 'mcpmux_audit_errors_total') >= 5, { what: 'lost audit lines counted' });
-    expect(d.stderr()).toMatch(/"msg":"cannot write \/dev\/full: ENOSPC/);
+    await waitFor(() => /"msg":"cannot write \/dev\/full: ENOSPC/.test(d.stderr()), { what: 'the write failure logged' });
     expect((await d.stop()).code).toBe(0);
   });
 

@@ -89,6 +89,7 @@ describe('loadConfig: the DESIGN example', () => {
       args: ['-y', '@modelcontextprotocol/server-filesystem', '/srv'],
       env: {},
       inheritEnv: false,
+      pinTools: false,
       cwd: '/srv',
     });
     const remote = c.servers[1] as RemoteServerConfig;
@@ -421,6 +422,12 @@ describe('loadConfig: semantic checks', () => {
     });
     expect(issues.map((i) => i.path)).toEqual(['/mcpServers/b/inheritEnv', '/mcpServers/c/inheritEnv/1', '/mcpServers/a/inheritEnv']);
     expect(issues.find((i) => i.path === '/mcpServers/a/inheritEnv')!.message).toBe('"inheritEnv" applies to "command" servers, not to url servers');
+  });
+
+  it('checks pinTools: a boolean, globally and per server; the server\'s own wins', async () => {
+    expect((await issuesOf({ pinTools: 'yes', mcpServers: { a: { command: 'x', pinTools: 1 } } })).map((i) => i.path)).toEqual(['/mcpServers/a/pinTools', '/pinTools']);
+    const c = parseConfig(JSON.stringify({ pinTools: true, mcpServers: { a: { command: 'x' }, b: { command: 'y', pinTools: false } } }), '/tmp/x.json', {});
+    expect(c.servers.map((s) => s.pinTools)).toEqual([true, false]);
   });
 
   it('resolves a relative cwd and audit path against the config file folder', async () => {

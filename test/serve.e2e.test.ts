@@ -532,7 +532,7 @@ describe('server-initiated requests from a shared upstream reach a host only whe
     expect(textOf(ok)).toContain('host-b answers plan of b');
     expect(b.prompts).toEqual(['plan of b']);
     expect(a.prompts).toEqual([]);
-    expect(d.stderr()).toMatch(/"msg":"server-initiated request refused: cannot tell which host session it belongs to"/);
+    await waitFor(() => d.stderr().includes('"msg":"server-initiated request refused: cannot tell which host session it belongs to"'), { what: 'the refusal logged' });
     await d.stop();
   });
 
@@ -752,7 +752,7 @@ describe('mcpmux serve session quotas', () => {
     expect(bare.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
     expect((await post(d.url, initialize())).status).toBe(503);
     await waitFor(async () => (await sessionsOf(d)) === 0, { what: 'the bare sessions closed', timeoutMs: 5000 });
-    expect(d.stderr()).toContain('closing a session that said nothing after initialize');
+    await waitFor(() => d.stderr().includes('closing a session that said nothing after initialize'), { what: 'the closing logged' });
     // A host that finishes its handshake stays (well past the same time).
     const h = await rawSession(d.url);
     const since = Date.now();

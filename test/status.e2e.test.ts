@@ -34,7 +34,7 @@ describe('status', () => {
     expect(fx.pid).toBeGreaterThan(0);
     const crashy = s.upstreams.find((u: any) => u.name === 'crashy');
     expect(crashy).toMatchObject({ state: 'given up', restarts: 2, lastError: expect.stringMatching(/exited with code 1/) });
-    expect(d.stderr()).toContain('giving up on upstream: it keeps failing');
+    await waitFor(() => d.stderr().includes('giving up on upstream: it keeps failing'), { what: 'the giving up logged' });
 
     const ready = await fetch(`${d.base}/readyz`);
     expect(ready.status).toBe(503);

@@ -12,7 +12,7 @@ export async function runCheck(opts: GlobalOptions & { probe?: boolean }): Promi
   process.stdout.write(`${config.path}: ok (${enabled.length} server(s) enabled, ${config.servers.length - enabled.length} disabled)\n`);
   if (!opts.probe) return 0;
 
-  const router = await startedRouter(config, opts);
+  const { router } = await startedRouter(config, opts);
   let failed = 0;
   try {
     for (const up of router.list()) {

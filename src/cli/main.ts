@@ -38,7 +38,9 @@ export async function main(argv: string[]): Promise<number> {
   configured('tools', 'print the merged, filtered tool table')
     .option('--json', 'print JSON')
     .option('--client <name>', 'as this client sees it (a name in listen.auth.tokens; default: anonymous)')
-    .action((o: GlobalOptions & { json?: boolean; client?: string }) => {
+    .option('--approve <name>', 'approve a held tool (pinTools): server/tool, its public name, or its own name; repeatable', (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .option('--approve-all', 'approve every current tool definition')
+    .action((o: import('./tools.js').ToolsOptions) => {
       result = runTools(o);
     });
 

@@ -2,9 +2,11 @@
 // an orderly shutdown that stops every child process and writes out the audit log before the
 // process exits.
 
+import path from 'node:path';
 import { loadConfig } from '../config/load.js';
 import { ConfigError, type Config } from '../config/types.js';
 import { createGovernance } from '../governance/governance.js';
+import { stateDir, ToolPins } from '../governance/pins.js';
 import { AuditLog } from '../observe/audit.js';
 import type { HostTransport } from '../observe/events.js';
 import { createLogger, flushLogs, type Logger } from '../observe/logger.js';
@@ -19,6 +21,8 @@ export interface Runtime {
   config: Config;
   log: Logger;
   router: Router;
+  /** Tool-definition pins (governance/pins.ts). */
+  pins: ToolPins;
   /** A host session on a new host connection, with the config's limits (client: from its token). */
   openSession(transport: Transport, kind: HostTransport, client?: string): HostSession;
 }
@@ -59,7 +63,14 @@ export async function loadOrReport(opts: GlobalOptions): Promise<Config | undefi
 
 export function createRuntime(config: Config, opts: GlobalOptions): Runtime {
   const log = createLogger(opts.logLevel ?? config.logLevel ?? 'info', config.secrets);
-  const router = new Router(config, log, createGovernance(config));
+  let router: Router | undefined;
+  const pins = new ToolPins({
+    file: path.join(stateDir(), 'tool-pins.json'),
+    pinned: new Set(config.servers.filter((s) => s.pinTools).map((s) => s.name)),
+    log,
+    onChange: () => router?.refreshTools(),
+  });
+  router = new Router(config, log, createGovernance(config, pins));
   const serverInfo = { name: 'mcpmux', version: VERSION };
   const openSession = (transport: Transport, kind: HostTransport, client?: string): HostSession =>
     new HostSession(transport, router, {
@@ -70,7 +81,7 @@ export function createRuntime(config: Config, opts: GlobalOptions): Runtime {
       transport: kind,
       ...(client !== undefined && { client }),
     });
-  return { config, log, router, openSession };
+  return { config, log, router, pins, openSession };
 }
 
 /** The subscribers on the event bus that the config asks for. Start them before the router. */
@@ -126,11 +137,11 @@ export function addMetricsRoute(routes: OperatorRoutes, metrics: Metrics): void 
  * For one-shot commands (`check --probe`, `tools`): a router with every upstream started and
  * answered (or failed), logging only warnings unless asked otherwise. The caller closes it.
  */
-export async function startedRouter(config: Config, opts: GlobalOptions): Promise<Router> {
-  const { router } = createRuntime(config, { ...opts, logLevel: opts.logLevel ?? 'warn' });
+export async function startedRouter(config: Config, opts: GlobalOptions): Promise<{ router: Router; pins: ToolPins }> {
+  const { router, pins } = createRuntime(config, { ...opts, logLevel: opts.logLevel ?? 'warn' });
   router.start();
   await router.ready();
-  return router;
+  return { router, pins };
 }
 
 /**

@@ -34,7 +34,9 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   const config = await loadOrReport(opts);
   if (!config) return 1;
   const host = opts.host ?? config.listen.host;
-  const { log, router, openSession } = createRuntime(config, opts);
+  const { log, router, pins, openSession } = createRuntime(config, opts);
+  // Approvals (`mcpmux tools --approve`) written by another process apply at once.
+  pins.watch();
   const observers = startObservers(config, log, true);
   if (!observers) return 1;
   router.start();
@@ -77,6 +79,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   } catch (err) {
     log.error({ err: (err as Error).message, host, port: port ?? config.listen.port }, 'cannot listen');
     await router.close();
+    pins.close();
     await observers.close();
     return 1;
   }
@@ -91,6 +94,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     log.info({ why, sessions: server.registry.size }, 'draining');
     await server.close();
     await router.close();
+    pins.close();
     await observers.close();
     log.info('stopped');
   });

@@ -20,7 +20,9 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   if (!config) return 1;
   // In the config, 0 means "none" (as under serve); `--admin-port 0` picks a free port.
   const adminPort = adminPortFlag ?? (config.listen.adminPort || undefined);
-  const { log, router, openSession } = createRuntime(config, opts);
+  const { log, router, pins, openSession } = createRuntime(config, opts);
+  // Approvals (`mcpmux tools --approve`) written by another process apply at once.
+  pins.watch();
   const observers = startObservers(config, log, adminPort !== undefined);
   if (!observers) return 1;
 
@@ -53,6 +55,7 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
     log.info({ why }, 'stopping');
     connected = false;
     await router.close();
+    pins.close();
     await observers.close();
     await admin?.close();
   });

@@ -1,9 +1,18 @@
-// `mcpmux tools [--json]`: the merged tool table exactly as hosts will see it.
+// `mcpmux tools [--json]`: the merged tool table exactly as hosts will see it. With
+// `--approve NAME` (repeatable) or `--approve-all`, records the current definitions of held
+// tools as approved (tool pinning, governance/pins.ts); a running daemon sees the file change.
 
 import { ANONYMOUS_CLIENT } from '../config/types.js';
 import { loadOrReport, startedRouter, tolerateClosedStdout, UsageError, type GlobalOptions } from './runtime.js';
 
-export async function runTools(opts: GlobalOptions & { json?: boolean; client?: string }): Promise<number> {
+export interface ToolsOptions extends GlobalOptions {
+  json?: boolean;
+  client?: string;
+  approve?: string[];
+  approveAll?: boolean;
+}
+
+export async function runTools(opts: ToolsOptions): Promise<number> {
   tolerateClosedStdout();
   const config = await loadOrReport(opts);
   if (!config) return 1;
@@ -11,9 +20,30 @@ export async function runTools(opts: GlobalOptions & { json?: boolean; client?: 
   if (client !== ANONYMOUS_CLIENT && !config.listen.auth.tokens.some((t) => t.client === client)) {
     throw new UsageError(`--client: no client named ${JSON.stringify(client)} in listen.auth.tokens`);
   }
-  const router = await startedRouter(config, opts);
+  const { router, pins } = await startedRouter(config, opts);
   try {
     const tools = await router.allTools(client);
+    if (opts.approve?.length || opts.approveAll) {
+      // Every definition seen while listing, held or not: match NAME as server/tool, as the
+      // public name (prefix + separator + tool), or as the tool's own name on any server.
+      const pairs: { server: string; tool: string }[] = [];
+      const unknown = new Set(opts.approve ?? []);
+      for (const [server, defs] of pins.seen) {
+        const s = config.servers.find((x) => x.name === server);
+        const publicOf = (tool: string) => (s?.prefix ? `${s.prefix}${config.namespace.separator}${tool}` : tool);
+        for (const tool of defs.keys()) {
+          const names = [`${server}/${tool}`, publicOf(tool), tool];
+          const hit = opts.approveAll ? true : names.some((n) => unknown.has(n));
+          if (!hit) continue;
+          pairs.push({ server, tool });
+          for (const n of names) unknown.delete(n);
+        }
+      }
+      if (unknown.size > 0) throw new UsageError(`--approve: no tool named ${[...unknown].map((n) => JSON.stringify(n)).join(', ')}`);
+      pins.approve(pairs);
+      process.stdout.write(`approved ${pairs.length} tool definition(s): ${pairs.map((p) => `${p.server}/${p.tool}`).join(', ')}\n`);
+      return 0;
+    }
     if (opts.json) {
       process.stdout.write(JSON.stringify(tools, null, 2) + '\n');
     } else {
@@ -28,7 +58,7 @@ export async function runTools(opts: GlobalOptions & { json?: boolean; client?: 
     for (const u of failed) process.stderr.write(`mcpmux: server ${u.name} is not available: ${u.reason}\n`);
     return 0;
   } finally {
+    pins.close();
     await router.close();
   }
 }
-

@@ -43,6 +43,7 @@ interface RawServer {
   resources?: RawGlobList & { namespace?: 'prefix' | 'passthrough' };
   roots?: { uri: string; name?: string }[];
   restart?: { maxRetries?: number; backoffMs?: number };
+  pinTools?: boolean;
 }
 interface RawConfig {
   mcpServers?: Record<string, RawServer>;
@@ -58,6 +59,7 @@ interface RawConfig {
   timeouts?: { requestMs?: number; maxMs?: number; startupMs?: number; startupWaitMs?: number };
   limits?: { maxMessageBytes?: number; maxInFlightPerSession?: number; maxSessions?: number; maxSessionsPerClient?: number; maxSessionUpstreams?: number; maxRateLimitKeys?: number };
   logLevel?: string;
+  pinTools?: boolean;
 }
 
 /** Reads and loads a config file. Throws `ConfigError` with every issue found. */
@@ -248,7 +250,7 @@ function build(
   for (const [name, s] of Object.entries(rawServers)) {
     const at = jsonPointer(['mcpServers', name]);
     if (!clean(at)) continue;
-    const ctx = { separator, requestMs: timeouts.requestMs, maxMs: timeouts.maxMs, dir, checkUrl: !missing.has(`${at}/url`) };
+    const ctx = { separator, requestMs: timeouts.requestMs, maxMs: timeouts.maxMs, dir, checkUrl: !missing.has(`${at}/url`), pinTools: raw.pinTools === true };
     const server = buildServer(name, s, at, ctx, issue);
     if (!server) continue;
     servers.push(server);
@@ -374,7 +376,7 @@ function build(
   };
 }
 
-interface ServerContext { separator: string; requestMs: number; maxMs: number; dir: string; checkUrl: boolean }
+interface ServerContext { separator: string; requestMs: number; maxMs: number; dir: string; checkUrl: boolean; pinTools: boolean }
 
 function buildServer(
   name: string,
@@ -398,6 +400,7 @@ function buildServer(
     name,
     prefix,
     disabled: s.disabled ?? false,
+    pinTools: s.pinTools ?? ctx.pinTools,
     sharing: s.sharing ?? 'shared',
     timeoutMs,
     tools: globList(s.tools),

@@ -23,6 +23,8 @@ export interface ItemLists {
 interface ServerCommon {
   /** The key under `mcpServers`. */
   name: string;
+  /** Tool pinning: a changed or new tool is held until approved (global `pinTools`, or the server's own). */
+  pinTools: boolean;
   /** Prefix for tool and prompt names; `""` means no prefix. Defaults to `name`. */
   prefix: string;
   disabled: boolean;

@@ -5,12 +5,32 @@ import type { Config } from '../config/types.js';
 import type { Governance } from '../router/forward.js';
 import { Policy } from './policy.js';
 import { RateLimiter } from './rate-limit.js';
+import type { ToolPins } from './pins.js';
+import { RpcError } from '../jsonrpc/message.js';
+import { MuxError, type Params } from '../protocol/mcp.js';
+import type { Interceptor } from '../router/forward.js';
 
-export function createGovernance(config: Pick<Config, 'policy' | 'servers' | 'rateLimits' | 'limits'>): Governance {
+/** A held tool (pinning) is refused like a denied one, with what to do about it. */
+function pinsInterceptor(pins: ToolPins): Interceptor {
+  return (next) => (call) => {
+    const { target } = call;
+    if (call.method !== 'tools/call' || !target || pins.callable(call.upstream.name, target.upstreamName)) return next(call);
+    return Promise.reject(
+      new RpcError(
+        MuxError.ToolChanged,
+        `Tool ${target.name} changed since it was approved and is held; an admin approves it with: mcpmux tools --approve ${call.upstream.name}/${target.upstreamName}`,
+      ),
+    );
+  };
+}
+
+export function createGovernance(config: Pick<Config, 'policy' | 'servers' | 'rateLimits' | 'limits'>, pins?: ToolPins): Governance {
   const policy = new Policy(config);
   const limiter = new RateLimiter(config.rateLimits, config.limits.maxRateLimitKeys);
+  const interceptors = [policy.interceptor(), ...(pins ? [pinsInterceptor(pins)] : []), ...(limiter.active ? [limiter.interceptor()] : [])];
   return {
-    interceptors: limiter.active ? [policy.interceptor(), limiter.interceptor()] : [policy.interceptor()],
+    interceptors,
+    ...(pins && { toolVisible: (server: string, tool: Params) => pins.visible(server, tool), toolHeld: (server: string, tool: string) => !pins.callable(server, tool) }),
     serverAllows: (server, kind, name) => policy.serverAllows(server, kind, name),
     clientAllows: (client, kind, name) => policy.clientAllows(client, kind, name),
     filtersClients: (kind) => policy.filtersClients(kind),

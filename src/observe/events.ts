@@ -22,6 +22,7 @@ export const CHANNEL = {
   upstreamRequest: 'mcpmux:upstream:request',
   upstreamState: 'mcpmux:upstream:state',
   upstreamProtocolError: 'mcpmux:upstream:protocol-error',
+  toolChanged: 'mcpmux:tools:changed',
   policyDenied: 'mcpmux:policy:denied',
   rateLimited: 'mcpmux:ratelimit:limited',
   auditError: 'mcpmux:audit:error',
@@ -35,6 +36,7 @@ const requestEnd = dc.channel(CHANNEL.requestEnd);
 const upstreamRequest = dc.channel(CHANNEL.upstreamRequest);
 const upstreamState = dc.channel(CHANNEL.upstreamState);
 const upstreamProtocolError = dc.channel(CHANNEL.upstreamProtocolError);
+const toolChanged = dc.channel(CHANNEL.toolChanged);
 const policyDenied = dc.channel(CHANNEL.policyDenied);
 const rateLimited = dc.channel(CHANNEL.rateLimited);
 const auditError = dc.channel(CHANNEL.auditError);
@@ -239,6 +241,21 @@ export interface UpstreamProtocolErrorEvent {
 
 export function publishUpstreamProtocolError(ev: UpstreamProtocolErrorEvent): void {
   if (upstreamProtocolError.hasSubscribers) upstreamProtocolError.publish(ev);
+}
+
+/** A tool's definition differs from the one approved (or the tool is new to a pinned server). */
+export interface ToolChangedEvent {
+  server: string;
+  /** The upstream's own tool name. */
+  tool: string;
+  /** Which parts changed: name, title, description, inputSchema, outputSchema, annotations, _meta, or "(new tool)". */
+  fields: string[];
+  /** Whether it is now held (pinTools) until approved. */
+  held: boolean;
+}
+
+export function publishToolChanged(ev: ToolChangedEvent): void {
+  if (toolChanged.hasSubscribers) toolChanged.publish(ev);
 }
 
 // ---- governance -------------------------------------------------------------------------------

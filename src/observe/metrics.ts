@@ -13,6 +13,7 @@ import {
   type LimitedEvent,
   type RequestEvent,
   type SessionEvent,
+  type ToolChangedEvent,
   type UpstreamProtocolErrorEvent,
   type UpstreamRequestEvent,
   type UpstreamStateEvent,
@@ -54,6 +55,7 @@ export class Metrics {
   private readonly sessionDuration: Histogram;
   private readonly upstreamRestarts: Counter;
   private readonly protocolErrors: Counter;
+  private readonly toolChanges: Counter;
   private readonly denials: Counter;
   private readonly limited: Counter;
   private readonly auditErrors: Counter;
@@ -116,6 +118,12 @@ export class Metrics {
       },
     });
     this.upstreamRestarts = new Counter({ name: 'mcpmux_upstream_restarts_total', help: 'Restarts scheduled after an upstream was lost or failed to start.', labelNames: ['server'], registers });
+    this.toolChanges = new Counter({
+      name: 'mcpmux_tool_definition_changes_total',
+      help: 'Tool definitions that differ from the approved ones, and tools new to a pinned server ("held": hidden until approved).',
+      labelNames: ['server', 'held'],
+      registers,
+    });
     this.protocolErrors = new Counter({
       name: 'mcpmux_upstream_protocol_errors_total',
       help: 'Messages from an upstream that broke the protocol (not JSON, over the size limit, a response to no request...), by kind.',
@@ -142,6 +150,7 @@ export class Metrics {
       this.sessionDuration.observe({ transport: ev.transport }, (ev.durationMs ?? 0) / 1000);
     });
     this.on(CHANNEL.upstreamState, (ev: UpstreamStateEvent) => this.upstreamState(ev));
+    this.on(CHANNEL.toolChanged, (ev: ToolChangedEvent) => this.toolChanges.inc({ server: ev.server, held: String(ev.held) }));
     this.on(CHANNEL.upstreamProtocolError, (ev: UpstreamProtocolErrorEvent) => this.protocolErrors.inc({ server: ev.server, kind: ev.kind }));
     this.on(CHANNEL.policyDenied, (ev: DeniedEvent) => this.denials.inc({ server: ev.server, kind: ev.kind, client: ev.client }));
     this.on(CHANNEL.rateLimited, (ev: LimitedEvent) => this.limited.inc({ server: ev.server, client: ev.client }));

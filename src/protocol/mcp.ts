@@ -26,6 +26,8 @@ export const MuxError = {
   Overloaded: -31004,
   /** A rate limit refused a request that is not a tools/call; `data.retryAfterMs` says when to retry. */
   RateLimited: -31005,
+  /** A pinned tool whose definition changed (or that is new) is held until an admin approves it. */
+  ToolChanged: -31006,
 } as const;
 
 export const cancelProtocol: CancelProtocol = {

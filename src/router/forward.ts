@@ -83,6 +83,10 @@ export interface Governance {
   clientAllows(client: string, kind: ItemKind, name: string): boolean;
   /** False when `clientAllows` says yes to everything, so lists need no per-client pass. */
   filtersClients(kind: ItemKind): boolean;
+  /** Tool pinning: whether a tool, as the upstream defines it now, may be shown (absent: yes). */
+  toolVisible?(server: string, tool: Params): boolean;
+  /** Tool pinning: whether a tool (the upstream's own name) is held, so calls are refused as such. */
+  toolHeld?(server: string, tool: string): boolean;
 }
 
 /** Lets everything through: for commands that start a router without a config's governance. */

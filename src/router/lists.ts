@@ -108,7 +108,9 @@ export class Lists {
 
   private presentNamed(kind: NamedKind, up: Upstream, item: Params): Params | undefined {
     if (typeof item.name !== 'string') return undefined;
-    if (!this.governance().serverAllows(up.name, kind, item.name)) return undefined;
+    const gov = this.governance();
+    if (!gov.serverAllows(up.name, kind, item.name)) return undefined;
+    if (kind === 'tools' && gov.toolVisible && !gov.toolVisible(up.name, item)) return undefined;
     return { ...item, name: this.names.publish(kind, up.name, up.config.prefix, item.name) };
   }
 

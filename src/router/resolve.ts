@@ -48,6 +48,8 @@ export class Resolver {
     // A name the server's own allow/deny hides is never published, so it has no owner; it still
     // goes to the forward step, where policy refuses it and says so.
     if (byPrefix && !this.governance().serverAllows(byPrefix.up.name, kind, byPrefix.rest)) return { up: byPrefix.up, name: byPrefix.rest };
+    // Likewise a tool that pinning holds: the forward step refuses it and says why.
+    if (byPrefix && kind === 'tools' && this.governance().toolHeld?.(byPrefix.up.name, byPrefix.rest)) return { up: byPrefix.up, name: byPrefix.rest };
     throw new RpcError(ErrorCode.InvalidParams, `Unknown ${what}: ${publicName}`);
   }
 

@@ -153,6 +153,12 @@ export class Router {
     return { upstreams, sessions: { total: this.audience.sessions.size, byTransport, byClient } };
   }
 
+  /** What tool pinning holds changed without the upstreams saying so (an approval): rebuild and tell hosts. */
+  refreshTools(): void {
+    this.lists.catalogue.reset();
+    this.audience.listChanged('tools');
+  }
+
   /** Restarts a shared upstream now (an admin's `mcpmux restart`); false if there is none of that name. */
   restart(name: string): boolean {
     const up = this.pool.sharedList().find((u) => u.name === name);

@@ -1,0 +1,222 @@
+// Tool-definition pinning against "rug pulls": a server that changes what a tool says or takes
+// after users trusted it. Every upstream tool's definition is hashed (sha256 of its canonical
+// JSON, keys sorted) per field, and the approved hashes are kept in a state file. A changed
+// definition is logged with the fields that changed and published on the bus (counted in
+// metrics). Under `pinTools` it is also held: hidden from tools/list and refused when called,
+// until an admin approves it (`mcpmux tools --approve NAME`); so is a tool new to a server that
+// was already pinned. The first time a server is seen at all, its tools are trusted as they are.
+
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { publishToolChanged } from '../observe/events.js';
+import type { Logger } from '../observe/logger.js';
+import type { Params } from '../protocol/mcp.js';
+
+/** The parts of a definition that are hashed and compared. */
+const FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations', '_meta'] as const;
+const FILE_VERSION = 1;
+
+interface Pinned {
+  /** Field -> sha256 (hex, 16 chars) of its canonical JSON; absent fields are absent. */
+  fields: Record<string, string>;
+  approvedAt: string;
+}
+
+interface StateFile {
+  version: number;
+  servers: Record<string, Record<string, Pinned>>;
+}
+
+/** Where mcpmux keeps state: $MCPMUX_STATE_DIR, systemd's $STATE_DIRECTORY, $XDG_STATE_HOME/mcpmux, ~/.local/state/mcpmux. */
+export function stateDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.MCPMUX_STATE_DIR) return env.MCPMUX_STATE_DIR;
+  if (env.STATE_DIRECTORY) return env.STATE_DIRECTORY.split(':')[0]!;
+  if (process.platform === 'win32') return path.join(env.LOCALAPPDATA ?? path.join(os.homedir(), 'AppData', 'Local'), 'mcpmux');
+  return path.join(env.XDG_STATE_HOME ?? path.join(os.homedir(), '.local', 'state'), 'mcpmux');
+}
+
+export interface PinsOptions {
+  file: string;
+  /** Servers whose changed or new tools are held (pinTools). */
+  pinned: ReadonlySet<string>;
+  log: Logger;
+  /** What is held changed without the upstream saying so (an approval): lists must be rebuilt. */
+  onChange?: () => void;
+}
+
+export class ToolPins {
+  private state: StateFile = { version: FILE_VERSION, servers: {} };
+  /** The definitions seen last, per server and tool (for approvals). */
+  readonly seen = new Map<string, Map<string, Params>>();
+  /** `server\0tool\0fieldhash` of changes already reported (once each, not on every listing). */
+  private readonly reported = new Set<string>();
+  /** Servers first seen by this process (trusted on first use). */
+  private readonly firstUse = new Set<string>();
+  private saveTimer: NodeJS.Timeout | undefined;
+  private watcher: FSWatcher | undefined;
+  private lastWritten = '';
+
+  constructor(private readonly opts: PinsOptions) {
+    this.load();
+  }
+
+  /** Whether hosts may see and call this tool of `server` now; records what it sees. */
+  visible(server: string, tool: Params): boolean {
+    const name = tool.name as string;
+    let mine = this.seen.get(server);
+    if (!mine) this.seen.set(server, (mine = new Map()));
+    mine.set(name, tool);
+    const fields = hashFields(tool);
+    // Trust on first use: a server with no entry when this process started has its tools
+    // recorded as they are, all through this run (a changed one is still caught).
+    if (!this.state.servers[server]) this.firstUse.add(server);
+    const known = (this.state.servers[server] ??= {});
+    const pin = known[name];
+    const pinned = this.opts.pinned.has(server);
+    if (!pin) {
+      if (!pinned || this.firstUse.has(server)) {
+        known[name] = { fields, approvedAt: now() };
+        this.scheduleSave();
+        return true;
+      }
+      this.report(server, name, ['(new tool)'], fields, true);
+      return false;
+    }
+    const changed = FIELDS.filter((f) => pin.fields[f] !== fields[f]);
+    if (changed.length === 0) return true;
+    this.report(server, name, changed, fields, pinned);
+    if (pinned) return false;
+    // Not pinned: said and counted once, then this is the definition known.
+    known[name] = { fields, approvedAt: now() };
+    this.scheduleSave();
+    return true;
+  }
+
+  /** Whether a call to `tool` of `server` may go through (a held tool may not). */
+  callable(server: string, tool: string): boolean {
+    if (!this.opts.pinned.has(server)) return true;
+    const def = this.seen.get(server)?.get(tool);
+    return def === undefined || this.visibleQuietly(server, def);
+  }
+
+  /** Records the definitions seen last for these (server, tool) pairs as approved; writes the file now. */
+  approve(pairs: readonly { server: string; tool: string }[]): void {
+    for (const { server, tool } of pairs) {
+      const def = this.seen.get(server)?.get(tool);
+      if (!def) continue;
+      (this.state.servers[server] ??= {})[tool] = { fields: hashFields(def), approvedAt: now() };
+    }
+    this.saveNow();
+  }
+
+  /** Re-reads the file when another process (`mcpmux tools --approve`) changes it. */
+  watch(): void {
+    const dir = path.dirname(this.opts.file);
+    try {
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      let timer: NodeJS.Timeout | undefined;
+      this.watcher = watch(dir, (_event, name) => {
+        if (name !== path.basename(this.opts.file)) return;
+        clearTimeout(timer);
+        timer = setTimeout(() => {
+          const text = readText(this.opts.file);
+          if (text === undefined || text === this.lastWritten) return;
+          this.load();
+          this.opts.log.info({ file: this.opts.file }, 'tool pins changed on disk; lists rebuilt');
+          this.opts.onChange?.();
+        }, 100);
+        timer.unref();
+      });
+      this.watcher.unref();
+    } catch (err) {
+      this.opts.log.warn({ err: (err as Error).message, file: this.opts.file }, 'cannot watch the tool pins file; approvals apply on restart');
+    }
+  }
+
+  close(): void {
+    this.watcher?.close();
+    if (this.saveTimer) this.saveNow();
+  }
+
+  private visibleQuietly(server: string, def: Params): boolean {
+    const pin = this.state.servers[server]?.[def.name as string];
+    if (!pin) return !this.state.servers[server] || this.firstUse.has(server);
+    const fields = hashFields(def);
+    return FIELDS.every((f) => pin.fields[f] === fields[f]);
+  }
+
+  private report(server: string, tool: string, changed: string[], fields: Record<string, string>, held: boolean): void {
+    const key = `${server}\0${tool}\0${JSON.stringify(fields)}`;
+    if (this.reported.has(key)) return;
+    this.reported.add(key);
+    publishToolChanged({ server, tool, fields: changed, held });
+    this.opts.log.warn(
+      { server, tool, changed, held },
+      held ? `tool definition changed since it was approved; held until: mcpmux tools --approve ${server}/${tool}` : 'tool definition changed',
+    );
+  }
+
+  private load(): void {
+    const text = readText(this.opts.file);
+    if (text === undefined) return;
+    try {
+      const doc = JSON.parse(text) as StateFile;
+      if (doc && typeof doc === 'object' && doc.servers && typeof doc.servers === 'object') this.state = { version: FILE_VERSION, servers: doc.servers };
+    } catch (err) {
+      this.opts.log.error({ file: this.opts.file, err: (err as Error).message }, 'the tool pins file is not valid JSON; starting from nothing (it will be rewritten)');
+    }
+  }
+
+  private scheduleSave(): void {
+    this.saveTimer ??= setTimeout(() => this.saveNow(), 200);
+    this.saveTimer.unref?.();
+  }
+
+  /** Atomically: a temp file beside it, then a rename; mode 0600. */
+  private saveNow(): void {
+    clearTimeout(this.saveTimer);
+    this.saveTimer = undefined;
+    const text = JSON.stringify(this.state, null, 2) + '\n';
+    try {
+      mkdirSync(path.dirname(this.opts.file), { recursive: true, mode: 0o700 });
+      const tmp = `${this.opts.file}.${process.pid}.tmp`;
+      writeFileSync(tmp, text, { mode: 0o600 });
+      renameSync(tmp, this.opts.file);
+      this.lastWritten = text;
+    } catch (err) {
+      this.opts.log.error({ file: this.opts.file, err: (err as Error).message }, 'cannot write the tool pins file');
+    }
+  }
+}
+
+function hashFields(tool: Params): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const f of FIELDS) if (tool[f] !== undefined) out[f] = createHash('sha256').update(canonical(tool[f])).digest('hex').slice(0, 16);
+  return out;
+}
+
+/** JSON with object keys sorted at every level: the same definition always hashes the same. */
+export function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
+
+function readText(file: string): string | undefined {
+  try {
+    return existsSync(file) ? readFileSync(file, 'utf8') : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function now(): string {
+  return new Date().toISOString();
+}
