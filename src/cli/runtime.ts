@@ -3,13 +3,14 @@
 // process exits.
 
 import path from 'node:path';
+import type { ReloadPlan } from '../config/diff.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigError, type Config } from '../config/types.js';
 import { createGovernance } from '../governance/governance.js';
 import { stateDir, ToolPins } from '../governance/pins.js';
 import { AuditLog } from '../observe/audit.js';
 import type { HostTransport } from '../observe/events.js';
-import { createLogger, flushLogs, type Logger } from '../observe/logger.js';
+import { addLogSecrets, createLogger, flushLogs, type Logger } from '../observe/logger.js';
 import { Metrics } from '../observe/metrics.js';
 import { Router } from '../router/router.js';
 import { HostSession } from '../session/host-session.js';
@@ -18,13 +19,19 @@ import type { Transport } from '../transport/transport.js';
 import { VERSION } from '../version.js';
 
 export interface Runtime {
-  config: Config;
+  /** The config in force (a reload replaces it). */
+  readonly config: Config;
   log: Logger;
   router: Router;
   /** Tool-definition pins (governance/pins.ts). */
   pins: ToolPins;
   /** A host session on a new host connection, with the config's limits (client: from its token). */
   openSession(transport: Transport, kind: HostTransport, client?: string): HostSession;
+  /**
+   * A reload: governance, pinning, log level and secrets, timeouts and limits for new sessions,
+   * and the upstreams the plan names. Resolves when new upstreams are ready or failed.
+   */
+  reconfigure(next: Config, plan: ReloadPlan): Promise<void>;
 }
 
 export interface GlobalOptions {
@@ -61,15 +68,12 @@ export async function loadOrReport(opts: GlobalOptions): Promise<Config | undefi
   }
 }
 
-export function createRuntime(config: Config, opts: GlobalOptions): Runtime {
+export function createRuntime(initial: Config, opts: GlobalOptions): Runtime {
+  let config = initial;
   const log = createLogger(opts.logLevel ?? config.logLevel ?? 'info', config.secrets);
   let router: Router | undefined;
-  const pins = new ToolPins({
-    file: path.join(stateDir(), 'tool-pins.json'),
-    pinned: new Set(config.servers.filter((s) => s.pinTools).map((s) => s.name)),
-    log,
-    onChange: () => router?.refreshTools(),
-  });
+  const pinnedOf = (c: Config) => new Set(c.servers.filter((s) => s.pinTools).map((s) => s.name));
+  const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
   router = new Router(config, log, createGovernance(config, pins));
   const serverInfo = { name: 'mcpmux', version: VERSION };
   const openSession = (transport: Transport, kind: HostTransport, client?: string): HostSession =>
@@ -81,15 +85,43 @@ export function createRuntime(config: Config, opts: GlobalOptions): Runtime {
       transport: kind,
       ...(client !== undefined && { client }),
     });
-  return { config, log, router, pins, openSession };
+  const reconfigure = async (next: Config, plan: ReloadPlan): Promise<void> => {
+    config = next;
+    addLogSecrets(log, next.secrets);
+    // --log-level wins over the file, as at start.
+    if (!opts.logLevel) log.level = next.logLevel ?? 'info';
+    pins.setPinned(pinnedOf(next));
+    await router.reload(next, createGovernance(next, pins), plan);
+  };
+  return {
+    get config() {
+      return config;
+    },
+    log,
+    router,
+    pins,
+    openSession,
+    reconfigure,
+  };
 }
 
 /** The subscribers on the event bus that the config asks for. Start them before the router. */
 export interface Observers {
   metrics: Metrics | undefined;
-  audit: AuditLog | undefined;
+  readonly audit: AuditLog | undefined;
+  /**
+   * A reload's audit settings: another file or other argument rules start a new writer, and the
+   * old one writes out what it holds. Returns why not when the new file cannot be opened (the
+   * old writer stays, and the caller refuses the reload).
+   */
+  reconfigure(next: Config): string | undefined;
   /** Stops listening; the audit log writes out what it holds. Call after the router closed. */
   close(): Promise<void>;
+}
+
+function openAudit(config: Config, log: Logger): AuditLog | undefined {
+  if (!config.audit.path) return undefined;
+  return new AuditLog({ path: config.audit.path, arguments: config.audit.arguments, redact: config.audit.redact, secrets: config.secrets, log });
 }
 
 /**
@@ -100,22 +132,41 @@ export interface Observers {
 export function startObservers(config: Config, log: Logger, withMetrics: boolean): Observers | undefined {
   const metrics = withMetrics ? new Metrics({ version: VERSION, toolLabel: config.metrics.toolLabel, toolLabelLimit: config.metrics.toolLabelLimit, log }) : undefined;
   let audit: AuditLog | undefined;
-  if (config.audit.path) {
-    try {
-      audit = new AuditLog({ path: config.audit.path, arguments: config.audit.arguments, redact: config.audit.redact, secrets: config.secrets, log });
-    } catch (err) {
-      const e = new ConfigError(config.path ?? '(config)', [{ path: '/audit/path', message: `cannot open the audit log: ${(err as Error).message}` }]);
-      process.stderr.write(`mcpmux: ${e.message}\n`);
-      return undefined;
-    }
+  try {
+    audit = openAudit(config, log);
+  } catch (err) {
+    const e = new ConfigError(config.path ?? '(config)', [{ path: '/audit/path', message: `cannot open the audit log: ${(err as Error).message}` }]);
+    process.stderr.write(`mcpmux: ${e.message}\n`);
+    return undefined;
   }
+  let settings = JSON.stringify([config.audit, config.secrets]);
   metrics?.start();
   audit?.start();
   const reopen = (): void => audit?.reopen();
-  if (audit) process.on('SIGUSR2', reopen);
+  process.on('SIGUSR2', reopen);
   return {
     metrics,
-    audit,
+    get audit() {
+      return audit;
+    },
+    reconfigure(next) {
+      const wanted = JSON.stringify([next.audit, next.secrets]);
+      if (wanted === settings) return undefined;
+      let fresh: AuditLog | undefined;
+      try {
+        fresh = openAudit(next, log);
+      } catch (err) {
+        return `/audit/path: cannot open the audit log: ${(err as Error).message}`;
+      }
+      // Publishing is synchronous: between the old writer's last event and the new one's first
+      // there is no gap and no overlap.
+      // close() stops the old writer listening at once, then writes out what it holds.
+      void audit?.close();
+      fresh?.start();
+      audit = fresh;
+      settings = wanted;
+      return undefined;
+    },
     async close() {
       process.off('SIGUSR2', reopen);
       metrics?.stop();

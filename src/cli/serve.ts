@@ -11,6 +11,7 @@ import type { HostTransport } from '../observe/events.js';
 import { HttpServer } from '../transport/http/server.js';
 import { DEFAULT_IDLE_SESSION_MS, type SessionKind } from '../transport/http/sessions.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, startObservers, type GlobalOptions } from './runtime.js';
+import { Reloader } from './reload.js';
 import { addStatusRoutes } from './status.js';
 
 /** What each HTTP session kind is called in events, metrics and the audit log. */
@@ -34,7 +35,8 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   const config = await loadOrReport(opts);
   if (!config) return 1;
   const host = opts.host ?? config.listen.host;
-  const { log, router, pins, openSession } = createRuntime(config, opts);
+  const runtime = createRuntime(config, opts);
+  const { log, router, pins, openSession } = runtime;
   // Approvals (`mcpmux tools --approve`) written by another process apply at once.
   pins.watch();
   const observers = startObservers(config, log, true);
@@ -70,8 +72,19 @@ export async function runServe(opts: ServeOptions): Promise<number> {
       return { ready: started && !gaveUp, ...(gaveUp && { status: 'degraded' }), detail: { upstreams } };
     },
   });
+  const reloader = new Reloader({
+    file: config.path!,
+    log,
+    current: () => runtime.config,
+    apply: async (next, plan) => {
+      const refused = observers.reconfigure(next);
+      if (refused) throw new Error(refused);
+      server.reconfigure({ ...next.listen, tokens: next.listen.auth.tokens, maxSessions: next.limits.maxSessions, maxSessionsPerClient: next.limits.maxSessionsPerClient });
+      await runtime.reconfigure(next, plan);
+    },
+  });
   addMetricsRoute(server.adminRoutes, observers.metrics!);
-  addStatusRoutes(server.adminRoutes, router, config);
+  addStatusRoutes(server.adminRoutes, router, { configPath: config.path, lastReload: () => reloader.last });
 
   let bound;
   try {
@@ -90,7 +103,9 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     'listening',
   );
 
+  reloader.start();
   onShutdownSignals(log, async (why) => {
+    reloader.stop();
     log.info({ why, sessions: server.registry.size }, 'draining');
     await server.close();
     await router.close();

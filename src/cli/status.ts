@@ -4,16 +4,22 @@
 // config's servers and can restart them); on an admin port they are open, like /metrics.
 
 import type { IncomingMessage } from 'node:http';
-import type { Config } from '../config/types.js';
 import type { Router } from '../router/router.js';
 import type { OperatorRoutes } from '../transport/http/admin.js';
 import { HttpRpcCode, sendError, sendJson } from '../transport/http/respond.js';
 import { VERSION } from '../version.js';
+import type { ReloadRecord } from './reload.js';
 import { UsageError } from './runtime.js';
 
 const DEFAULT_BASE = 'http://127.0.0.1:7330';
 
-export function addStatusRoutes(routes: OperatorRoutes, router: Router, config: Config): void {
+/** What /status says of the daemon beyond the router: the config file and its last reload. */
+export interface DaemonInfo {
+  configPath: string | undefined;
+  lastReload(): ReloadRecord | undefined;
+}
+
+export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: DaemonInfo): void {
   const startedAt = Date.now();
   routes.set(
     '/status',
@@ -23,9 +29,8 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, config: 
         version: VERSION,
         pid: process.pid,
         uptimeS: Math.round((Date.now() - startedAt) / 1000),
-        config: { path: config.path ?? null },
-        // There is no reload yet (issue 12, section 1): always null until there is.
-        lastReload: null,
+        config: { path: info.configPath ?? null },
+        lastReload: info.lastReload() ?? null,
         ...router.status(),
       });
     },
@@ -86,11 +91,14 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
     pid: number;
     uptimeS: number;
     config: { path: string | null };
+    lastReload: ReloadRecord | null;
     upstreams: { name: string; transport: string; state: string; pid?: number; restarts: number; inFlight: number; tools: number; prompts: number; resources: number; lastError?: string }[];
     sessions: { total: number; byTransport: Record<string, number>; byClient: Record<string, number> };
   };
   const out: string[] = [];
   out.push(`mcpmux ${s.version}, pid ${s.pid}, up ${s.uptimeS} s, config ${s.config.path ?? '(none)'}`);
+  const r = s.lastReload;
+  if (r) out.push(`last reload: ${r.result} at ${r.at} (${r.trigger})${r.error ? `: ${r.error.split('\n').join(' ')}` : ''}`);
   const kv = (o: Record<string, number>) => Object.entries(o).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
   out.push(`sessions: ${s.sessions.total} (${kv(s.sessions.byTransport)}; clients: ${kv(s.sessions.byClient)})`);
   out.push('');

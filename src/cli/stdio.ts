@@ -8,6 +8,7 @@ import { AdminListener, addHealthRoutes, OperatorRoutes } from '../transport/htt
 import { StreamTransport } from '../transport/stream.js';
 import { flushLogs } from '../observe/logger.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, startObservers, type GlobalOptions } from './runtime.js';
+import { Reloader } from './reload.js';
 import { addStatusRoutes } from './status.js';
 
 export interface StdioOptions extends GlobalOptions {
@@ -20,11 +21,22 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   if (!config) return 1;
   // In the config, 0 means "none" (as under serve); `--admin-port 0` picks a free port.
   const adminPort = adminPortFlag ?? (config.listen.adminPort || undefined);
-  const { log, router, pins, openSession } = createRuntime(config, opts);
+  const runtime = createRuntime(config, opts);
+  const { log, router, pins, openSession } = runtime;
   // Approvals (`mcpmux tools --approve`) written by another process apply at once.
   pins.watch();
   const observers = startObservers(config, log, adminPort !== undefined);
   if (!observers) return 1;
+  const reloader = new Reloader({
+    file: config.path!,
+    log,
+    current: () => runtime.config,
+    apply: async (next, plan) => {
+      const refused = observers.reconfigure(next);
+      if (refused) throw new Error(refused);
+      await runtime.reconfigure(next, plan);
+    },
+  });
 
   let admin: AdminListener | undefined;
   let started = false;
@@ -34,7 +46,7 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
     const routes = new OperatorRoutes(log);
     addHealthRoutes(routes, () => ({ ready: started && connected, status: connected ? (started ? 'ready' : 'starting') : 'draining', sessions: connected ? 1 : 0 }));
     addMetricsRoute(routes, observers.metrics!);
-    addStatusRoutes(routes, router, config);
+    addStatusRoutes(routes, router, { configPath: config.path, lastReload: () => reloader.last });
     admin = new AdminListener(host, adminPort, routes, new Guard({ host, allowedOrigins: config.listen.allowedOrigins, tokens: [] }));
     try {
       const port = await admin.listen();
@@ -51,7 +63,9 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   const transport = new StreamTransport(process.stdin, process.stdout, config.limits.maxMessageBytes);
   const session = openSession(transport, 'stdio');
 
+  reloader.start();
   const stop = onShutdownSignals(log, async (why) => {
+    reloader.stop();
     log.info({ why }, 'stopping');
     connected = false;
     await router.close();

@@ -101,6 +101,11 @@ export class ToolPins {
     return def === undefined || this.visibleQuietly(server, def);
   }
 
+  /** Which servers are pinned from now on (a reload). */
+  setPinned(pinned: ReadonlySet<string>): void {
+    this.opts.pinned = pinned;
+  }
+
   /** Records the definitions seen last for these (server, tool) pairs as approved; writes the file now. */
   approve(pairs: readonly { server: string; tool: string }[]): void {
     for (const { server, tool } of pairs) {

@@ -26,6 +26,7 @@ export const CHANNEL = {
   policyDenied: 'mcpmux:policy:denied',
   rateLimited: 'mcpmux:ratelimit:limited',
   auditError: 'mcpmux:audit:error',
+  configReload: 'mcpmux:config:reload',
 } as const;
 
 // Module-level references: a channel nobody holds could be collected along with its subscribers.
@@ -40,6 +41,7 @@ const toolChanged = dc.channel(CHANNEL.toolChanged);
 const policyDenied = dc.channel(CHANNEL.policyDenied);
 const rateLimited = dc.channel(CHANNEL.rateLimited);
 const auditError = dc.channel(CHANNEL.auditError);
+const configReload = dc.channel(CHANNEL.configReload);
 
 /** How a host is connected. `http` is Streamable HTTP; `sse` the legacy HTTP+SSE transport. */
 export type HostTransport = 'stdio' | 'http' | 'sse' | 'ws';
@@ -300,4 +302,27 @@ export interface AuditErrorEvent {
 
 export function publishAuditError(ev: AuditErrorEvent): void {
   if (auditError.hasSubscribers) auditError.publish(ev);
+}
+
+// ---- reloads ----------------------------------------------------------------------------------
+
+/** A reload was tried (SIGHUP, the file changed, or an admin asked): applied, or refused. */
+export interface ConfigReloadEvent {
+  /** `applied`, or `refused` (the new file is invalid; the running config stays). */
+  result: 'applied' | 'refused';
+  trigger: 'signal' | 'file';
+  file: string;
+  /** Why it was refused: every problem with its JSON path. */
+  error?: string;
+  /** Server names: started, stopped, restarted, reconfigured in place. */
+  added: string[];
+  removed: string[];
+  restarted: string[];
+  updated: string[];
+  /** Settings that changed but apply only when mcpmux restarts. */
+  needsRestart: string[];
+}
+
+export function publishConfigReload(ev: ConfigReloadEvent): void {
+  if (configReload.hasSubscribers) configReload.publish(ev);
 }

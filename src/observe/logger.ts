@@ -12,8 +12,11 @@ export type { Logger };
  */
 const MAX_QUEUED_LOG_BYTES = 4 * 1024 * 1024;
 
+/** Each logger's scrubber, replaceable when a reload brings new secrets. */
+const scrubbers = new WeakMap<Logger, { scrub: ((s: string) => string) | undefined; all?: string[] }>();
+
 export function createLogger(level = 'info', secrets: readonly string[] = []): Logger {
-  const scrub = makeScrubber(secrets);
+  const holder: { scrub: ((s: string) => string) | undefined; all?: string[] } = { scrub: makeScrubber(secrets), all: [...secrets] };
   const dest = pino.destination({ dest: 2, sync: false, minLength: 0, maxLength: MAX_QUEUED_LOG_BYTES });
   let dropped = 0;
   dest.on('drop', () => dropped++);
@@ -24,7 +27,7 @@ export function createLogger(level = 'info', secrets: readonly string[] = []): L
       level,
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
-      hooks: scrub ? { streamWrite: scrub } : {},
+      hooks: { streamWrite: (line: string) => (holder.scrub ? holder.scrub(line) : line) },
       mixin: () => (dropped === 0 ? {} : { droppedLogLines: takeDropped() }),
     },
     dest,
@@ -34,7 +37,19 @@ export function createLogger(level = 'info', secrets: readonly string[] = []): L
     dropped = 0;
     return n;
   };
+  scrubbers.set(log, holder);
   return log;
+}
+
+/**
+ * A reload's secrets join the ones scrubbed so far (none is dropped: lines about the old
+ * config may still be written). Children of `log` share its stream hook, so they follow.
+ */
+export function addLogSecrets(log: Logger, secrets: readonly string[]): void {
+  const holder = scrubbers.get(log);
+  if (!holder) return;
+  holder.all = [...new Set([...(holder.all ?? []), ...secrets])];
+  holder.scrub = makeScrubber(holder.all);
 }
 
 /** Waits (at most `ms`) for queued log lines to reach stderr; for just before process.exit. */

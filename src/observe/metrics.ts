@@ -9,6 +9,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import {
   CHANNEL,
   type AuditErrorEvent,
+  type ConfigReloadEvent,
   type DeniedEvent,
   type LimitedEvent,
   type RequestEvent,
@@ -59,6 +60,7 @@ export class Metrics {
   private readonly denials: Counter;
   private readonly limited: Counter;
   private readonly auditErrors: Counter;
+  private readonly reloads: Counter;
   /** Connection id -> its server and whether it is up (for mcpmux_upstream_up). */
   private readonly connections = new Map<number, { server: string; up: boolean }>();
   private readonly tools = new Set<string>();
@@ -134,6 +136,9 @@ export class Metrics {
     this.limited = new Counter({ name: 'mcpmux_rate_limited_total', help: 'Requests refused by a rate limit.', labelNames: ['server', 'client'], registers });
     this.auditErrors = new Counter({ name: 'mcpmux_audit_errors_total', help: 'Audit lines lost: the file could not be written, or the writer fell too far behind.', registers });
     this.auditErrors.inc(0);
+    this.reloads = new Counter({ name: 'mcpmux_config_reloads_total', help: 'Config reloads: applied, or refused because the new file was invalid (the running config stays).', labelNames: ['result'], registers });
+    this.reloads.inc({ result: 'applied' }, 0);
+    this.reloads.inc({ result: 'refused' }, 0);
   }
 
   /** Starts listening on the bus. Subscribe before upstreams start, so their states are seen. */
@@ -155,6 +160,7 @@ export class Metrics {
     this.on(CHANNEL.policyDenied, (ev: DeniedEvent) => this.denials.inc({ server: ev.server, kind: ev.kind, client: ev.client }));
     this.on(CHANNEL.rateLimited, (ev: LimitedEvent) => this.limited.inc({ server: ev.server, client: ev.client }));
     this.on(CHANNEL.auditError, (ev: AuditErrorEvent) => this.auditErrors.inc(ev.lines));
+    this.on(CHANNEL.configReload, (ev: ConfigReloadEvent) => this.reloads.inc({ result: ev.result }));
   }
 
   stop(): void {

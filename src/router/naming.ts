@@ -90,6 +90,30 @@ export class NameIndex {
     return this.byServer[kind].get(server) ?? [];
   }
 
+  /**
+   * Drops a server's names (a reload removed it, restarted it or changed its prefix), or every
+   * name (the config order changed, so contested names may go to others): they are decided
+   * afresh when lists are next built.
+   */
+  forget(server?: string): void {
+    for (const kind of ['tools', 'prompts'] as const) {
+      if (server === undefined) {
+        this.byPublic[kind].clear();
+        this.byOwner[kind].clear();
+        this.byServer[kind].clear();
+        continue;
+      }
+      for (const pub of this.byServer[kind].get(server) ?? []) {
+        const owner = this.byPublic[kind].get(pub);
+        if (owner?.server !== server) continue;
+        this.byPublic[kind].delete(pub);
+        this.byOwner[kind].delete(owner.server + '\0' + owner.name);
+      }
+      this.byServer[kind].delete(server);
+    }
+    this.version++;
+  }
+
   resolve(kind: NamedKind, publicName: string): Owner | undefined {
     return this.byPublic[kind].get(publicName);
   }

@@ -2,6 +2,7 @@
 // sessions; a `session` server gets one connection per host session, opened when the session
 // initializes (its capabilities are part of the host's answer) and closed with the session.
 
+import type { ReloadPlan } from '../config/diff.js';
 import type { Config, ServerConfig } from '../config/types.js';
 import { RpcError } from '../jsonrpc/message.js';
 import { makeScrubber, type Logger } from '../observe/logger.js';
@@ -23,13 +24,13 @@ export class UpstreamPool {
   private readonly shared = new Map<string, Upstream>();
   private readonly perSession = new Map<SessionPort, Map<string, Upstream>>();
   private readonly owners = new WeakMap<Upstream, SessionPort>();
-  private readonly enabled: ServerConfig[];
-  private readonly scrub: ((text: string) => string) | undefined;
+  private enabled: ServerConfig[];
+  private scrub: ((text: string) => string) | undefined;
   /** Where every connection's unprompted traffic goes; set by the router before anything starts. */
   listener: UpstreamListener | undefined;
 
   constructor(
-    private readonly config: Config,
+    private config: Config,
     private readonly log: Logger,
   ) {
     this.enabled = config.servers.filter((s) => !s.disabled);
@@ -67,6 +68,54 @@ export class UpstreamPool {
       mine.set(c.name, up);
       return up.start();
     });
+  }
+
+  /**
+   * A reload: removed and restarted servers' connections close (calls in flight to them fail
+   * with `why`), updated ones take their new settings, and added and restarted ones start: a
+   * shared server once, a `session` server for each of `sessions` (those already greeted).
+   * Resolves when the new connections are ready or failed.
+   */
+  async apply(next: Config, plan: ReloadPlan, sessions: Iterable<SessionPort>): Promise<void> {
+    this.config = next;
+    this.enabled = next.servers.filter((s) => !s.disabled);
+    this.scrub = makeScrubber(next.secrets);
+    const closing: Promise<void>[] = [];
+    const stop = (name: string, why: string): void => {
+      const shared = this.shared.get(name);
+      this.shared.delete(name);
+      if (shared) closing.push(shared.close(why));
+      for (const mine of this.perSession.values()) {
+        const own = mine.get(name);
+        mine.delete(name);
+        if (own) closing.push(own.close(why));
+      }
+    };
+    for (const name of plan.removed) stop(name, `server "${name}" was removed from the config`);
+    for (const s of plan.restarted) stop(s.name, `server "${s.name}" is restarting with its new config`);
+    for (const { server } of plan.updated) for (const up of this.all()) if (up.name === server.name) up.reconfigure(server);
+    await Promise.all(closing);
+
+    const starting: Promise<void>[] = [];
+    // A server given up on (a crash loop) gets another chance with every reload.
+    for (const up of this.all()) if (up.gaveUp) starting.push(up.restart());
+    for (const c of [...plan.added, ...plan.restarted]) {
+      if (c.sharing === 'shared') {
+        const up = this.create(c, SHARED_CLIENT_CAPABILITIES);
+        this.shared.set(c.name, up);
+        starting.push(up.start());
+        continue;
+      }
+      for (const session of sessions) {
+        let mine = this.perSession.get(session);
+        if (!mine) this.perSession.set(session, (mine = new Map()));
+        const up = this.create(c, session.clientCapabilities);
+        this.owners.set(up, session);
+        mine.set(c.name, up);
+        starting.push(up.start());
+      }
+    }
+    await Promise.all(starting);
   }
 
   /** Closes this session's own connections. */

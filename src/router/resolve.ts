@@ -19,7 +19,7 @@ export interface Resolved {
 
 export class Resolver {
   constructor(
-    private readonly config: Config,
+    private readonly config: () => Config,
     private readonly pool: UpstreamPool,
     private readonly names: NameIndex,
     private readonly lists: Lists,
@@ -76,11 +76,12 @@ export class Resolver {
 
   /** The connection whose prefix starts `publicName` (`fs__read_file` -> fs), and the rest. */
   private serverByPrefix(session: SessionPort, publicName: string): { up: Upstream; rest: string } | undefined {
-    const sep = this.config.namespace.separator;
+    const config = this.config();
+    const sep = config.namespace.separator;
     const at = publicName.indexOf(sep);
     if (at <= 0) return undefined;
     const prefix = publicName.slice(0, at);
-    const cfg = this.config.servers.find((s) => !s.disabled && s.prefix === prefix);
+    const cfg = config.servers.find((s) => !s.disabled && s.prefix === prefix);
     const up = cfg && this.pool.get(session, cfg.name);
     return up && { up, rest: publicName.slice(at + sep.length) };
   }

@@ -7,6 +7,7 @@
 // unprompted is the Reverse side's (reverse.ts).
 
 import type { CancelSignal } from '../jsonrpc/cancel.js';
+import type { ReloadPlan } from '../config/diff.js';
 import type { Config } from '../config/types.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcRequest } from '../jsonrpc/message.js';
@@ -56,16 +57,20 @@ export class Router {
   /** Every request to an upstream goes through here: interceptors, then the upstream. */
   readonly forward: Forward;
 
+  private readonly names: NameIndex;
+  /** A server's place in the config (contested names go to the earlier one). */
+  private rank = new Map<string, number>();
+
   constructor(
-    private readonly config: Config,
+    private config: Config,
     private readonly log: Logger,
     governance: Governance = OPEN_GOVERNANCE,
   ) {
-    const rank = new Map(config.servers.map((s, i) => [s.name, i]));
+    this.rank = new Map(config.servers.map((s, i) => [s.name, i]));
     const names = new NameIndex({
       separator: config.namespace.separator,
       maxLength: config.namespace.maxNameLength,
-      rank: (server) => rank.get(server) ?? Number.MAX_SAFE_INTEGER,
+      rank: (server) => this.rank.get(server) ?? Number.MAX_SAFE_INTEGER,
       onRename: (kind, owner, from, to) =>
         this.log.warn({ kind, server: owner.server, name: owner.name, from, to }, 'public name taken by a server earlier in the config; renamed'),
       // A name hosts have seen changed hands: rebuild every page, and tell them.
@@ -74,12 +79,13 @@ export class Router {
         this.audience.listChanged(kind);
       },
     });
+    this.names = names;
     this.chain = new ForwardChain(this.usage);
     this.forward = this.chain.forward;
     this.pool = new UpstreamPool(config, log);
     this.audience = new Audience((up) => this.pool.ownerOf(up));
     this.lists = new Lists(names, () => this.governance, (up, method, params, signal) => this.forward(ownCall(up, method, params, signal)));
-    this.resolve = new Resolver(config, this.pool, names, this.lists, () => this.governance);
+    this.resolve = new Resolver(() => this.config, this.pool, names, this.lists, () => this.governance);
     this.logLevels = new LogLevels(this.pool, this.audience.sessions, this.forward);
     this.pool.listener = new Reverse({
       pool: this.pool,
@@ -102,6 +108,37 @@ export class Router {
     this.governance = governance;
     this.chain.use(governance.interceptors);
     this.lists.catalogue.reset();
+  }
+
+  /**
+   * A reload (cli/reload.ts planned it): new governance for new calls, removed and restarted
+   * servers stopped (their in-flight calls fail naming the server), added ones started, updated
+   * ones reconfigured in place; every other connection is untouched. Hosts hear list_changed
+   * for the lists that changed: servers that come or go announce themselves through their
+   * state, the rest is said here. Resolves when new connections are ready or failed.
+   */
+  async reload(next: Config, governance: Governance, plan: ReloadPlan): Promise<void> {
+    const orderChanged = plan.policyLists.length > 0 && !sameOrder(this.config, next);
+    this.config = next;
+    this.rank = new Map(next.servers.map((s, i) => [s.name, i]));
+    if (orderChanged) this.names.forget();
+    for (const name of plan.removed) this.names.forget(name);
+    for (const s of plan.restarted) this.names.forget(s.name);
+    for (const { server } of plan.updated) if (server.prefix !== this.pool.get(undefined, server.name)?.config.prefix) this.names.forget(server.name);
+    for (const up of this.pool.all()) {
+      if (!plan.removed.includes(up.name) && !plan.restarted.some((s) => s.name === up.name)) continue;
+      this.subscriptions.forget(up);
+      this.usage.forgetUpstream(up);
+    }
+    this.governance = governance;
+    this.chain.use(governance.interceptors);
+    this.lists.catalogue.reset();
+    const greeted = [...this.audience.sessions].filter((s) => this.audience.isGreeted(s));
+    const applied = this.pool.apply(next, plan, greeted);
+    const said = new Set(plan.policyLists);
+    for (const { lists } of plan.updated) for (const kind of lists) said.add(kind);
+    for (const kind of said) this.audience.listChanged(kind);
+    await applied;
   }
 
   // ---- lifecycle ------------------------------------------------------------------------
@@ -400,6 +437,11 @@ function requireString(params: Params, key: string): string {
   const v = params[key];
   if (typeof v !== 'string') throw new RpcError(ErrorCode.InvalidParams, `params.${key} must be a string`);
   return v;
+}
+
+function sameOrder(a: Config, b: Config): boolean {
+  const names = (c: Config) => c.servers.map((s) => s.name).join('\0');
+  return names(a) === names(b);
 }
 
 /** Waits for all, but no longer than `ms`. */

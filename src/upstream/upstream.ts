@@ -95,10 +95,23 @@ export class Upstream {
   private readonly taskProgress = new Map<JsonRpcId, { taskId: string; onProgress: (p: Params) => void; timer: NodeJS.Timeout }>();
 
   constructor(
-    readonly config: ServerConfig,
+    private cfg: ServerConfig,
     private readonly deps: UpstreamDeps,
   ) {
-    this.log = deps.log.child({ server: config.name });
+    this.log = deps.log.child({ server: cfg.name });
+  }
+
+  get config(): ServerConfig {
+    return this.cfg;
+  }
+
+  /**
+   * A reload changed settings that do not touch the connection (allow/deny, prefix, timeouts,
+   * restart policy): they apply from the next request on. The name and connection keys stay.
+   */
+  reconfigure(cfg: ServerConfig): void {
+    if (cfg.name !== this.cfg.name) throw new Error(`Upstream ${this.cfg.name}: cannot take the config of ${cfg.name}`);
+    this.cfg = cfg;
   }
 
   get name(): string {
@@ -266,10 +279,11 @@ export class Upstream {
     if (this.state === 'ready') this.endpoint?.notify(method, params);
   }
 
-  async close(): Promise<void> {
+  /** Ends it for good; requests in flight fail with `why` (which hosts read, so it names no secret). */
+  async close(why = 'closed by mcpmux'): Promise<void> {
     clearTimeout(this.restartTimer);
     if (this.state === 'closed') return;
-    this.setState('closed', 'closed by mcpmux');
+    this.setState('closed', why);
     this.publish('closed');
     await this.connection?.stop();
   }

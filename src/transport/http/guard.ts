@@ -43,10 +43,10 @@ function hostnameOf(hostHeader: string): string {
 export class Guard {
   /** Host names accepted in the Host header; undefined: not checked (bound to a public address). */
   private readonly hostNames: Set<string> | undefined;
-  private readonly anyOrigin: boolean;
-  private readonly origins: Set<string>;
+  private anyOrigin = false;
+  private origins = new Set<string>();
   private readonly originCache = new Map<string, boolean>();
-  private readonly tokens: { client: string; digest: Buffer }[];
+  private tokens: { client: string; digest: Buffer }[] = [];
 
   constructor(opts: GuardOptions) {
     const bound = opts.host.toLowerCase();
@@ -55,8 +55,14 @@ export class Guard {
     if (isLoopbackName(bound) || bound === '::1') {
       this.hostNames = new Set([...LOOPBACK_HOSTNAMES, bound, bound.includes(':') ? `[${bound}]` : bound]);
     }
+    this.admit(opts);
+  }
+
+  /** Who is let in from now on (a reload): origins and tokens. The bound address stays. */
+  admit(opts: Pick<GuardOptions, 'allowedOrigins' | 'tokens'>): void {
     this.anyOrigin = opts.allowedOrigins.includes('*');
     this.origins = new Set(opts.allowedOrigins.map(normalizeOrigin));
+    this.originCache.clear();
     this.tokens = opts.tokens.map((t) => ({ client: t.client, digest: digest(t.token) }));
   }
 

@@ -94,6 +94,15 @@ export class HttpServer {
     if (opts.adminPort) this.admin = new AdminListener(opts.host, opts.adminPort, this.adminRoutes, this.guard);
   }
 
+  /**
+   * A reload: origins, tokens and session quotas apply to requests from now on. Sessions
+   * already open stay (a request with a token no longer configured is refused, 401).
+   */
+  reconfigure(opts: Pick<HttpServerOptions, 'allowedOrigins' | 'tokens' | 'maxSessions' | 'maxSessionsPerClient'>): void {
+    this.guard.admit(opts);
+    this.registry.setQuotas(opts.maxSessions, opts.maxSessionsPerClient);
+  }
+
   async listen(): Promise<Bound> {
     const port = await listenOn(this.server, this.opts.port, this.opts.host);
     let adminPort: number | undefined;

@@ -77,6 +77,12 @@ export class SessionRegistry {
     return this.sessions.size;
   }
 
+  /** New quotas (a reload): they decide new sessions; sessions already open stay. */
+  setQuotas(maxSessions: number, maxSessionsPerClient: number): void {
+    this.opts.maxSessions = maxSessions;
+    this.opts.maxSessionsPerClient = maxSessionsPerClient;
+  }
+
   /** Why no new session may be opened for `client` now (a 503's message), or undefined. */
   refusal(client: string | undefined): string | undefined {
     if (this.sessions.size >= this.opts.maxSessions) return `Service Unavailable: too many sessions (limits.maxSessions = ${this.opts.maxSessions})`;
