@@ -1,12 +1,14 @@
 // Reloading a running mcpmux (issue 12): SIGHUP and file edits, validated first, applied as a
 // diff, with every host session kept and told only about the lists that changed.
 
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { closeAll, connectStdio, fixture, isAlive, MUX_BIN, startRawMux, waitFor, writeConfig } from './helpers/harness.js';
+import { awaitJsonLine, closeAll, connectStdio, fixture, isAlive, MUX_BIN, ROOT, startRawMux, waitFor, writeConfig } from './helpers/harness.js';
 import { scrape, total } from './helpers/prom.js';
 
 afterEach(closeAll);
@@ -134,4 +136,25 @@ describe('reload', () => {
     expect(tools).toEqual(expect.arrayContaining(['fx__echo', 'extra__echo']));
     expect(peer.child.exitCode).toBeNull();
   }, 60_000);
+});
+
+describe('signals', () => {
+  it('a drain that fails exits 1 (the real shutdown handler, in a process of its own)', async () => {
+    const dist = (f: string) => JSON.stringify(path.join(ROOT, 'dist', f));
+    const script = `
+      import { onShutdownSignals } from ${dist('cli/runtime.js')};
+      import { createLogger } from ${dist('observe/logger.js')};
+      onShutdownSignals(createLogger('info'), async () => { throw new Error('a child would not stop'); });
+      process.stderr.write(JSON.stringify({ msg: 'ready' }) + '\\n');
+      setInterval(() => {}, 1000);
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    await awaitJsonLine(child.stderr, exited, (j) => (j.msg === 'ready' ? true : undefined), { ms: 10_000, what: 'ready', log: () => err });
+    child.kill('SIGTERM');
+    expect(await exited).toBe(1);
+    expect(err).toMatch(/"err":"a child would not stop","msg":"drain failed"/);
+  }, 30_000);
 });

@@ -210,9 +210,15 @@ export function onShutdownSignals(log: Logger, stop: (why: string) => Promise<vo
       return;
     }
     log.info({ signal }, 'shutting down');
-    void once(signal)
-      .then(() => flushLogs(log))
-      .finally(() => process.exit(0));
+    // A drain that fails (a child that would not stop, an audit log that could not be written
+    // out) exits 1, so a supervisor knows the stop was not clean.
+    void once(signal).then(
+      () => flushLogs(log).finally(() => process.exit(0)),
+      (err: Error) => {
+        log.error({ err: err.message }, 'drain failed');
+        void flushLogs(log).finally(() => process.exit(1));
+      },
+    );
   };
   process.on('SIGTERM', handler);
   process.on('SIGINT', handler);
