@@ -24,6 +24,18 @@ async function run(state: string, servers: object, extra: object = {}): Promise<
 }
 
 describe('tool pinning', () => {
+  it('a rug pull while running: the changed tool leaves the list (hosts hear list_changed), calls are refused, the change is logged by field and counted', async () => {
+    const state = tempDir();
+    const { peer, metrics } = await run(state, { srv: { ...srv({}), pinTools: true } });
+    expect(await names(peer)).toEqual(['srv__misbehave']);
+    expect((await peer.request('tools/call', { name: 'srv__misbehave', arguments: { mode: 'rug-pull' } })).result.content[0].text).toBe('pulled');
+    await peer.next((m) => m.method === 'notifications/tools/list_changed', 10_000);
+    expect(await names(peer)).toEqual([]);
+    expect((await peer.request('tools/call', { name: 'srv__misbehave', arguments: { mode: 'env' } })).error).toMatchObject({ code: -31006 });
+    await waitFor(() => /"server":"srv","tool":"misbehave","changed":\["description","inputSchema"\],"held":true/.test(peer.stderr()), { what: 'the change logged by field' });
+    expect(total((await metrics()).samples, 'mcpmux_tool_definition_changes_total', { server: 'srv', held: 'true' })).toBe(1);
+  }, 60_000);
+
   it('records on first use; holds a changed tool of a pinned server until approved; leaves others available', async () => {
     const state = tempDir();
     const file = path.join(state, 'tool-pins.json');
@@ -67,7 +79,7 @@ describe('tool pinning', () => {
     expect((await pulled.peer.request('tools/call', { name: 'srv__misbehave', arguments: { mode: 'env' } })).result).toBeDefined();
   }, 60_000);
 
-  it('a tool new to a pinned server is held too; --approve-all approves it; an unknown name is a usage error', async () => {
+  it('a tool new to a pinned server is held too; --all approves it; an unknown name is a usage error', async () => {
     const state = tempDir();
     const before = await run(state, { srv: { ...srv({}), pinTools: true } });
     expect(await names(before.peer)).toEqual(['srv__misbehave']);
@@ -77,7 +89,7 @@ describe('tool pinning', () => {
     await waitFor(() => /"tool":"extra","changed":\["\(new tool\)"\],"held":true/.test(grown.peer.stderr()), { what: 'the new tool logged' });
     const cli = (args: string[]) => spawnSync(process.execPath, [MUX_BIN, 'tools', '--config', grown.config, ...args], { env: { ...process.env, MCPMUX_STATE_DIR: state }, encoding: 'utf8', timeout: 30_000 });
     expect(cli(['--approve', 'nosuch']).status).toBe(2);
-    expect(cli(['--approve-all']).status).toBe(0);
+    expect(cli(['--all']).status).toBe(0);
     await waitFor(async () => (await names(grown.peer)).includes('srv__extra'), { what: 'the new tool approved', timeoutMs: 15_000 });
   }, 60_000);
 });

@@ -40,6 +40,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--client <name>', 'as this client sees it (a name in listen.auth.tokens; default: anonymous)')
     .option('--approve <name>', 'approve a held tool (pinTools): server/tool, its public name, or its own name; repeatable', (v: string, prev: string[]) => [...prev, v], [] as string[])
     .option('--approve-all', 'approve every current tool definition')
+    .option('--all', 'the same as --approve-all')
     .action((o: import('./tools.js').ToolsOptions) => {
       result = runTools(o);
     });

@@ -1,5 +1,5 @@
 // `mcpmux tools [--json]`: the merged tool table exactly as hosts will see it. With
-// `--approve NAME` (repeatable) or `--approve-all`, records the current definitions of held
+// `--approve NAME` (repeatable) or `--approve-all` (`--all`), records the current definitions of held
 // tools as approved (tool pinning, governance/pins.ts); a running daemon sees the file change.
 
 import { ANONYMOUS_CLIENT } from '../config/types.js';
@@ -10,6 +10,8 @@ export interface ToolsOptions extends GlobalOptions {
   client?: string;
   approve?: string[];
   approveAll?: boolean;
+  /** `--all`: the same as `--approve-all`. */
+  all?: boolean;
 }
 
 export async function runTools(opts: ToolsOptions): Promise<number> {
@@ -20,6 +22,7 @@ export async function runTools(opts: ToolsOptions): Promise<number> {
   if (client !== ANONYMOUS_CLIENT && !config.listen.auth.tokens.some((t) => t.client === client)) {
     throw new UsageError(`--client: no client named ${JSON.stringify(client)} in listen.auth.tokens`);
   }
+  if (opts.all) opts.approveAll = true;
   const { router, pins } = await startedRouter(config, opts);
   try {
     const tools = await router.allTools(client);
