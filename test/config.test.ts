@@ -485,6 +485,22 @@ describe('loadConfig: semantic checks', () => {
   });
 });
 
+describe('loadConfig: keys that would do nothing are refused', () => {
+  it('audit.redact without arguments "full", audit keys without a path, toolLabelLimit without toolLabel, unknown clients', async () => {
+    const servers = { mcpServers: { a: { command: 'x' } } };
+    expect(await issuesOf({ ...servers, audit: { path: '/tmp/a.jsonl', arguments: 'redacted', redact: ['password'] } })).toEqual([
+      { path: '/audit/redact', message: 'applies only when audit.arguments is "full" (it is "redacted")' },
+    ]);
+    expect(await issuesOf({ ...servers, audit: { arguments: 'full' } })).toEqual([
+      { path: '/audit/path', message: 'is required: without it there is no audit log for the other audit keys to configure' },
+    ]);
+    expect(await issuesOf({ ...servers, metrics: { toolLabelLimit: 10 } })).toEqual([{ path: '/metrics/toolLabelLimit', message: 'applies only when metrics.toolLabel is true' }]);
+    const unknown = 'no client named "ci": clients are the names in listen.auth.tokens, and "anonymous" for sessions without a token';
+    expect(await issuesOf({ ...servers, policy: { clients: { ci: { deny: ['*'] } } } })).toEqual([{ path: '/policy/clients/ci', message: unknown }]);
+    expect(await issuesOf({ ...servers, rateLimits: [{ client: 'ci', perMinute: 1 }] })).toEqual([{ path: '/rateLimits/0/client', message: unknown }]);
+  });
+});
+
 describe('loadConfig: listen.adminPort', () => {
   it('is carried on listen and must differ from port', async () => {
     const c = await load({ mcpServers: {}, listen: { port: 8000, adminPort: 8001 } });

@@ -107,6 +107,8 @@ export class Reloader {
   private async once(trigger: ReloadTrigger): Promise<void> {
     const { file, log } = this.opts;
     const text = readText(file);
+    // A file event queued behind a signal's reload of the same text: already done.
+    if (trigger === 'file' && text === this.loadedText) return;
     let next: Config;
     try {
       next = await loadConfig(file);
