@@ -26,14 +26,14 @@ describe('status', () => {
         crashy: { command: process.execPath, args: [BAD, JSON.stringify({ exitAfterInitMs: 200 })], restart: { maxRetries: 2, backoffMs: 20 } },
       },
     });
-    await waitFor(async () => (await status(d)).upstreams.find((u: any) => u.name === 'crashy')?.state === 'given up', { what: 'crashy given up', timeoutMs: 15_000 });
+    await waitFor(async () => (await status(d)).upstreams.find((u: any) => u.name === 'crashy')?.gaveUp === true, { what: 'crashy given up', timeoutMs: 15_000 });
     const s = await status(d);
     expect(s).toMatchObject({ config: { path: expect.any(String) }, lastReload: null, sessions: { total: 0 } });
     const fx = s.upstreams.find((u: any) => u.name === 'fx');
     expect(fx).toMatchObject({ transport: 'stdio', sharing: 'shared', state: 'ready', restarts: 0, inFlight: 0 });
     expect(fx.pid).toBeGreaterThan(0);
     const crashy = s.upstreams.find((u: any) => u.name === 'crashy');
-    expect(crashy).toMatchObject({ state: 'given up', restarts: 2, lastError: expect.stringMatching(/exited with code 1/) });
+    expect(crashy).toMatchObject({ state: 'failed', gaveUp: true, restarts: 2, lastError: expect.stringMatching(/exited with code 1/) });
     await waitFor(() => d.stderr().includes('giving up on upstream: it keeps failing'), { what: 'the giving up logged' });
 
     const ready = await fetch(`${d.base}/readyz`);
@@ -44,9 +44,9 @@ describe('status', () => {
     const table = cli(['status', '--url', d.base]);
     expect(table.code, table.stderr).toBe(0);
     expect(table.stdout).toMatch(/^server\s+state\s+transport\s+pid\s+restarts\s+in flight\s+tools\s+prompts\s+resources\s+last error$/m);
-    expect(table.stdout).toMatch(/^crashy\s+given up\s+stdio/m);
+    expect(table.stdout).toMatch(/^crashy\s+failed \(given up\)\s+stdio/m);
     const json = cli(['status', '--json', '--url', d.base]);
-    expect(JSON.parse(json.stdout).upstreams.map((u: any) => u.name).sort()).toEqual(['crashy', 'fx']);
+    expect(JSON.parse(json.stdout).upstreams.map((u: any) => [u.name, u.state]).sort()).toEqual([['crashy', 'failed'], ['fx', 'ready']]);
 
     // An admin restarts it: its failures are forgotten and it starts again.
     const restarted = cli(['restart', 'crashy', '--url', d.base]);

@@ -174,7 +174,9 @@ export class Router {
       transport: up.config.transport,
       sharing: up.config.sharing,
       ...(this.pool.ownerOf(up) && { session: this.pool.ownerOf(up)!.id }),
-      state: up.gaveUp ? 'given up' : up.state,
+      // Given up after a crash loop: failed, and left alone until a restart or a reload.
+      state: up.state,
+      ...(up.gaveUp && { gaveUp: true }),
       ...(up.reason && { lastError: up.reason }),
       ...(up.pid !== undefined && { pid: up.pid }),
       restarts: up.restarts,
