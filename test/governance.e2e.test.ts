@@ -2,10 +2,14 @@
 // two answers, and policy on prompts and resources at every level. What a limit or a policy
 // refuses never reaches the upstream; the fixtures' event files prove it.
 
-import { afterEach, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
 import { closeAll, fixture, readEvents, startRawMux, tempFile, writeConfig, type RawPeer } from './helpers/harness.js';
 
 afterEach(closeAll);
+afterAll(stopAllDaemons);
 
 const call = (peer: RawPeer, name: string, args: object = {}) => peer.request('tools/call', { name, arguments: args });
 const calls = (events: string, method: string) => readEvents(events).filter((e) => e.type === 'request' && e.method === method);
@@ -89,6 +93,41 @@ describe('rate limits', () => {
     expect((await call(peer, 'beta__tool_0')).result.isError).toBeUndefined();
     expect((await call(peer, 'beta__whoami')).result.isError).toBe(true);
   });
+});
+
+describe('rate limits per client (mcpmux serve, bearer tokens)', () => {
+  it('each token client has its own bucket; a rule naming one client limits only it', async () => {
+    const tokens = { MUX_A: 'token-of-client-a-123', MUX_B: 'token-of-client-b-456', MUX_C: 'token-of-client-c-789' };
+    const d = await startDaemon(
+      {
+        mcpServers: { fx: fixture({ name: 'fx' }) },
+        listen: { auth: { tokens: [{ client: 'a', tokenEnv: 'MUX_A' }, { client: 'b', tokenEnv: 'MUX_B' }, { client: 'c', tokenEnv: 'MUX_C' }] } },
+        // Every client: 2 at once (a bucket each). Client c: 1 at once as well (the stricter rule wins).
+        rateLimits: [
+          { server: 'fx', perMinute: 2, burst: 2 },
+          { client: 'c', server: '*', perMinute: 1, burst: 1 },
+        ],
+      },
+      tokens,
+    );
+    const as = async (token: string) => {
+      const c = new Client({ name: 'h', version: '0' }, { capabilities: {} });
+      await c.connect(new StreamableHTTPClientTransport(new URL(d.url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      return c;
+    };
+    const [a, b, c] = [await as(tokens.MUX_A), await as(tokens.MUX_B), await as(tokens.MUX_C)];
+    const limited = async (client: Client) => (await client.callTool({ name: 'fx__echo', arguments: {} })).isError === true;
+    expect([await limited(a), await limited(a), await limited(a)]).toEqual([false, false, true]);
+    // a used its bucket up; b's is its own.
+    expect([await limited(b), await limited(b), await limited(b)]).toEqual([false, false, true]);
+    expect([await limited(c), await limited(c)]).toEqual([false, true]);
+    const metrics = await (await fetch(`${d.base}/metrics`)).text();
+    for (const [client, n] of [['a', 1], ['b', 1], ['c', 1]] as const) {
+      expect(metrics).toContain(`mcpmux_rate_limited_total{server="fx",client="${client}"} ${n}`);
+    }
+    await Promise.all([a.close(), b.close(), c.close()]);
+    await d.stop();
+  }, 60_000);
 });
 
 describe('policy on prompts and resources', () => {

@@ -1,7 +1,7 @@
 // Secrets never leave mcpmux: a whole scenario with ${VAR} secrets in a server's env, args, URL
 // and headers, a bearer token, and a secret argument value, then every byte mcpmux wrote — its
-// log at debug level, the audit file, /metrics, and every answer hosts received — is searched
-// for them.
+// log at debug level, the audit file, /metrics, /status, and every answer hosts received — is
+// searched for them.
 
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -22,14 +22,16 @@ const SECRETS = {
 };
 /** A value a host sends as a tool argument, kept out of the audit log by `redact`. */
 const ARG_VALUE = 'argument-secret-3b8f6a';
+/** Written into the config as it is (no ${VAR}): only leaving the argument list out keeps it from hosts. */
+const LITERAL_ARG = 'literal-arg-secret-e41d0c';
 
-it('no secret appears in the log (debug), the audit file, /metrics, check --probe, or anything hosts are told', async () => {
+it('no secret appears in the log (debug), the audit file, /metrics, /status, check --probe, or anything hosts are told', async () => {
   const audit = tempFile('audit.jsonl');
   const deadPort = await freePort();
   const config = {
     mcpServers: {
       fx: { ...fixture({ name: 'fx' }), env: { API_KEY: '${SECRET_ENV}' } },
-      broken: { command: 'mcpmux-no-such-command', args: ['--token', '${SECRET_ARG}'], restart: { maxRetries: 0, backoffMs: 10 } },
+      broken: { command: 'mcpmux-no-such-command', args: ['--token', '${SECRET_ARG}', '--key', LITERAL_ARG], restart: { maxRetries: 0, backoffMs: 10 } },
       remote: { url: `http://127.0.0.1:${deadPort}/mcp?key=\${SECRET_URL}`, headers: { authorization: 'Bearer ${SECRET_HDR}' }, restart: { maxRetries: 0, backoffMs: 10 } },
     },
     listen: { auth: { tokens: [{ client: 'ci', tokenEnv: 'MUX_TOKEN' }] } },
@@ -50,6 +52,7 @@ it('no secret appears in the log (debug), the audit file, /metrics, check --prob
   await keep(client.readResource({ uri: 'remote+file:///x' }));
   await keep(client.callTool({ name: 'no_such__tool' }));
   const metrics = await (await fetch(`${d.base}/metrics`)).text();
+  const status = await (await fetch(`${d.base}/status`, { headers: { authorization: `Bearer ${SECRETS.MUX_TOKEN}` } })).text();
   await client.close();
   expect((await d.stop()).code).toBe(0);
 
@@ -59,6 +62,7 @@ it('no secret appears in the log (debug), the audit file, /metrics, check --prob
     log: d.stderr(),
     audit: readFileSync(audit, 'utf8'),
     metrics,
+    status,
     answers: JSON.stringify(answers),
     'check --probe': probe.stdout + probe.stderr,
   };
@@ -68,6 +72,10 @@ it('no secret appears in the log (debug), the audit file, /metrics, check --prob
   expect(written.audit).toContain('"password":"[REDACTED]"');
   expect(written.answers).toMatch(/broken.*not available/);
   expect(written['check --probe']).toMatch(/broken/);
+  expect(JSON.parse(written.status).upstreams.find((u: any) => u.name === 'broken').lastError).toBeTruthy();
+  // The literal argument is no ${VAR}, so no scrubber knows it: the log may hold the command
+  // line (it is the admin's own file); what hosts and scrapers read must not.
+  for (const where of ['metrics', 'status', 'answers', 'audit', 'check --probe']) expect(written[where]!.includes(LITERAL_ARG), `${LITERAL_ARG} in ${where}`).toBe(false);
   for (const [where, text] of Object.entries(written)) {
     for (const secret of [...Object.values(SECRETS), ARG_VALUE]) {
       // The secret argument value may appear only where it belongs: in the host's own answer (the echo).
