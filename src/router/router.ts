@@ -1,8 +1,9 @@
 // The router: from a host session's request to the one upstream that owns it and back.
 //
 // It owns the merged view (capabilities, instructions, lists), name resolution, resource
-// subscriptions and log levels across sessions. Host sessions reach it through `handle`; it
-// reaches them only through the small `SessionPort` interface they register with `attach`.
+// subscriptions and log levels across sessions, and reloads. Host sessions reach it through
+// `handle` (each method's work is in dispatch.ts); it reaches them only through the small
+// `SessionPort` interface they register with `attach`.
 // Every request to an upstream goes through `forward` (forward.ts); what upstreams say
 // unprompted is the Reverse side's (reverse.ts).
 
@@ -10,24 +11,22 @@ import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { ReloadPlan } from '../config/diff.js';
 import type { Config } from '../config/types.js';
 import type { Result } from '../jsonrpc/endpoint.js';
-import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcRequest } from '../jsonrpc/message.js';
+import type { JsonRpcRequest } from '../jsonrpc/message.js';
 import type { RequestEvent } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
-import { McpError, progressTokenOf, type Params } from '../protocol/mcp.js';
+import type { Params } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { Audience } from './audience.js';
-import { adaptForHost } from './downgrade.js';
-import { ForwardChain, OPEN_GOVERNANCE, ownCall, PASS_THROUGH, type Call, type Forward, type Governance, type Target } from './forward.js';
-import { unwrapId, unwrapRelatedTask, wrapId, wrapRelatedTask, wrapTaskResult } from './ids.js';
+import { Dispatch } from './dispatch.js';
+import { ForwardChain, OPEN_GOVERNANCE, ownCall, type Forward, type Governance } from './forward.js';
 import { Lists } from './lists.js';
 import { LogLevels } from './log-levels.js';
 import { mergeCapabilities, mergeInstructions } from './merge.js';
-import { NameIndex, type NamedKind } from './naming.js';
+import { NameIndex } from './naming.js';
 import { Owners, Usage } from './owners.js';
 import { UpstreamPool } from './pool.js';
-import { Resolver, type Resolved } from './resolve.js';
+import { Resolver } from './resolve.js';
 import { Reverse } from './reverse.js';
-import { rewritePromptResult, rewriteReadResult, rewriteToolResult } from './rewrite.js';
 import type { SessionPort } from './session-port.js';
 import { Subscriptions } from './subscriptions.js';
 
@@ -58,6 +57,7 @@ export class Router {
   readonly forward: Forward;
 
   private readonly names: NameIndex;
+  private readonly dispatch: Dispatch;
   /** A server's place in the config (contested names go to the earlier one). */
   private rank = new Map<string, number>();
 
@@ -97,6 +97,7 @@ export class Router {
       logLevels: this.logLevels,
       forward: this.forward,
     });
+    this.dispatch = new Dispatch({ pool: this.pool, lists: this.lists, resolve: this.resolve, subscriptions: this.subscriptions, owners: this.owners, logLevels: this.logLevels, forward: this.forward });
     this.govern(governance);
   }
 
@@ -258,187 +259,9 @@ export class Router {
    * Answers one host request that is not session business (initialize, ping). `event`, when
    * someone observes, learns which server and item the request went to.
    */
-  async handle(session: SessionPort, req: JsonRpcRequest, signal: CancelSignal, event?: RequestEvent): Promise<Result> {
-    const params = req.params ?? {};
-    const id = req.id;
-    switch (req.method) {
-      case 'tools/list':
-        return this.lists.page('tools', session.client, this.resolve.live(session), params, signal);
-      case 'prompts/list':
-        return this.lists.page('prompts', session.client, this.resolve.live(session), params, signal);
-      case 'resources/list':
-        return this.lists.page('resources', session.client, this.resolve.live(session), params, signal);
-      case 'resources/templates/list':
-        return this.lists.page('templates', session.client, this.resolve.live(session), params, signal);
-      case 'tasks/list':
-        // A shared upstream sees one client (mcpmux): each host sees only its own tasks.
-        // Keyed by session: a memoised page must never be served to another host.
-        return this.lists.catalogue.list(this.lists.kinds.tasks, this.resolve.live(session), params, signal, (t) => this.owners.tasks.get(t.taskId as string) === session, `session:${session.id}`);
-      case 'tools/call':
-        return this.callNamed(session, id, 'tools', params, signal, event);
-      case 'prompts/get':
-        return this.callNamed(session, id, 'prompts', params, signal, event);
-      case 'resources/read': {
-        const shown = requireString(params, 'uri');
-        const { up, name: uri } = this.resolve.uri(session, shown);
-        params.uri = uri;
-        const result = await this.forward(this.call(session, id, up, req.method, params, signal, event, { kind: 'resources', name: shown, upstreamName: uri }));
-        return this.adaptResult(session, up, rewriteReadResult, result);
-      }
-      case 'resources/subscribe':
-        return this.subscribe(session, id, params, signal, event);
-      case 'resources/unsubscribe':
-        return this.unsubscribe(session, id, params, signal, event);
-      case 'completion/complete':
-        return this.complete(session, id, params, signal, event);
-      case 'logging/setLevel':
-        await this.logLevels.set(session, params);
-        return {};
-      case 'tasks/get':
-      case 'tasks/result':
-      case 'tasks/cancel':
-        return this.taskRequest(session, req, params, signal, event);
-      default:
-        throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${req.method}`);
-    }
+  handle(session: SessionPort, req: JsonRpcRequest, signal: CancelSignal, event?: RequestEvent): Promise<Result> {
+    return this.dispatch.handle(session, req, signal, event);
   }
-
-  private call(
-    session: SessionPort,
-    hostRequestId: JsonRpcId,
-    upstream: Upstream,
-    method: string,
-    params: Params,
-    signal: CancelSignal,
-    event: RequestEvent | undefined,
-    target?: Target,
-  ): Call {
-    const token = progressTokenOf(params);
-    const onProgress = token === undefined ? undefined : (p: Params) => session.notify('notifications/progress', { ...p, progressToken: token }, hostRequestId);
-    if (event) {
-      event.server = upstream.name;
-      event.name = target?.name;
-      event.upstreamName = target?.upstreamName;
-    }
-    // A related-task id the host saw as `<server>:<id>` goes upstream as `<id>`.
-    unwrapRelatedTask(params);
-    return { session, hostRequestId, upstream, method, params, target, signal, onProgress, opaque: PASS_THROUGH.results.has(method), event };
-  }
-
-  /** tools/call and prompts/get: resolve the public name, forward, rewrite the result. */
-  private async callNamed(session: SessionPort, hostRequestId: JsonRpcId, kind: NamedKind, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
-    const publicName = requireString(params, 'name');
-    const { up, name } = await this.resolve.named(session, kind, publicName);
-    params.name = name;
-    const method = kind === 'tools' ? 'tools/call' : 'prompts/get';
-    const call = this.call(session, hostRequestId, up, method, params, signal, event, { kind, name: publicName, upstreamName: name });
-    let result: Result;
-    try {
-      result = await this.forward(call);
-    } catch (err) {
-      throw this.adaptError(session, up, err);
-    }
-    if (kind === 'prompts') return this.adaptResult(session, up, rewritePromptResult, result);
-    // A task-augmented call answers with a task; the host will come back for it by id.
-    if (params.task !== undefined && typeof (result.task as Params | undefined)?.taskId === 'string') {
-      wrapTaskResult(result, up.name);
-      this.owners.tasks.set((result.task as Params).taskId as string, session);
-      return result;
-    }
-    return this.adaptResult(session, up, rewriteToolResult, result);
-  }
-
-  /** Upstream result -> what this host can read: URIs namespaced, ids wrapped, blocks it knows. */
-  private adaptResult(session: SessionPort, up: Upstream, rewrite: (r: Params, server: string) => Params, result: Result): Result {
-    if (up.config.resources.namespace === 'prefix') rewrite(result, up.name);
-    wrapRelatedTask(result, up.name);
-    return adaptForHost(session.protocolVersion, result);
-  }
-
-  /** -32042 carries elicitations whose ids the host must see namespaced (and that are its own). */
-  private adaptError(session: SessionPort, up: Upstream, err: unknown): unknown {
-    if (!(err instanceof RpcError) || err.code !== McpError.UrlElicitationRequired) return err;
-    const elicitations = (err.data as Params | undefined)?.elicitations;
-    if (Array.isArray(elicitations)) {
-      for (const e of elicitations as Params[]) {
-        if (typeof e?.elicitationId === 'string') {
-          e.elicitationId = wrapId(up.name, e.elicitationId);
-          this.owners.elicitations.set(e.elicitationId as string, session);
-        }
-      }
-    }
-    return err;
-  }
-
-  private async taskRequest(session: SessionPort, req: JsonRpcRequest, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
-    const wrapped = requireString(params, 'taskId');
-    const parts = unwrapId(wrapped);
-    const up = parts && this.owners.tasks.get(wrapped) === session ? this.pool.get(session, parts.server) : undefined;
-    if (!parts || !up) throw new RpcError(ErrorCode.InvalidParams, `Unknown task: ${wrapped}`);
-    this.resolve.available(up, `Task ${wrapped}`);
-    params.taskId = parts.rest;
-    const result = await this.forward(this.call(session, req.id, up, req.method, params, signal, event));
-    // Ownership lasts as long as the session: a host may still ask about a finished task
-    // until the upstream forgets it (its ttl).
-    if (req.method === 'tasks/result') return this.adaptResult(session, up, rewriteToolResult, result);
-    wrapTaskResult(result, up.name);
-    return result;
-  }
-
-  private async subscribe(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
-    const { up, uri, target } = this.resource(session, params);
-    if (!this.subscriptions.has(up, uri)) {
-      // The first subscriber subscribes upstream; later ones only join the set.
-      params.uri = uri;
-      await this.forward(this.call(session, hostRequestId, up, 'resources/subscribe', params, signal, event, target));
-    }
-    this.subscriptions.add(up, uri, session);
-    return {};
-  }
-
-  private async unsubscribe(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
-    const { up, uri, target } = this.resource(session, params);
-    if (this.subscriptions.remove(up, uri, session)) {
-      params.uri = uri;
-      await this.forward(this.call(session, hostRequestId, up, 'resources/unsubscribe', params, signal, event, target));
-    }
-    return {};
-  }
-
-  /** The upstream and URI behind `params.uri`, and the call target policy judges. */
-  private resource(session: SessionPort, params: Params): { up: Upstream; uri: string; target: Target } {
-    const shown = requireString(params, 'uri');
-    const { up, name: uri } = this.resolve.uri(session, shown);
-    return { up, uri, target: { kind: 'resources', name: shown, upstreamName: uri } };
-  }
-
-  private async complete(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
-    const ref = params.ref as Params | undefined;
-    let owner: Resolved;
-    let target: Target;
-    if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
-      owner = await this.resolve.named(session, 'prompts', ref.name);
-      target = { kind: 'prompts', name: ref.name, upstreamName: owner.name };
-      params.ref = { ...ref, name: owner.name };
-    } else if (ref?.type === 'ref/resource' && typeof ref.uri === 'string') {
-      owner = this.resolve.uri(session, ref.uri);
-      target = { kind: 'resources', name: ref.uri, upstreamName: owner.name };
-      params.ref = { ...ref, uri: owner.name };
-    } else {
-      throw new RpcError(ErrorCode.InvalidParams, 'completion/complete needs ref {type: "ref/prompt", name} or {type: "ref/resource", uri}');
-    }
-    const call = this.call(session, hostRequestId, owner.up, 'completion/complete', params, signal, event, target);
-    // A server without completions simply has none to offer; hosts handle an empty list better
-    // than an error. Policy still judges the item first.
-    if (!owner.up.capabilities.completions) call.local = { completion: { values: [], hasMore: false } };
-    return this.forward(call);
-  }
-}
-
-function requireString(params: Params, key: string): string {
-  const v = params[key];
-  if (typeof v !== 'string') throw new RpcError(ErrorCode.InvalidParams, `params.${key} must be a string`);
-  return v;
 }
 
 function sameOrder(a: Config, b: Config): boolean {
