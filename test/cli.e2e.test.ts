@@ -3,7 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { closeAll, everything, fixture, MUX_BIN, startRawMux, tempFile, writeConfig } from './helpers/harness.js';
+import { closeAll, everything, fixture, MUX_BIN, startRawMux, tempFile, waitFor, writeConfig } from './helpers/harness.js';
 import { generatedTool } from './fixtures/upstream-items.mjs';
 
 // ---- local helpers ----------------------------------------------------------------------------
@@ -254,6 +254,13 @@ describe('cli: usage and exit codes', () => {
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toContain('/mcpServers/a/bogus');
+  });
+
+  it("an upstream's stderr is relayed at info as that server's own words, not as an mcpmux error", async () => {
+    const peer = startRawMux(await writeConfig(config(two())));
+    await peer.initialize();
+    const line = await waitFor(() => peer.stderr().split('\n').find((l) => l.includes('upstream fixture \\"alpha\\"')), { what: "alpha's stderr relayed" });
+    expect(JSON.parse(line)).toMatchObject({ level: 30, server: 'alpha', msg: "the server's own stderr, relayed (its words, not an mcpmux error)" });
   });
 
   it('stdio exits 0 after SIGTERM (clean drain) and stops its upstreams', async () => {

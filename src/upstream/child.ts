@@ -105,6 +105,14 @@ function exitsWithin(exited: Promise<string>, ms: number): Promise<boolean> {
   });
 }
 
+/**
+ * What a server writes on its stderr is its own diagnostics, often alarming out of context
+ * ("Failed to request initial roots from client: -32601" from a healthy server). It is relayed
+ * at info, as the server's words and not mcpmux's, so a user reading the log knows whose line it
+ * is and that mcpmux did not fail.
+ */
+const STDERR_MSG = "the server's own stderr, relayed (its words, not an mcpmux error)";
+
 function pipeStderr(proc: ResultPromise, log: Logger): void {
   let rest = '';
   proc.stderr?.setEncoding('utf8');
@@ -112,9 +120,9 @@ function pipeStderr(proc: ResultPromise, log: Logger): void {
     const lines = (rest + chunk).split('\n');
     rest = lines.pop() ?? '';
     if (rest.length > MAX_STDERR_LINE) rest = rest.slice(0, MAX_STDERR_LINE);
-    for (const line of lines) if (line.trim()) log.info({ stderr: line.slice(0, MAX_STDERR_LINE) }, 'upstream stderr');
+    for (const line of lines) if (line.trim()) log.info({ stderr: line.slice(0, MAX_STDERR_LINE) }, STDERR_MSG);
   });
   proc.stderr?.on('end', () => {
-    if (rest.trim()) log.info({ stderr: rest }, 'upstream stderr');
+    if (rest.trim()) log.info({ stderr: rest }, STDERR_MSG);
   });
 }
