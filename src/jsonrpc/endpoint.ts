@@ -38,6 +38,8 @@ export interface CancelProtocol {
   method: string;
   params(id: JsonRpcId, reason: string): Record<string, unknown>;
   requestId(params: Record<string, unknown> | undefined): JsonRpcId | undefined;
+  /** The peer's reason, if it gave one (passed on to whoever the request was forwarded to). */
+  reason?(params: Record<string, unknown> | undefined): string | undefined;
 }
 
 export interface EndpointOptions {
@@ -251,7 +253,7 @@ export class Endpoint {
         if (c.msg.method === this.opts.cancel.method) {
           const id = this.opts.cancel.requestId(c.msg.params);
           // Invalid or late cancellations are ignored, as the spec asks.
-          if (id !== undefined) this.incoming.get(id)?.cancel('cancelled by peer');
+          if (id !== undefined) this.incoming.get(id)?.cancel(this.opts.cancel.reason?.(c.msg.params) ?? 'cancelled by peer');
         }
         this.handlers.notification(c.msg, related);
         return undefined;
@@ -277,6 +279,8 @@ export class Endpoint {
     }
     const max = this.opts.maxInFlight ?? Infinity;
     if (this.incoming.size >= max) {
+      // Said (and, for upstreams, counted) like any other excess of the peer's.
+      this.opts.onProtocolError?.('too many requests in flight', req.method);
       return failure(id, TOO_MANY_IN_FLIGHT, `Too many requests in flight (limit ${max})`);
     }
     const ctl = new Canceller();

@@ -37,6 +37,7 @@ export const cancelProtocol: CancelProtocol = {
     const id = params?.requestId;
     return typeof id === 'string' || typeof id === 'number' ? id : undefined;
   },
+  reason: (params) => (typeof params?.reason === 'string' ? params.reason : undefined),
 };
 
 export const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'] as const;

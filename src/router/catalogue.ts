@@ -45,6 +45,8 @@ export class Catalogue {
     sizeCalculation: (p) => p.items.length + 1,
   });
   private readonly inflight = new Map<string, Promise<Page>>();
+  /** Reasons a list left a server out, said already (once each, not on every list). */
+  private readonly saidSkips = new Set<string>();
   /** Whole host pages built only from cached upstream pages, by everything they depend on. */
   private readonly merged = new LRUCache<string, Params>({ max: 64 });
   /** Per upstream connection and list: bumped by list_changed, so old pages are never served. */
@@ -123,7 +125,12 @@ export class Catalogue {
 
     // The cursor's upstream first: if it has more pages, that page is the whole answer.
     const take = (items: Params[]): Params[] => (visible ? items.filter(visible) : items);
-    const first = await this.page(kind, offering[start]!, innerCursor, signal);
+    // A first upstream that fails is left out like any other (a host walking its later pages
+    // goes on with the next servers); only the host's own cancellation ends the list.
+    const first = await this.page(kind, offering[start]!, innerCursor, signal).catch((err) => {
+      if (signal.aborted) throw err;
+      return this.skip(offering[start]!, kind, err);
+    });
     if (first.next !== undefined) return this.result(kind, take(first.items), offering[start]!, first.next);
 
     // Otherwise the following upstreams' first pages, fetched together, until one has more.
@@ -142,9 +149,19 @@ export class Catalogue {
     return { [kind.key]: items, nextCursor: encodeCursor({ list: kind.method, server: up.name, cursor: next }) };
   }
 
-  /** A dead upstream must not take the whole list down with it: its items are left out. */
+  /**
+   * A dead upstream must not take the whole list down with it: its items are left out. Said at
+   * warn once per server, method and reason (every list would repeat it), then at debug.
+   */
   private skip(up: Upstream, kind: ListKind, err: unknown): Page {
-    up.log.warn({ err: (err as Error).message, method: kind.method }, 'list failed; leaving this server out');
+    const reason = (err as Error).message;
+    const key = `${up.name}\0${kind.method}\0${reason}`;
+    if (this.saidSkips.has(key)) up.log.debug({ err: reason, method: kind.method }, 'list failed; leaving this server out');
+    else {
+      if (this.saidSkips.size >= 1000) this.saidSkips.clear();
+      this.saidSkips.add(key);
+      up.log.warn({ err: reason, method: kind.method, once: true }, 'list failed; leaving this server out (said once per server and reason)');
+    }
     return { items: [], next: undefined };
   }
 

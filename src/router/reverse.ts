@@ -5,7 +5,7 @@ import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { IncomingInfo, Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
 import { logLevelRank } from '../protocol/mcp.js';
-import { endRequest, startServerRequest } from '../observe/events.js';
+import { endRequest, publishUpstreamProtocolError, startServerRequest } from '../observe/events.js';
 import type { UpstreamListener, Upstream } from '../upstream/upstream.js';
 import type { Audience, ChangeKind } from './audience.js';
 import { hostCanTake } from './downgrade.js';
@@ -46,6 +46,8 @@ export class Reverse implements UpstreamListener {
 
   /** Logs a kind of bad message from an upstream the first time it is seen. */
   private dropOnce(up: Upstream, kind: string, msg: string, detail: Record<string, unknown>): void {
+    // Counted every time (mcpmux_upstream_protocol_errors_total), said once.
+    publishUpstreamProtocolError({ server: up.name, kind: msg });
     const key = `${up.name}\0${kind}`;
     if (this.said.has(key)) return;
     this.said.add(key);

@@ -6,7 +6,7 @@ import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { ServerConfig } from '../config/types.js';
 import { Endpoint, type IncomingInfo, type Result } from '../jsonrpc/endpoint.js';
 import { RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
-import { publishUpstreamProtocolError, publishUpstreamState, type UpstreamStateName } from '../observe/events.js';
+import { publishUpstreamProtocolError, publishUpstreamRequest, publishUpstreamState, upstreamRequestClock, type UpstreamStateName } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError, withProgressToken, type Params } from '../protocol/mcp.js';
 import { LATEST_VERSION, isSupportedVersion, type ProtocolVersion } from '../protocol/versions.js';
@@ -145,17 +145,27 @@ export class Upstream {
       ep.onclose = (reason) => void this.lost(conn, reason);
 
       const id = ep.allocateId();
-      const result = await ep.request(
-        id,
-        'initialize',
-        {
-          protocolVersion: LATEST_VERSION,
-          capabilities: this.deps.clientCapabilities,
-          clientInfo: this.deps.clientInfo,
-        },
-        // initialize is never cancelled; it only times out.
-        { timeoutMs: this.deps.startupMs, cancelOnExpire: false },
-      );
+      // The handshake is mcpmux's own request: observed on the bus like every other one.
+      const t0 = upstreamRequestClock();
+      const result = await ep
+        .request(
+          id,
+          'initialize',
+          {
+            protocolVersion: LATEST_VERSION,
+            capabilities: this.deps.clientCapabilities,
+            clientInfo: this.deps.clientInfo,
+          },
+          // initialize is never cancelled; it only times out.
+          { timeoutMs: this.deps.startupMs, cancelOnExpire: false },
+        )
+        .then(
+          (r) => (publishUpstreamRequest(t0, this.name, 'initialize', undefined), r),
+          (err: unknown) => {
+            publishUpstreamRequest(t0, this.name, 'initialize', undefined, err);
+            throw err;
+          },
+        );
       const version = result.protocolVersion;
       if (!isSupportedVersion(version)) {
         throw new Error(`unsupported protocol version ${JSON.stringify(version)}`);
@@ -194,6 +204,7 @@ export class Upstream {
       if (maxRetries > 0) {
         this.log.error({ failures: this.failures.length, windowS: CRASH_WINDOW_MS / 1000 }, 'giving up on upstream: it keeps failing (mcpmux restart NAME, or a reload, tries again)');
       }
+      this.publish('failed', { reason: `given up after ${this.failures.length} failure(s) within ${CRASH_WINDOW_MS / 1000} s` });
       this.deps.listener.stateChanged(this);
       return;
     }
@@ -215,7 +226,8 @@ export class Upstream {
 
   /** Its child's process id, for a stdio upstream that is running. */
   get pid(): number | undefined {
-    return this.state === 'closed' ? undefined : this.connection?.pid;
+    // A failed connection's process was stopped: its pid may already be someone else's.
+    return this.state === 'ready' || this.state === 'starting' ? this.connection?.pid : undefined;
   }
 
   /** Starts it anew now (an admin's `mcpmux restart`): forgets its failures, ends the current connection. */
