@@ -62,8 +62,9 @@ function parseOptions(argv) {
       case '--warmup': o.warmup = Math.round(num(a, next())); break;
       case '--inflight': o.inflight = Math.round(num(a, next())); break;
       case '--only': {
-        o.only = next().split(',').map((s) => s.trim()).filter(Boolean);
-        for (const t of o.only) if (!['stdio', 'http', 'ws'].includes(t)) usage(`--only takes stdio, http or ws, got ${t}`);
+        // `--only governance`: no transport section, only governance on vs off.
+        o.only = next().split(',').map((s) => s.trim()).filter((s) => s && s !== 'governance');
+        for (const t of o.only) if (!['stdio', 'http', 'ws'].includes(t)) usage(`--only takes stdio, http, ws or governance, got ${t}`);
         break;
       }
       case '--no-20x100': o.twenty = false; break;
