@@ -26,7 +26,7 @@ export interface Runtime {
   /** Tool-definition pins (governance/pins.ts). */
   pins: ToolPins;
   /** A host session on a new host connection, with the config's limits (client: from its token). */
-  openSession(transport: Transport, kind: HostTransport, client?: string): HostSession;
+  openSession(transport: Transport, kind: HostTransport, client?: string, stateless?: boolean): HostSession;
   /**
    * A reload: governance, pinning, log level and secrets, timeouts and limits for new sessions,
    * and the upstreams the plan names. Resolves when new upstreams are ready or failed.
@@ -76,8 +76,9 @@ export function createRuntime(initial: Config, opts: GlobalOptions): Runtime {
   const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
   router = new Router(config, log, createGovernance(config, pins));
   const serverInfo = { name: 'mcpmux', version: VERSION };
-  const openSession = (transport: Transport, kind: HostTransport, client?: string): HostSession =>
+  const openSession = (transport: Transport, kind: HostTransport, client?: string, stateless?: boolean): HostSession =>
     new HostSession(transport, router, {
+      ...(stateless && { stateless }),
       log,
       maxInFlight: config.limits.maxInFlightPerSession,
       maxMs: config.timeouts.maxMs,

@@ -59,7 +59,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     headersTimeoutMs: envMs(HEADERS_TIMEOUT_ENV),
     requestTimeoutMs: envMs(REQUEST_TIMEOUT_ENV),
     log,
-    open: (transport, { kind, client }) => openSession(transport, TRANSPORT[kind], client),
+    open: (transport, { kind, client, stateless }) => openSession(transport, TRANSPORT[kind], client, stateless),
     // Counts only: the operator routes need no token, so they name nothing of the config.
     readiness: () => {
       const upstreams: Record<string, number> = {};

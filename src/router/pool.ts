@@ -49,7 +49,8 @@ export class UpstreamPool {
   /** Opens this session's own connections (for `session` servers), declaring exactly the host's capabilities. */
   startFor(session: SessionPort): Promise<void>[] {
     const own = this.enabled.filter((c) => c.sharing === 'session');
-    if (own.length === 0 || this.perSession.has(session)) return [];
+    // A stateless request lives for one answer: a server per request is no session server.
+    if (own.length === 0 || session.stateless || this.perSession.has(session)) return [];
     // Each host session forks its own copies: without a bound, any local process could make
     // mcpmux start maxSessions x N children.
     const running = [...this.perSession.values()].reduce((n, m) => n + m.size, 0);

@@ -37,7 +37,8 @@ export { PASS_THROUGH } from './forward.js';
 /** What `/status` says of the router's side (see Router.status). */
 export interface RouterStatus {
   upstreams: Record<string, unknown>[];
-  sessions: { total: number; byTransport: Record<string, number>; byClient: Record<string, number> };
+  /** `statelessOpen`: 2026-07-28 HTTP requests being answered now (listen streams included). */
+  sessions: { total: number; byTransport: Record<string, number>; byClient: Record<string, number>; statelessOpen: number };
 }
 
 export class Router {
@@ -134,7 +135,7 @@ export class Router {
     this.governance = governance;
     this.chain.use(governance.interceptors);
     this.lists.catalogue.reset();
-    const greeted = [...this.audience.sessions].filter((s) => this.audience.isGreeted(s));
+    const greeted = [...this.audience.sessions].filter((s) => this.audience.isGreeted(s) && !s.stateless);
     const applied = this.pool.apply(next, plan, greeted);
     const said = new Set(plan.policyLists);
     for (const { lists } of plan.updated) for (const kind of lists) said.add(kind);
@@ -186,11 +187,19 @@ export class Router {
     }));
     const byTransport: Record<string, number> = {};
     const byClient: Record<string, number> = {};
+    let total = 0;
+    let stateless = 0;
     for (const s of this.audience.sessions) {
+      // A 2026-07-28 request over HTTP is no session: counted apart, while it is open.
+      if (s.stateless) {
+        stateless++;
+        continue;
+      }
+      total++;
       byTransport[s.transport] = (byTransport[s.transport] ?? 0) + 1;
       byClient[s.client] = (byClient[s.client] ?? 0) + 1;
     }
-    return { upstreams, sessions: { total: this.audience.sessions.size, byTransport, byClient } };
+    return { upstreams, sessions: { total, byTransport, byClient, statelessOpen: stateless } };
   }
 
   /** What tool pinning holds changed without the upstreams saying so (an approval): rebuild and tell hosts. */

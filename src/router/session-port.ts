@@ -15,6 +15,8 @@ export interface SessionPort {
   readonly transport: HostTransport;
   readonly protocolVersion: ProtocolVersion;
   readonly clientCapabilities: Params;
+  /** One stateless request (2026-07-28 over HTTP): no `sharing: "session"` servers of its own. */
+  readonly stateless?: boolean;
   /** Set by logging/setLevel; undefined means "everything". */
   logLevel: LogLevel | undefined;
   /** `related`: the host's request this message belongs to, if any (picks the HTTP stream). */

@@ -18,7 +18,9 @@ import {
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError, type LogLevel, type Params } from '../protocol/mcp.js';
 import { LATEST_VERSION, negotiateVersion, versionAtLeast, type ProtocolVersion } from '../protocol/versions.js';
+import { declaredVersion } from '../protocol/modern.js';
 import { PASS_THROUGH, type Router, type SessionPort } from '../router/router.js';
+import { ModernHost } from './modern.js';
 import type { Transport } from '../transport/transport.js';
 
 /**
@@ -37,7 +39,15 @@ export interface HostSessionOptions {
   /** The client its bearer token names (HTTP); `anonymous` without one. */
   client?: string;
   transport: HostTransport;
+  /**
+   * One stateless 2026-07-28 request over HTTP: modern from the start, no session of its own
+   * (no session events; `sharing: "session"` servers are not started for it).
+   */
+  stateless?: boolean;
 }
+
+/** Which revision family a host connection speaks; decided by its first request. */
+export type Era = 'legacy' | 'modern';
 
 export class HostSession implements SessionPort {
   readonly id = randomUUID();
@@ -47,6 +57,9 @@ export class HostSession implements SessionPort {
   clientCapabilities: Params = {};
   clientInfo: Params = {};
   logLevel: LogLevel | undefined;
+  /** Undecided until the first request: an initialize (or a request without a modern envelope) is legacy. */
+  era: Era | undefined;
+  readonly stateless: boolean;
   /** Called once when the host connection is gone. */
   onclose?: (reason: string) => void;
 
@@ -57,6 +70,7 @@ export class HostSession implements SessionPort {
   private initializing: Promise<Result> | undefined;
   private readonly endpoint: Endpoint;
   private readonly log: Logger;
+  private modernHost: ModernHost | undefined;
 
   constructor(
     transport: Transport,
@@ -65,6 +79,8 @@ export class HostSession implements SessionPort {
   ) {
     this.client = opts.client ?? ANONYMOUS_CLIENT;
     this.transport = opts.transport;
+    this.stateless = opts.stateless === true;
+    this.era = this.stateless ? 'modern' : undefined;
     this.log = opts.log.child({ session: this.id, ...(opts.client ? { client: opts.client } : {}) });
     this.endpoint = new Endpoint(
       transport,
@@ -80,13 +96,13 @@ export class HostSession implements SessionPort {
     const opened = Date.now();
     const about = { sessionId: this.id, client: this.client, transport: this.transport };
     this.endpoint.onclose = (reason) => {
-      this.log.info({ reason }, 'host session closed');
+      if (!this.stateless) this.log.info({ reason }, 'host session closed');
       this.router.detach(this);
-      publishSessionClose({ ...about, durationMs: Date.now() - opened, reason });
+      if (!this.stateless) publishSessionClose({ ...about, durationMs: Date.now() - opened, reason });
       this.onclose?.(reason);
     };
     router.attach(this);
-    publishSessionOpen(about);
+    if (!this.stateless) publishSessionOpen(about);
   }
 
   /** True once the initialize answer has been produced. */
@@ -101,10 +117,15 @@ export class HostSession implements SessionPort {
   // ---- SessionPort: the router's way back to this host --------------------------------
 
   notify(method: string, params?: Params, related?: JsonRpcId): void {
+    if (this.modernHost) return this.modernHost.notify(method, params, related);
     if (this.initialized) this.endpoint.notify(method, params, related);
   }
 
   request(method: string, params: Params | undefined, signal: CancelSignal, related?: JsonRpcId): Promise<Result> {
+    if (this.era === 'modern') {
+      // 2026-07-28 has no server-to-client requests (they become input_required results).
+      return Promise.reject(new RpcError(ErrorCode.MethodNotFound, `The host speaks protocol 2026-07-28, which takes no ${method} request from a server`));
+    }
     if (!this.initialized) return Promise.reject(new RpcError(ErrorCode.MethodNotFound, `The host has not finished initializing; cannot take ${method}`));
     // A host asked for more answers than a person could give at once is not asked for more.
     if (this.asking >= MAX_REQUESTS_TO_HOST) {
@@ -133,6 +154,10 @@ export class HostSession implements SessionPort {
     // the host waiting for the whole timeout.
     const shapeError = paramsShapeError(req.params);
     if (shapeError) throw new RpcError(ErrorCode.InvalidParams, `Invalid params: ${shapeError}`);
+    // A connection's first request decides its era: a request (not initialize) that declares a
+    // version in its _meta is modern; everything else goes the legacy way.
+    this.era ??= req.method !== 'initialize' && declaredVersion(req.params) !== undefined ? 'modern' : 'legacy';
+    if (this.era === 'modern') return this.modern().handle(req, signal, ev);
     switch (req.method) {
       case 'initialize':
         if (this.initializing) throw new RpcError(ErrorCode.InvalidRequest, 'Invalid Request: the session is already initialized');
@@ -145,6 +170,14 @@ export class HostSession implements SessionPort {
     }
     if (!this.initialized) await this.initializing;
     return this.router.handle(this, req, signal, ev);
+  }
+
+  private modern(): ModernHost {
+    if (!this.modernHost) {
+      this.modernHost = new ModernHost(this, this.router, (method, params, related) => this.endpoint.notify(method, params, related), this.opts.serverInfo);
+      this.initialized = true;
+    }
+    return this.modernHost;
   }
 
   private async initialize(params: Params): Promise<Result> {
@@ -178,6 +211,7 @@ export class HostSession implements SessionPort {
 
   /** Batches existed in JSON-RPC for 2024-11-05 and 2025-03-26; 2025-06-18 removed them. */
   private acceptBatch(): true | string {
+    if (this.era === 'modern') return 'batches are not part of protocol version 2026-07-28';
     if (!this.initialized) return 'initialize must not be part of a batch';
     if (versionAtLeast(this.protocolVersion, '2025-06-18')) return `batches are not part of protocol version ${this.protocolVersion}`;
     return true;

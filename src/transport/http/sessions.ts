@@ -84,6 +84,14 @@ export class SessionRegistry {
   }
 
   /** Why no new session may be opened for `client` now (a 503's message), or undefined. */
+  /**
+   * Why no more stateless (2026-07-28) requests may be open now, given `open` of them: they are
+   * no sessions, but a listen stream lives as long as one, so they get a pool of the same size.
+   */
+  statelessRefusal(open: number): string | undefined {
+    return open >= this.opts.maxSessions ? `Service Unavailable: too many open requests without a session (limits.maxSessions = ${this.opts.maxSessions})` : undefined;
+  }
+
   refusal(client: string | undefined): string | undefined {
     if (this.sessions.size >= this.opts.maxSessions) return `Service Unavailable: too many sessions (limits.maxSessions = ${this.opts.maxSessions})`;
     if (client !== undefined && (this.perClient.get(client) ?? 0) >= this.opts.maxSessionsPerClient) {
@@ -164,7 +172,7 @@ export class SessionRegistry {
  * How a transport gets its HostSession (built by `mcpmux serve`, which owns the router and the
  * options). The transport sets `onclose` on the returned session to forget it.
  */
-export type OpenSession = (transport: Transport, info: { kind: SessionKind; client: string | undefined }) => HostHandle;
+export type OpenSession = (transport: Transport, info: { kind: SessionKind; client: string | undefined; stateless?: boolean }) => HostHandle;
 
 /**
  * A host session that lives exactly as long as one connection (a legacy SSE stream, a

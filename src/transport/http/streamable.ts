@@ -8,7 +8,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { classify, type JsonRpcId, type JsonRpcRequest } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import { isSupportedVersion, negotiateVersion, SUPPORTED_VERSIONS, versionAtLeast } from '../../protocol/versions.js';
-import { cancelProtocol } from '../../protocol/mcp.js';
+import { cancelProtocol, type Params } from '../../protocol/mcp.js';
+import { declaredVersion, isModernVersion } from '../../protocol/modern.js';
+import { ModernHttp } from './modern-http.js';
 import { acceptQuality } from './media.js';
 import { header, HttpRpcCode, readJsonBody, sendError, sendOverloaded } from './respond.js';
 import type { OpenSession, SessionRegistry } from './sessions.js';
@@ -28,8 +30,11 @@ const VERSIONS_TEXT = SUPPORTED_VERSIONS.join(', ');
 
 export class StreamableHttp {
   private readonly sessions = new Map<string, StreamableSession>();
+  private readonly modern: ModernHttp;
 
-  constructor(private readonly opts: StreamableOptions) {}
+  constructor(private readonly opts: StreamableOptions) {
+    this.modern = new ModernHttp(opts);
+  }
 
   handle(req: IncomingMessage, res: ServerResponse, client: string | undefined): Promise<void> | void {
     switch (req.method) {
@@ -58,6 +63,8 @@ export class StreamableHttp {
     const body = await readJsonBody(req, res, this.opts.maxMessageBytes);
     if (!body) return;
     const value = body.value;
+    // A POST without a session that declares 2026-07-28 (header or body) is a stateless request.
+    if (header(req, 'mcp-session-id') === undefined && isModernPost(req, value)) return this.modern.post(req, res, value, body.bytes, client);
     const batch = Array.isArray(value);
     const items: unknown[] = batch ? (value as unknown[]) : [value];
     if (items.length === 0) return sendError(res, 400, HttpRpcCode.InvalidRequest, 'Invalid Request: empty batch');
@@ -209,6 +216,19 @@ export class StreamableHttp {
     }
     return session;
   }
+}
+
+/**
+ * Whether a POST without a session is a modern request: its MCP-Protocol-Version header names
+ * a modern version, or a version that is no legacy one while the body declares a version in
+ * its `_meta` (a future revision gets -32022 rather than "initialize first"), or there is no
+ * header and the body declares a modern version.
+ */
+function isModernPost(req: IncomingMessage, value: unknown): boolean {
+  const declared = Array.isArray(value) ? undefined : declaredVersion((value as Params | undefined)?.params);
+  const v = header(req, 'mcp-protocol-version');
+  if (v !== undefined) return isModernVersion(v) || (!isSupportedVersion(v) && declared !== undefined);
+  return isModernVersion(declared);
 }
 
 function acceptsEventStream(req: IncomingMessage): boolean {

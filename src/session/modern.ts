@@ -1,0 +1,157 @@
+// A host speaking the 2026-07-28 revision ("modern") to mcpmux: no initialize, every request
+// self-describing. HostSession hands a modern connection's requests here; this file checks
+// each envelope, answers server/discover and subscriptions/listen, and shapes what goes back
+// (resultType, freshness hints, the notices a listen stream asked for). What it forwards goes
+// through the router like a legacy host's request, with the envelope taken off: each upstream
+// gets mcpmux's own request in that upstream's era.
+
+import { NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
+import type { Result } from '../jsonrpc/endpoint.js';
+import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcRequest } from '../jsonrpc/message.js';
+import type { RequestEvent } from '../observe/events.js';
+import { logLevelRank, McpError, type LogLevel, type Params } from '../protocol/mcp.js';
+import { META, MODERN_METHODS, MODERN_VERSIONS, modernResult, readEnvelope, stripEnvelope } from '../protocol/modern.js';
+import type { Router, SessionPort } from '../router/router.js';
+
+/** What a listen stream asked for and was granted (the acknowledged filter). */
+interface Listen {
+  id: JsonRpcId;
+  tools: boolean;
+  prompts: boolean;
+  resources: boolean;
+  /** Resource URIs (as the host sees them) whose updates it wants. */
+  uris: Set<string>;
+}
+
+/** How a modern connection sends to its host: a notification, tied to one of its requests. */
+export type SendNotification = (method: string, params: Params, related: JsonRpcId) => void;
+
+export class ModernHost {
+  private readonly listens = new Map<JsonRpcId, Listen>();
+  /** Requests that asked for log messages (`_meta` logLevel), and from which level. */
+  private readonly logLevels = new Map<JsonRpcId, LogLevel>();
+  private greeted: Promise<unknown> | undefined;
+
+  constructor(
+    private readonly session: SessionPort & { clientCapabilities: Params; clientInfo: Params },
+    private readonly router: Router,
+    private readonly send: SendNotification,
+    private readonly serverInfo: Params,
+  ) {}
+
+  /** True once the router knows this host (it may then be told of changes). */
+  get ready(): boolean {
+    return this.greeted !== undefined;
+  }
+
+  async handle(req: JsonRpcRequest, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
+    if (!MODERN_METHODS.has(req.method)) {
+      throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${req.method}${req.method === 'initialize' ? ' (this connection speaks 2026-07-28, which has no handshake)' : ''}`);
+    }
+    const params = (req.params ??= {});
+    const envelope = readEnvelope(params);
+    const level = (params._meta as Params)[META.logLevel];
+    stripEnvelope(params);
+    // Capabilities are per request; the latest stands for the connection where one is needed
+    // (a `sharing: "session"` server started for it declares them).
+    this.session.clientCapabilities = envelope.capabilities;
+    if (envelope.clientInfo) this.session.clientInfo = envelope.clientInfo;
+    // The first request makes the router wait (bounded) for the upstreams, as initialize does.
+    await (this.greeted ??= this.router.greet(this.session));
+    if (typeof level === 'string' && logLevelRank(level) >= 0) this.logLevels.set(req.id, level as LogLevel);
+    try {
+      switch (req.method) {
+        case 'server/discover':
+          return modernResult(req.method, await this.discover(), this.serverInfo);
+        case 'subscriptions/listen':
+          return await this.listen(req, params, signal, event);
+        default:
+          return modernResult(req.method, await this.router.handle(this.session, req, signal, event), this.serverInfo);
+      }
+    } catch (err) {
+      // 2026-07-28 reports an unknown resource as invalid params.
+      if (err instanceof RpcError && err.code === McpError.ResourceNotFound) throw new RpcError(ErrorCode.InvalidParams, err.message, err.data);
+      throw err;
+    } finally {
+      this.logLevels.delete(req.id);
+    }
+  }
+
+  /** A notice from the router: what a listen stream asked for, or a message tied to a request. */
+  notify(method: string, params: Params | undefined, related: JsonRpcId | undefined): void {
+    switch (method) {
+      case 'notifications/tools/list_changed':
+      case 'notifications/prompts/list_changed':
+      case 'notifications/resources/list_changed': {
+        const kind = method.split('/')[1] as 'tools' | 'prompts' | 'resources';
+        for (const l of this.listens.values()) if (l[kind]) this.onStream(l, method, params);
+        return;
+      }
+      case 'notifications/resources/updated': {
+        const uri = params?.uri;
+        for (const l of this.listens.values()) if (typeof uri === 'string' && l.uris.has(uri)) this.onStream(l, method, params);
+        return;
+      }
+      case 'notifications/progress':
+        if (related !== undefined) this.send(method, params ?? {}, related);
+        return;
+      case 'notifications/message': {
+        // Only for a request that asked for log messages, and from its level up.
+        const wanted = related === undefined ? undefined : this.logLevels.get(related);
+        if (wanted !== undefined && logLevelRank(params?.level) >= logLevelRank(wanted)) this.send(method, params ?? {}, related!);
+        return;
+      }
+      default:
+        // Elicitation completions, task status: the revision has no such notices for hosts.
+        return;
+    }
+  }
+
+  private onStream(l: Listen, method: string, params: Params | undefined): void {
+    this.send(method, { ...params, _meta: { ...(params?._meta as Params | undefined), [META.subscriptionId]: l.id } }, l.id);
+  }
+
+  private async discover(): Promise<Params> {
+    const { capabilities, instructions } = await this.router.greet(this.session);
+    return { supportedVersions: [...MODERN_VERSIONS], capabilities, ...(instructions ? { instructions } : {}) };
+  }
+
+  /**
+   * subscriptions/listen: acknowledged with what mcpmux will send, then open until the host
+   * cancels it (or goes). List changes are always honoured: mcpmux announces its merged lists
+   * changing whatever its upstreams support. Resource URIs are subscribed upstream (shared with
+   * legacy hosts' subscriptions); one that cannot be is left out of the acknowledgement.
+   */
+  private async listen(req: JsonRpcRequest, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
+    const asked = (params.notifications ?? {}) as Params;
+    if (typeof asked !== 'object' || asked === null || Array.isArray(asked)) throw new RpcError(ErrorCode.InvalidParams, 'Invalid params: notifications must be an object');
+    const l: Listen = { id: req.id, tools: asked.toolsListChanged === true, prompts: asked.promptsListChanged === true, resources: asked.resourcesListChanged === true, uris: new Set() };
+    const uris = Array.isArray(asked.resourceSubscriptions) ? (asked.resourceSubscriptions as unknown[]).filter((u): u is string => typeof u === 'string') : [];
+    for (const uri of uris) {
+      try {
+        await this.router.handle(this.session, { jsonrpc: '2.0', id: req.id, method: 'resources/subscribe', params: { uri } }, signal, event);
+        l.uris.add(uri);
+      } catch {
+        // Not subscribable (unknown, or its server cannot): not acknowledged.
+      }
+    }
+    const honored: Params = {};
+    if (l.tools) honored.toolsListChanged = true;
+    if (l.prompts) honored.promptsListChanged = true;
+    if (l.resources) honored.resourcesListChanged = true;
+    if (l.uris.size > 0) honored.resourceSubscriptions = [...l.uris];
+    this.send('notifications/subscriptions/acknowledged', { _meta: { [META.subscriptionId]: req.id }, notifications: honored }, req.id);
+    this.listens.set(req.id, l);
+    try {
+      await new Promise<void>((resolve) => signal.onCancel(() => resolve()));
+    } finally {
+      this.listens.delete(req.id);
+      for (const uri of l.uris) {
+        // The listen's own signal is spent (that is why we are here).
+        this.router.handle(this.session, { jsonrpc: '2.0', id: req.id, method: 'resources/unsubscribe', params: { uri } }, NEVER, undefined).catch(() => {});
+      }
+    }
+    // Cancelled: the endpoint sends nothing for it.
+    return { _meta: { [META.subscriptionId]: req.id } };
+  }
+}
