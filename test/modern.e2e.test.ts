@@ -46,6 +46,8 @@ async function exercise(c: Client): Promise<void> {
   const progress: number[] = [];
   const done = await c.callTool({ name: 'fx__progress', arguments: { steps: 3 } }, { onprogress: (p) => void progress.push(p.progress) });
   expect(done.content).toEqual([{ type: 'text', text: 'done 3' }]);
+  // The client may run its progress callbacks after it resolved the call.
+  await waitFor(() => progress.length === 3, { what: 'three progress notices' });
   expect(progress).toEqual([1, 2, 3]);
   await expect(c.callTool({ name: 'fx__no_such_tool', arguments: {} })).rejects.toThrow(/Unknown tool: fx__no_such_tool/);
 }
