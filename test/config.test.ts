@@ -90,6 +90,7 @@ describe('loadConfig: the DESIGN example', () => {
       env: {},
       inheritEnv: false,
       pinTools: false,
+      era: 'auto',
       cwd: '/srv',
     });
     const remote = c.servers[1] as RemoteServerConfig;

@@ -46,9 +46,10 @@ async function exercise(c: Client): Promise<void> {
   const progress: number[] = [];
   const done = await c.callTool({ name: 'fx__progress', arguments: { steps: 3 } }, { onprogress: (p) => void progress.push(p.progress) });
   expect(done.content).toEqual([{ type: 'text', text: 'done 3' }]);
-  // The client may run its progress callbacks after it resolved the call.
-  await waitFor(() => progress.length === 3, { what: 'three progress notices' });
-  expect(progress).toEqual([1, 2, 3]);
+  // The SDK 2.4 client over stdio sometimes drops the last notice when the answer right behind
+  // it resolves the call first (mcpmux's order on the wire is checked exactly by the raw test).
+  await waitFor(() => progress.length >= 2, { what: 'progress notices' });
+  expect([1, 2, 3].slice(0, progress.length)).toEqual(progress);
   await expect(c.callTool({ name: 'fx__no_such_tool', arguments: {} })).rejects.toThrow(/Unknown tool: fx__no_such_tool/);
 }
 
@@ -95,6 +96,11 @@ describe('modern host over stdio -> legacy stdio upstream', () => {
     for (const method of ['ping', 'logging/setLevel', 'resources/subscribe', 'initialize']) {
       expect((await peer.request(method, { _meta: envelope() })).error, method).toMatchObject({ code: -32601 });
     }
+    // Progress goes out in order, all of it before the answer.
+    peer.send({ jsonrpc: '2.0', id: 'p', method: 'tools/call', params: { name: 'fx__progress', arguments: { steps: 3 }, _meta: { ...envelope(), progressToken: 'tok' } } });
+    await peer.next((m) => m.id === 'p', 10_000);
+    const tail = peer.messages.slice(peer.messages.findIndex((m) => m.params?.progressToken === 'tok'));
+    expect(tail.map((m) => m.params?.progress ?? m.id)).toEqual([1, 2, 3, 'p']);
     // A resource that does not exist is invalid params in this revision (-32002 before).
     expect((await peer.request('resources/read', { uri: 'nope+x://y', _meta: envelope() })).error).toMatchObject({ code: -32602 });
     expect(peer.child.exitCode).toBeNull();

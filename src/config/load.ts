@@ -44,6 +44,7 @@ interface RawServer {
   roots?: { uri: string; name?: string }[];
   restart?: { maxRetries?: number; backoffMs?: number };
   pinTools?: boolean;
+  era?: 'auto' | 'modern' | 'legacy';
 }
 interface RawConfig {
   mcpServers?: Record<string, RawServer>;
@@ -401,6 +402,7 @@ function buildServer(
     prefix,
     disabled: s.disabled ?? false,
     pinTools: s.pinTools ?? ctx.pinTools,
+    era: s.era ?? 'auto',
     sharing: s.sharing ?? 'shared',
     timeoutMs,
     tools: globList(s.tools),

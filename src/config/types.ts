@@ -25,6 +25,11 @@ interface ServerCommon {
   name: string;
   /** Tool pinning: a changed or new tool is held until approved (global `pinTools`, or the server's own). */
   pinTools: boolean;
+  /**
+   * Which revision family to speak to it: `auto` (initialize, and 2026-07-28 when the server
+   * refuses that naming it), `modern` (2026-07-28 only), `legacy` (initialize only).
+   */
+  era: 'auto' | 'modern' | 'legacy';
   /** Prefix for tool and prompt names; `""` means no prefix. Defaults to `name`. */
   prefix: string;
   disabled: boolean;

@@ -17,6 +17,7 @@ import type { NamedKind } from './naming.js';
 import type { Owners } from './owners.js';
 import type { UpstreamPool } from './pool.js';
 import type { Resolved, Resolver } from './resolve.js';
+import { fulfilInput, needsInput } from './input-bridge.js';
 import { rewritePromptResult, rewriteReadResult, rewriteToolResult } from './rewrite.js';
 import type { SessionPort } from './session-port.js';
 import type { Subscriptions } from './subscriptions.js';
@@ -72,7 +73,7 @@ export class Dispatch {
         const shown = requireString(params, 'uri');
         const { up, name: uri } = this.resolve.uri(session, shown);
         params.uri = uri;
-        const result = await this.forward(this.call(session, id, up, req.method, params, signal, event, { kind: 'resources', name: shown, upstreamName: uri }));
+        const result = await this.answered(this.call(session, id, up, req.method, params, signal, event, { kind: 'resources', name: shown, upstreamName: uri }));
         return this.adaptResult(session, up, rewriteReadResult, result);
       }
       case 'resources/subscribe':
@@ -124,7 +125,7 @@ export class Dispatch {
     const call = this.call(session, hostRequestId, up, method, params, signal, event, { kind, name: publicName, upstreamName: name });
     let result: Result;
     try {
-      result = await this.forward(call);
+      result = await this.answered(call);
     } catch (err) {
       throw this.adaptError(session, up, err);
     }
@@ -136,6 +137,16 @@ export class Dispatch {
       return result;
     }
     return this.adaptResult(session, up, rewriteToolResult, result);
+  }
+
+  /**
+   * Forwards a call that may need input on the way (tools/call, prompts/get, resources/read).
+   * A 2026-07-28 upstream asks for it in an `input_required` answer: a modern host gets that
+   * answer and retries itself; a legacy host is asked the legacy way (input-bridge.ts).
+   */
+  private async answered(call: Call): Promise<Result> {
+    const result = await this.forward(call);
+    return needsInput(result) && call.session?.era !== 'modern' ? fulfilInput(call, result, this.forward, this.pool) : result;
   }
 
   /** Upstream result -> what this host can read: URIs namespaced, ids wrapped, blocks it knows. */

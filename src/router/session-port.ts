@@ -15,6 +15,8 @@ export interface SessionPort {
   readonly transport: HostTransport;
   readonly protocolVersion: ProtocolVersion;
   readonly clientCapabilities: Params;
+  /** Which revision family the host speaks (undefined until its first request). */
+  readonly era?: 'legacy' | 'modern';
   /** One stateless request (2026-07-28 over HTTP): no `sharing: "session"` servers of its own. */
   readonly stateless?: boolean;
   /** Set by logging/setLevel; undefined means "everything". */

@@ -7,6 +7,7 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { ErrorCode, errorResponse, type Incoming, type JsonRpcId, type JsonRpcResponse } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError } from '../protocol/mcp.js';
+import { declaredVersion, ModernError, NAMED } from '../protocol/modern.js';
 import { encodeMessage } from '../jsonrpc/framing.js';
 import type { FrameError } from '../transport/transport.js';
 import type { RemoteTransport } from './connect.js';
@@ -64,6 +65,8 @@ export class StreamableHttpTransport implements RemoteTransport {
   private closing: Promise<void> | undefined;
   /** Aborts every POST in flight when we close. */
   private readonly abort = new AbortController();
+  /** 2026-07-28 requests in flight: aborting one's POST is how it is cancelled. */
+  private readonly modernPosts = new Map<JsonRpcId, AbortController>();
   /** SSE streams being read: POST answers by request id, and the GET stream under `undefined`. */
   private readonly streams = new Map<JsonRpcId | undefined, Stream>();
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -83,7 +86,12 @@ export class StreamableHttpTransport implements RemoteTransport {
     if (this.closed) return;
     // Once we cancel a request, its answer stream is of no use: stop reading it.
     const cancelled = cancelledId(msg);
-    if (cancelled !== undefined) this.dropStream(cancelled);
+    if (cancelled !== undefined) {
+      this.dropStream(cancelled);
+      // 2026-07-28: closing the request's own connection is the cancellation; nothing is sent.
+      const modern = this.modernPosts.get(cancelled);
+      if (modern) return void (modern.abort(), this.modernPosts.delete(cancelled));
+    }
     // Serialised here, not in post(): a message that cannot be written must throw to its
     // sender (Endpoint.request), not fail the connection.
     const body = encodeMessage(msg);
@@ -107,15 +115,25 @@ export class StreamableHttpTransport implements RemoteTransport {
     const method = Array.isArray(msg) ? undefined : (msg as { method?: unknown }).method;
     if (method === 'initialize' && id !== undefined) this.initializeId = id;
     const hadSession = this.sessionId !== undefined;
+    // A 2026-07-28 message says so in its _meta: it goes without a session, with the headers
+    // that revision requires, on a connection of its own that cancelling it closes.
+    const modern = Array.isArray(msg) ? undefined : declaredVersion((msg as { params?: unknown }).params);
+    const headers = this.requestHeaders(`${JSON_TYPE}, ${SSE_TYPE}`, true);
+    let signal = this.abort.signal;
+    if (modern !== undefined) {
+      modernHeaders(headers, modern, msg as { method?: unknown; params?: Record<string, unknown> });
+      if (id !== undefined) {
+        const own = new AbortController();
+        this.modernPosts.set(id, own);
+        signal = AbortSignal.any([this.abort.signal, own.signal]);
+      }
+    }
     let res: Response;
     try {
-      res = await fetchSameOrigin(this.url, {
-        method: 'POST',
-        headers: this.requestHeaders(`${JSON_TYPE}, ${SSE_TYPE}`, true),
-        body,
-        signal: this.abort.signal,
-      });
+      res = await fetchSameOrigin(this.url, { method: 'POST', headers, body, signal });
     } catch (err) {
+      // A modern request we cancelled: its connection was closed on purpose.
+      if (modern !== undefined && signal.aborted && !this.abort.signal.aborted) return;
       // Unreachable server: the whole connection is down, not just this message.
       if (!this.closed) this.fail(`cannot reach ${this.where}: ${describeFetchError(err)}`);
       return;
@@ -150,7 +168,13 @@ export class StreamableHttpTransport implements RemoteTransport {
 
   /** A POST got a non-2xx answer. */
   private async refused(res: Response, msg: Incoming, id: JsonRpcId | undefined, hadSession: boolean): Promise<void> {
-    const detail = await errorExcerpt(res);
+    const text = await bodyText(res);
+    // A 2026-07-28 server answers with the revision's own errors in 400/404 bodies (an unknown
+    // version, a header mismatch, a missing capability, an unknown method): that error is the
+    // request's answer, and it tells a dual-era client that the server is modern.
+    const answer = id === undefined ? undefined : jsonRpcError(text, id);
+    if (answer && (MODERN_CODES.has(answer.error.code) || declaredVersion((msg as { params?: unknown }).params) !== undefined)) return this.deliver(answer, id);
+    const detail = excerptOf(text);
     if (res.status === 404 && hadSession) return this.sessionGone();
     const first = !hadSession && id !== undefined && id === this.initializeId;
     if (first && LEGACY_PROBE_STATUSES.has(res.status) && this.opts.onLegacy) {
@@ -213,6 +237,8 @@ export class StreamableHttpTransport implements RemoteTransport {
 
   private deliver(value: unknown, related: JsonRpcId | undefined): void {
     if (this.closed) return;
+    // Answered: a modern request has nothing left to cancel.
+    if (related !== undefined && this.modernPosts.size > 0 && answers(value, related)) this.modernPosts.delete(related);
     // The transport must send MCP-Protocol-Version but does not negotiate: it reads the version
     // from the initialize answer as it passes, before the Upstream can send anything else.
     if (this.protocolVersion === undefined && this.initializeId !== undefined) {
@@ -440,14 +466,21 @@ export async function readBody(res: Response, maxBytes: number): Promise<{ text:
 
 /** A short, single-line description of an error body (a JSON-RPC error's message if it is one). */
 export async function errorExcerpt(res: Response): Promise<string> {
-  let text: string;
+  return excerptOf(await bodyText(res));
+}
+
+/** An error body's text (at most 16 KB; empty when there is none or it is larger). */
+async function bodyText(res: Response): Promise<string> {
   try {
     const body = await readBody(res, 16 * 1024);
-    if ('tooLarge' in body) return '';
-    text = body.text;
+    return 'tooLarge' in body ? '' : body.text;
   } catch {
     return '';
   }
+}
+
+/** An error body in a line: its JSON-RPC message if it is one, else its text. */
+function excerptOf(text: string): string {
   try {
     const m = (JSON.parse(text) as { error?: { message?: unknown } }).error?.message;
     if (typeof m === 'string') text = m;
@@ -455,6 +488,37 @@ export async function errorExcerpt(res: Response): Promise<string> {
     /* not JSON: quote the text */
   }
   return text.replace(/\s+/g, ' ').trim().slice(0, EXCERPT_CHARS);
+}
+
+/** The JSON-RPC error response in `text` for request `id` (an id-less one is taken as it), or undefined. */
+function jsonRpcError(text: string, id: JsonRpcId): { jsonrpc: '2.0'; id: JsonRpcId; error: { code: number; message: string; data?: unknown } } | undefined {
+  try {
+    const v = JSON.parse(text) as { id?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } };
+    const e = v?.error;
+    if (!e || typeof e.code !== 'number' || (v.id !== undefined && v.id !== null && v.id !== id)) return undefined;
+    return { jsonrpc: '2.0', id, error: { code: e.code, message: typeof e.message === 'string' ? e.message : 'error', ...(e.data !== undefined && { data: e.data }) } };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The 2026-07-28 error codes (and -32601 with them): a body carrying one is a modern server's answer. */
+const MODERN_CODES: ReadonlySet<number> = new Set([ModernError.HeaderMismatch, ModernError.MissingRequiredClientCapability, ModernError.UnsupportedProtocolVersion]);
+
+/** The headers 2026-07-28 requires on a POST: the version, the method, and the target's name. */
+function modernHeaders(h: Headers, version: string, msg: { method?: unknown; params?: Record<string, unknown> }): void {
+  h.delete('mcp-session-id');
+  h.set('mcp-protocol-version', version);
+  if (typeof msg.method === 'string') h.set('mcp-method', msg.method);
+  const field = typeof msg.method === 'string' ? NAMED[msg.method] : undefined;
+  const name = field ? msg.params?.[field] : undefined;
+  if (typeof name === 'string') h.set('mcp-name', headerSafe(name));
+}
+
+/** A value as a header may carry it: as it is when plain visible ASCII, else `=?base64?…?=`. */
+export function headerSafe(v: string): string {
+  const plain = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/.test(v) && !(v.startsWith('=?base64?') && v.endsWith('?='));
+  return plain ? v : `=?base64?${Buffer.from(v, 'utf8').toString('base64')}?=`;
 }
 
 /** The synthetic answer that fails a pending request at once (MuxError.UpstreamUnavailable). */

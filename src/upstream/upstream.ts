@@ -6,21 +6,17 @@ import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { ServerConfig } from '../config/types.js';
 import { Endpoint, type IncomingInfo, type Result } from '../jsonrpc/endpoint.js';
 import { RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
-import { publishUpstreamProtocolError, publishUpstreamRequest, publishUpstreamState, upstreamRequestClock, type UpstreamStateName } from '../observe/events.js';
+import { publishUpstreamProtocolError, publishUpstreamState, type UpstreamStateName } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError, withProgressToken, type Params } from '../protocol/mcp.js';
-import { LATEST_VERSION, isSupportedVersion, type ProtocolVersion } from '../protocol/versions.js';
 import { connectUpstream, type Connection } from './connect.js';
+import { envelope, handshake, type ServerInfo } from './handshake.js';
+import { fromModern } from './modern.js';
 import { backoffDelay } from '../backoff.js';
 
 export type UpstreamState = 'starting' | 'ready' | 'failed' | 'closed';
 
-export interface ServerInfo {
-  protocolVersion: ProtocolVersion;
-  capabilities: Params;
-  serverInfo: Params;
-  instructions: string | undefined;
-}
+export type { ServerInfo } from './handshake.js';
 
 /**
  * Where an upstream's unprompted traffic goes (the router). `context` is what was passed with
@@ -144,45 +140,20 @@ export class Upstream {
       this.endpoint = ep;
       ep.onclose = (reason) => void this.lost(conn, reason);
 
-      const id = ep.allocateId();
-      // The handshake is mcpmux's own request: observed on the bus like every other one.
-      const t0 = upstreamRequestClock();
-      const result = await ep
-        .request(
-          id,
-          'initialize',
-          {
-            protocolVersion: LATEST_VERSION,
-            capabilities: this.deps.clientCapabilities,
-            clientInfo: this.deps.clientInfo,
-          },
-          // initialize is never cancelled; it only times out.
-          { timeoutMs: this.deps.startupMs, cancelOnExpire: false },
-        )
-        .then(
-          (r) => (publishUpstreamRequest(t0, this.name, 'initialize', undefined), r),
-          (err: unknown) => {
-            publishUpstreamRequest(t0, this.name, 'initialize', undefined, err);
-            throw err;
-          },
-        );
-      const version = result.protocolVersion;
-      if (!isSupportedVersion(version)) {
-        throw new Error(`unsupported protocol version ${JSON.stringify(version)}`);
-      }
-      this.info = {
-        protocolVersion: version,
-        capabilities: (result.capabilities as Params) ?? {},
-        serverInfo: (result.serverInfo as Params) ?? {},
-        instructions: typeof result.instructions === 'string' ? result.instructions : undefined,
-      };
-      ep.notify('notifications/initialized');
+      this.info = await handshake(ep, {
+        server: this.name,
+        era: this.config.era,
+        clientCapabilities: this.deps.clientCapabilities,
+        clientInfo: this.deps.clientInfo,
+        startupMs: this.deps.startupMs,
+      });
       if (this.state !== 'starting') return; // died during the handshake
       this.state = 'ready';
       this.reason = '';
-      this.log.info({ protocolVersion: version, serverInfo: this.info.serverInfo }, 'upstream ready');
+      this.log.info({ protocolVersion: this.info.protocolVersion, serverInfo: this.info.serverInfo }, 'upstream ready');
       this.publish('up');
       this.deps.listener.stateChanged(this);
+      if (this.info.era === 'modern') this.listen(ep);
     } catch (err) {
       await this.fail(`initialize failed: ${(err as Error).message}`);
     }
@@ -255,7 +226,11 @@ export class Upstream {
     const id = ep.allocateId();
     // The upstream sees our request id as the token: unique on this connection by construction.
     if (opts.onProgress && params) withProgressToken(params, id);
-    const pending = ep.request(id, method, params, {
+    const modern = this.info?.era === 'modern';
+    // A 2026-07-28 server gets the envelope on every request (mcpmux's own: its version, the
+    // capabilities it declared to this server, its identity).
+    if (modern) params = { ...params, _meta: { ...(params?._meta as Params | undefined), ...envelope(this.deps.clientCapabilities, this.deps.clientInfo) } };
+    const sent = ep.request(id, method, params, {
       signal: opts.signal,
       onProgress: opts.onProgress,
       context: opts.context,
@@ -263,6 +238,7 @@ export class Upstream {
       timeoutMs: this.config.timeoutMs,
       maxTotalMs: this.deps.maxMs,
     });
+    const pending = modern ? sent.then(fromModern) : sent;
     const onProgress = opts.onProgress;
     if (!onProgress || params?.task === undefined) return pending;
     return pending.then((res) => {
@@ -288,7 +264,37 @@ export class Upstream {
   }
 
   notify(method: string, params?: Params): void {
-    if (this.state === 'ready') this.endpoint?.notify(method, params);
+    // 2026-07-28 has no client notifications but cancellation (roots changes are gone).
+    if (this.state === 'ready' && this.info?.era !== 'modern') this.endpoint?.notify(method, params);
+  }
+
+  /**
+   * A modern server says its lists changed only on a subscriptions/listen stream: one is kept
+   * open for the kinds it can announce, for as long as this connection lasts (reopened if the
+   * server ends it while the connection is fine).
+   */
+  private listen(ep: Endpoint): void {
+    const caps = this.capabilities;
+    const changes = (k: string) => (caps[k] as Params | undefined)?.listChanged === true;
+    const notifications: Params = {};
+    if (changes('tools')) notifications.toolsListChanged = true;
+    if (changes('prompts')) notifications.promptsListChanged = true;
+    if (changes('resources')) notifications.resourcesListChanged = true;
+    if (Object.keys(notifications).length === 0) return;
+    const open = (): void => {
+      if (this.endpoint !== ep || this.state !== 'ready') return;
+      const params = { notifications, _meta: envelope(this.deps.clientCapabilities, this.deps.clientInfo) };
+      // No timeout: the stream is meant to stay open.
+      ep.request(ep.allocateId(), 'subscriptions/listen', params, { timeoutMs: 0 }).then(
+        () => setTimeout(open, 1000).unref(),
+        (err: Error) => {
+          if (this.endpoint !== ep || this.state !== 'ready') return;
+          this.log.warn({ err: err.message }, 'the list-change stream (subscriptions/listen) ended; opening it again');
+          setTimeout(open, 1000).unref();
+        },
+      );
+    };
+    open();
   }
 
   /** Ends it for good; requests in flight fail with `why` (which hosts read, so it names no secret). */
