@@ -44,7 +44,7 @@ async function exercise(c: Client): Promise<void> {
   expect(read.contents[0]).toMatchObject({ uri: 'fx+fixture://fx/res/0' });
   expect(read).toMatchObject({ ttlMs: 0, cacheScope: 'private' });
   const progress: number[] = [];
-  const done = await c.callTool({ name: 'fx__progress', arguments: { steps: 3 } }, { onprogress: (p) => void progress.push(p.progress) });
+  const done = await c.callTool({ name: 'fx__progress', arguments: { steps: 3, delayMs: 50 } }, { onprogress: (p) => void progress.push(p.progress) });
   expect(done.content).toEqual([{ type: 'text', text: 'done 3' }]);
   // The SDK 2.4 client over stdio sometimes drops the last notice when the answer right behind
   // it resolves the call first (mcpmux's order on the wire is checked exactly by the raw test).
@@ -205,6 +205,89 @@ describe('modern host over Streamable HTTP -> legacy stdio upstream', () => {
       const note = await post({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, _meta: envelope() } }, { 'mcp-protocol-version': MODERN });
       expect(note.status).toBe(202);
     });
+  });
+});
+
+describe('legacy upstream asks, modern host answers: the input_required bridge', () => {
+  /** An SDK 2.x host that answers elicitations and samplings. */
+  function answering(): Client {
+    const c = new Client({ name: 'modern-host', version: '0' }, { versionNegotiation: { mode: { pin: MODERN } }, capabilities: { elicitation: { form: {} }, sampling: {} } });
+    c.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { answer: 'yes' } }));
+    c.setRequestHandler('sampling/createMessage', async () => ({ role: 'assistant', content: { type: 'text', text: 'sampled' }, model: 'm' }));
+    return c;
+  }
+  const answered = async (c: Client) => {
+    expect(JSON.parse(((await c.callTool({ name: 'fx__elicit', arguments: {} })).content as any)[0].text)).toEqual({ action: 'accept', content: { answer: 'yes' } });
+    expect(JSON.parse(((await c.callTool({ name: 'fx__sample', arguments: { text: 'hi' } })).content as any)[0].text)).toMatchObject({ content: { text: 'sampled' } });
+  };
+
+  it('modern host over stdio -> legacy stdio upstream: elicitation and sampling come back as input_required, answered on the retry', async () => {
+    const c = answering();
+    await c.connect(new StdioClientTransport({ command: process.execPath, args: [MUX_BIN, 'stdio', '--config', await writeConfig({ mcpServers: { fx: fixture({ name: 'fx' }) } })], stderr: 'ignore' }));
+    try {
+      await answered(c);
+    } finally {
+      await c.close();
+    }
+  }, 60_000);
+
+  describe('over Streamable HTTP', () => {
+    const tokens = { MUX_A: 'token-a-0123456789', MUX_B: 'token-b-0123456789' };
+    let d: Daemon;
+    let events: string;
+    beforeAll(async () => {
+      events = tempFile('fx.jsonl');
+      d = await startDaemon(
+        { mcpServers: { fx: fixture({ name: 'fx', events }) }, listen: { auth: { tokens: [{ client: 'a', tokenEnv: 'MUX_A' }, { client: 'b', tokenEnv: 'MUX_B' }] } } },
+        { ...tokens, MCPMUX_INPUT_TTL_MS: '3000' },
+      );
+    });
+    const call = async (token: string, name: string, extra: object = {}) => {
+      const res = await fetch(d.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}`, 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': name },
+        body: JSON.stringify({ jsonrpc: '2.0', id: Math.random(), method: 'tools/call', params: { name, arguments: {}, _meta: envelope({ elicitation: { form: {} } }), ...extra } }),
+      });
+      return (await res.json()) as any;
+    };
+    const elicitAnswered = () => readEvents(events).filter((e) => e.type === 'response' && e.result?.action === 'accept').length;
+
+    it('modern host over Streamable HTTP -> legacy stdio upstream: the same, with the SDK 2.x client', async () => {
+      const c = answering();
+      await c.connect(new StreamableHTTPClientTransport(new URL(d.url), { requestInit: { headers: { authorization: `Bearer ${tokens.MUX_A}` } } }));
+      try {
+        await answered(c);
+      } finally {
+        await c.close();
+      }
+    }, 60_000);
+
+    it('a requestState altered, for another call, from another client, used twice or expired is refused with -32602', async () => {
+      const answeredBefore = elicitAnswered();
+      const failedBefore = readEvents(events).filter((e) => e.type === 'response' && e.error).length;
+      const first = (await call(tokens.MUX_A, 'fx__elicit')).result;
+      expect(first).toMatchObject({ resultType: 'input_required', inputRequests: { q1: { method: 'elicitation/create' } }, requestState: expect.stringMatching(/^mcpmux1\./) });
+      expect(first.ttlMs).toBeUndefined();
+      const state: string = first.requestState;
+      const answer = { inputResponses: { q1: { action: 'accept', content: { answer: 'yes' } } } };
+      const refusal = async (token: string, name: string, requestState: string) => (await call(token, name, { ...answer, requestState })).error;
+      const altered = state.slice(0, 12) + (state[12] === 'A' ? 'B' : 'A') + state.slice(13);
+      expect(await refusal(tokens.MUX_A, 'fx__elicit', altered)).toEqual({ code: -32602, message: 'Invalid requestState: not issued by this mcpmux, or altered' });
+      expect(await refusal(tokens.MUX_A, 'fx__echo', state)).toEqual({ code: -32602, message: 'Invalid requestState: issued for another request than this tools/call' });
+      expect(await refusal(tokens.MUX_B, 'fx__elicit', state)).toEqual({ code: -32602, message: 'Invalid requestState: issued to another client' });
+      // None of those reached the waiting upstream; the right retry does, once.
+      expect(elicitAnswered()).toBe(answeredBefore);
+      const done = await call(tokens.MUX_A, 'fx__elicit', { ...answer, requestState: state });
+      expect(JSON.parse(done.result.content[0].text)).toEqual({ action: 'accept', content: { answer: 'yes' } });
+      expect(elicitAnswered()).toBe(answeredBefore + 1);
+      expect(await refusal(tokens.MUX_A, 'fx__elicit', state)).toEqual({ code: -32602, message: 'Invalid requestState: already used, or its call has ended' });
+
+      // Not coming back in time (3 s here): the upstream's question fails, and the token is spent.
+      const late = (await call(tokens.MUX_A, 'fx__elicit')).result.requestState as string;
+      const failed = () => readEvents(events).filter((e) => e.type === 'response' && e.error).length;
+      await waitFor(() => failed() === failedBefore + 1, { what: 'the question failed upstream after the wait', timeoutMs: 10_000 });
+      expect(await refusal(tokens.MUX_A, 'fx__elicit', late)).toEqual({ code: -32602, message: 'Invalid requestState: expired' });
+    }, 30_000);
   });
 });
 

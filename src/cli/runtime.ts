@@ -14,6 +14,7 @@ import { addLogSecrets, createLogger, flushLogs, type Logger } from '../observe/
 import { Metrics } from '../observe/metrics.js';
 import { Router } from '../router/router.js';
 import { HostSession } from '../session/host-session.js';
+import { ParkedCalls } from '../session/parked.js';
 import type { OperatorRoutes } from '../transport/http/admin.js';
 import type { Transport } from '../transport/transport.js';
 import { VERSION } from '../version.js';
@@ -76,9 +77,12 @@ export function createRuntime(initial: Config, opts: GlobalOptions): Runtime {
   const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
   router = new Router(config, log, createGovernance(config, pins));
   const serverInfo = { name: 'mcpmux', version: VERSION };
+  // MCPMUX_INPUT_TTL_MS: how long a call waits for a 2026-07-28 host's retry (tests shorten it).
+  const parked = new ParkedCalls(Number(process.env.MCPMUX_INPUT_TTL_MS) > 0 ? Number(process.env.MCPMUX_INPUT_TTL_MS) : undefined);
   const openSession = (transport: Transport, kind: HostTransport, client?: string, stateless?: boolean): HostSession =>
     new HostSession(transport, router, {
       ...(stateless && { stateless }),
+      parked,
       log,
       maxInFlight: config.limits.maxInFlightPerSession,
       maxMs: config.timeouts.maxMs,

@@ -108,7 +108,8 @@ export function stripEnvelope(params: Params | undefined): void {
 export function modernResult(method: string, result: Params, serverInfo: Params): Params {
   const meta = { ...(result._meta as Params | undefined), [META.serverInfo]: serverInfo };
   const out: Params = { ...result, resultType: result.resultType ?? 'complete', _meta: meta };
-  if (CACHEABLE.has(method)) {
+  // An interim input_required answer is never cacheable, and carries no hints.
+  if (CACHEABLE.has(method) && out.resultType === 'complete') {
     out.ttlMs ??= 0;
     out.cacheScope ??= 'private';
   }

@@ -21,6 +21,7 @@ import { LATEST_VERSION, negotiateVersion, versionAtLeast, type ProtocolVersion 
 import { declaredVersion } from '../protocol/modern.js';
 import { PASS_THROUGH, type Router, type SessionPort } from '../router/router.js';
 import { ModernHost } from './modern.js';
+import type { ParkedCalls } from './parked.js';
 import type { Transport } from '../transport/transport.js';
 
 /**
@@ -39,6 +40,8 @@ export interface HostSessionOptions {
   /** The client its bearer token names (HTTP); `anonymous` without one. */
   client?: string;
   transport: HostTransport;
+  /** Calls of 2026-07-28 hosts waiting for their retry, daemon-wide (a retry may come on another connection). */
+  parked: ParkedCalls;
   /**
    * One stateless 2026-07-28 request over HTTP: modern from the start, no session of its own
    * (no session events; `sharing: "session"` servers are not started for it).
@@ -97,9 +100,21 @@ export class HostSession implements SessionPort {
     const about = { sessionId: this.id, client: this.client, transport: this.transport };
     this.endpoint.onclose = (reason) => {
       if (!this.stateless) this.log.info({ reason }, 'host session closed');
-      this.router.detach(this);
-      if (!this.stateless) publishSessionClose({ ...about, durationMs: Date.now() - opened, reason });
-      this.onclose?.(reason);
+      const gone = (): void => {
+        this.router.detach(this);
+        if (!this.stateless) publishSessionClose({ ...about, durationMs: Date.now() - opened, reason });
+        this.onclose?.(reason);
+      };
+      const modern = this.modernHost;
+      if (modern?.busy && this.stateless) {
+        // A stateless request whose call waits for the host's retry: the call stays this
+        // session's (questions the upstream asks still find it) until it ends.
+        modern.onIdle = gone;
+        return;
+      }
+      // A connection that is gone will not retry: questions waiting on it fail upstream.
+      modern?.abandon(`the host connection closed: ${reason}`);
+      gone();
     };
     router.attach(this);
     if (!this.stateless) publishSessionOpen(about);
@@ -123,8 +138,9 @@ export class HostSession implements SessionPort {
 
   request(method: string, params: Params | undefined, signal: CancelSignal, related?: JsonRpcId): Promise<Result> {
     if (this.era === 'modern') {
-      // 2026-07-28 has no server-to-client requests (they become input_required results).
-      return Promise.reject(new RpcError(ErrorCode.MethodNotFound, `The host speaks protocol 2026-07-28, which takes no ${method} request from a server`));
+      // 2026-07-28 has no server-to-client requests: the question goes out as input_required.
+      if (!this.modernHost) return Promise.reject(new RpcError(ErrorCode.MethodNotFound, `The host has sent no request yet; cannot take ${method}`));
+      return this.modernHost.ask(method, params, related);
     }
     if (!this.initialized) return Promise.reject(new RpcError(ErrorCode.MethodNotFound, `The host has not finished initializing; cannot take ${method}`));
     // A host asked for more answers than a person could give at once is not asked for more.
@@ -174,7 +190,7 @@ export class HostSession implements SessionPort {
 
   private modern(): ModernHost {
     if (!this.modernHost) {
-      this.modernHost = new ModernHost(this, this.router, (method, params, related) => this.endpoint.notify(method, params, related), this.opts.serverInfo);
+      this.modernHost = new ModernHost(this, this.router, (method, params, related) => this.endpoint.notify(method, params, related), this.opts.serverInfo, this.opts.parked);
       this.initialized = true;
     }
     return this.modernHost;

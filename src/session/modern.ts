@@ -5,13 +5,15 @@
 // through the router like a legacy host's request, with the envelope taken off: each upstream
 // gets mcpmux's own request in that upstream's era.
 
-import { NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
+import { Canceller, NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcRequest } from '../jsonrpc/message.js';
 import type { RequestEvent } from '../observe/events.js';
 import { logLevelRank, McpError, type LogLevel, type Params } from '../protocol/mcp.js';
 import { META, MODERN_METHODS, MODERN_VERSIONS, modernResult, readEnvelope, stripEnvelope } from '../protocol/modern.js';
 import type { Router, SessionPort } from '../router/router.js';
+import { BridgedCall } from './bridged-call.js';
+import { ParkedCalls } from './parked.js';
 
 /** What a listen stream asked for and was granted (the acknowledged filter). */
 interface Listen {
@@ -26,8 +28,15 @@ interface Listen {
 /** How a modern connection sends to its host: a notification, tied to one of its requests. */
 export type SendNotification = (method: string, params: Params, related: JsonRpcId) => void;
 
+/** The requests that may need input from the host on the way (2026-07-28 allows it on these). */
+const INPUT_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read']);
+
 export class ModernHost {
   private readonly listens = new Map<JsonRpcId, Listen>();
+  /** Calls started here and still in flight upstream, by the id of the request that started them. */
+  private readonly calls = new Map<JsonRpcId, BridgedCall>();
+  /** Called once no call started here is in flight any more (see `busy`). */
+  onIdle?: () => void;
   /** Requests that asked for log messages (`_meta` logLevel), and from which level. */
   private readonly logLevels = new Map<JsonRpcId, LogLevel>();
   private greeted: Promise<unknown> | undefined;
@@ -37,7 +46,31 @@ export class ModernHost {
     private readonly router: Router,
     private readonly send: SendNotification,
     private readonly serverInfo: Params,
+    private readonly parked: ParkedCalls,
   ) {}
+
+  /** A call started here is still in flight upstream (perhaps parked for the host's retry). */
+  get busy(): boolean {
+    return this.calls.size > 0;
+  }
+
+  /**
+   * An upstream asks the host something during one of its calls (sampling, elicitation, roots):
+   * the call's answer becomes an input_required result, and the host's retry brings the answer.
+   * `related`: the host request the upstream call serves, when known.
+   */
+  ask(method: string, params: Params | undefined, related: JsonRpcId | undefined): Promise<Result> {
+    const call = (related !== undefined ? this.calls.get(related) : undefined) ?? (this.calls.size === 1 ? this.calls.values().next().value : undefined);
+    if (!call || call.finished) {
+      return Promise.reject(new RpcError(ErrorCode.MethodNotFound, `Cannot tell which call of this 2026-07-28 host ${method} belongs to; it can only be asked during one`));
+    }
+    return call.ask(method, params ?? {});
+  }
+
+  /** The host is gone for good (stdio): nobody will retry, so every question fails upstream. */
+  abandon(why: string): void {
+    for (const call of this.calls.values()) call.abandon(why);
+  }
 
   /** True once the router knows this host (it may then be told of changes). */
   get ready(): boolean {
@@ -65,6 +98,10 @@ export class ModernHost {
           return modernResult(req.method, await this.discover(), this.serverInfo);
         case 'subscriptions/listen':
           return await this.listen(req, params, signal, event);
+        case 'tools/call':
+        case 'prompts/get':
+        case 'resources/read':
+          return modernResult(req.method, await this.withInput(req, params, signal, event), this.serverInfo);
         default:
           return modernResult(req.method, await this.router.handle(this.session, req, signal, event), this.serverInfo);
       }
@@ -75,6 +112,43 @@ export class ModernHost {
     } finally {
       this.logLevels.delete(req.id);
     }
+  }
+
+  /**
+   * A request that may need the host's input on the way. A retry that brings mcpmux's own
+   * requestState resumes the call it names (answers given to the questions waiting upstream);
+   * anything else starts a call. Either way: its result, or input_required with new questions
+   * and a new token. A modern upstream's own input_required passes through as it is, and so
+   * does the retry that brings its state back.
+   */
+  private async withInput(req: JsonRpcRequest, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
+    const target = String(params.name ?? params.uri ?? '');
+    let call: BridgedCall;
+    if (ParkedCalls.owns(params.requestState)) {
+      call = this.parked.redeem(params.requestState, this.session.client, req.method, target);
+      call.answer((params.inputResponses as Params | undefined) ?? {});
+    } else {
+      // Its own canceller: the upstream call outlives this request when it is parked.
+      const ctl = new Canceller();
+      signal.onCancel(() => ctl.cancel(signal.reason ?? 'cancelled by the host'));
+      call = new BridgedCall(this.router.handle(this.session, req, ctl, event), (why) => ctl.cancel(why));
+      this.calls.set(req.id, call);
+      const done = (): void => {
+        this.calls.delete(req.id);
+        if (this.calls.size === 0) this.onIdle?.();
+      };
+      call.outcome.then(done, done);
+    }
+    // The host giving up on this request gives up the call.
+    signal.onCancel(() => call.cancel(signal.reason ?? 'cancelled by the host'));
+    const step = await call.next();
+    if (step.done) return step.result;
+    const requestState = this.parked.park(call, this.session.client, req.method, target);
+    return {
+      resultType: 'input_required',
+      inputRequests: Object.fromEntries(step.asks.map((a) => [a.key, { method: a.method, params: a.params }])),
+      requestState,
+    };
   }
 
   /** A notice from the router: what a listen stream asked for, or a message tied to a request. */

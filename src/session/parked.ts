@@ -1,0 +1,116 @@
+// Calls waiting for a 2026-07-28 host's retry (bridged-call.ts), daemon-wide: over HTTP the
+// retry is a new request, perhaps on another connection. The host holds a `requestState`
+// token: `mcpmux1.<payload>.<mac>`, the payload naming the parked call, the client it belongs
+// to, what the call was (method and target) and when it expires, under an HMAC-SHA256 with a
+// key this daemon draws at start and never shows. A retry is refused (-32602, "Invalid
+// requestState: ...") when the token is forged or altered, expired, presented by another
+// client or for another call, or used twice (a token names a parked call once: redeeming
+// removes it).
+
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { ErrorCode, RpcError } from '../jsonrpc/message.js';
+import type { BridgedCall } from './bridged-call.js';
+
+const PREFIX = 'mcpmux1.';
+
+/** How long a parked call waits for the host's retry before its questions fail upstream. */
+export const PARKED_TTL_MS = 5 * 60_000;
+
+/** Parked calls at once; beyond, the oldest is given up (each holds an upstream call open). */
+const MAX_PARKED = 1024;
+
+interface Entry {
+  call: BridgedCall;
+  client: string;
+  target: string;
+  timer: NodeJS.Timeout;
+}
+
+interface Payload {
+  /** The parked call. */
+  id: string;
+  /** The client it belongs to. */
+  c: string;
+  /** Digest of method and target. */
+  t: string;
+  /** Expiry, ms since the epoch. */
+  exp: number;
+}
+
+export class ParkedCalls {
+  private readonly key = randomBytes(32);
+  private readonly entries = new Map<string, Entry>();
+
+  constructor(private readonly ttlMs = PARKED_TTL_MS) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Parks `call` until the host comes back; returns the token it must bring. */
+  park(call: BridgedCall, client: string, method: string, target: string): string {
+    if (this.entries.size >= MAX_PARKED) {
+      const [oldest] = this.entries.keys();
+      this.drop(oldest!, 'too many calls waiting for their hosts; the oldest was given up');
+    }
+    const id = randomBytes(16).toString('base64url');
+    const digest = targetDigest(method, target);
+    const timer = setTimeout(() => this.drop(id, 'the host did not come back with the input in time'), this.ttlMs);
+    timer.unref();
+    this.entries.set(id, { call, client, target: digest, timer });
+    const payload = Buffer.from(JSON.stringify({ id, c: client, t: digest, exp: Date.now() + this.ttlMs } satisfies Payload)).toString('base64url');
+    return `${PREFIX}${payload}.${this.mac(payload)}`;
+  }
+
+  /** Whether a requestState is one of ours (else it is an upstream's own, passed through). */
+  static owns(state: unknown): state is string {
+    return typeof state === 'string' && state.startsWith(PREFIX);
+  }
+
+  /** The parked call a retry's token names, taken out (once); throws -32602 saying why not. */
+  redeem(token: string, client: string, method: string, target: string): BridgedCall {
+    const refuse = (why: string): never => {
+      throw new RpcError(ErrorCode.InvalidParams, `Invalid requestState: ${why}`);
+    };
+    const [payload, mac, extra] = token.slice(PREFIX.length).split('.');
+    if (!payload || !mac || extra !== undefined) refuse('malformed');
+    const want = Buffer.from(this.mac(payload!));
+    const got = Buffer.from(mac!);
+    if (got.length !== want.length || !timingSafeEqual(got, want)) refuse('not issued by this mcpmux, or altered');
+    let p: Payload;
+    try {
+      p = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8')) as Payload;
+    } catch {
+      return refuse('malformed');
+    }
+    if (p.exp <= Date.now()) refuse('expired');
+    if (p.c !== client) refuse('issued to another client');
+    if (p.t !== targetDigest(method, target)) refuse(`issued for another request than this ${method}`);
+    const entry = this.entries.get(p.id);
+    if (!entry) return refuse('already used, or its call has ended');
+    clearTimeout(entry.timer);
+    this.entries.delete(p.id);
+    return entry.call;
+  }
+
+  /** Every parked call given up (shutdown). */
+  close(): void {
+    for (const id of [...this.entries.keys()]) this.drop(id, 'mcpmux is stopping');
+  }
+
+  private drop(id: string, why: string): void {
+    const entry = this.entries.get(id);
+    if (!entry) return;
+    clearTimeout(entry.timer);
+    this.entries.delete(id);
+    entry.call.abandon(why);
+  }
+
+  private mac(payload: string): string {
+    return createHmac('sha256', this.key).update(payload).digest('base64url');
+  }
+}
+
+function targetDigest(method: string, target: string): string {
+  return createHash('sha256').update(`${method}\0${target}`).digest('base64url').slice(0, 22);
+}
