@@ -111,6 +111,34 @@ describe('legacy host -> modern upstream', () => {
   }, 30_000);
 });
 
+describe('resource subscriptions between eras', () => {
+  it.each(['stdio', 'HTTP'] as const)('legacy host -> modern %s upstream: resources/subscribe becomes a listen stream; updates arrive until unsubscribed', async (kind) => {
+    const events = tempFile('mo.jsonl');
+    const entry = kind === 'stdio' ? modernStdio(events) : await modernHttp(events);
+    const peer = startRawMux(await writeConfig({ mcpServers: { mo: entry } }));
+    await peer.initialize();
+    expect((await peer.request('resources/subscribe', { uri: 'mo+file:///readme.txt' })).result).toEqual({});
+    await peer.request('tools/call', { name: 'mo__touch', arguments: {} });
+    expect((await peer.next((m) => m.method === 'notifications/resources/updated', 10_000)).params.uri).toBe('mo+file:///readme.txt');
+    expect((await peer.request('resources/unsubscribe', { uri: 'mo+file:///readme.txt' })).result).toEqual({});
+    // After the unsubscribe, a touch brings nothing; a tool that lists the same server proves the order.
+    await peer.request('tools/call', { name: 'mo__touch', arguments: {} });
+    await peer.request('tools/call', { name: 'mo__echo', arguments: { text: 'after' } });
+    expect(peer.messages.filter((m) => m.method === 'notifications/resources/updated')).toHaveLength(1);
+  }, 30_000);
+
+  it('modern host -> legacy stdio upstream: subscriptions/listen with resourceSubscriptions subscribes upstream and relays updates tagged with the subscription', async () => {
+    const peer = startRawMux(await writeConfig({ mcpServers: { fx: fixture({ name: 'fx' }) } }));
+    const env = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    peer.send({ jsonrpc: '2.0', id: 'sub', method: 'subscriptions/listen', params: { notifications: { resourceSubscriptions: ['fx+fixture://fx/res/0', 'nope+x://y'] }, _meta: env } });
+    const ack = await peer.next((m) => m.method === 'notifications/subscriptions/acknowledged', 10_000);
+    expect(ack.params).toEqual({ _meta: { 'io.modelcontextprotocol/subscriptionId': 'sub' }, notifications: { resourceSubscriptions: ['fx+fixture://fx/res/0'] } });
+    await peer.request('tools/call', { name: 'fx__touch', arguments: { uri: 'fixture://fx/res/0' }, _meta: env });
+    const updated = await peer.next((m) => m.method === 'notifications/resources/updated', 10_000);
+    expect(updated.params).toEqual({ uri: 'fx+fixture://fx/res/0', _meta: { 'io.modelcontextprotocol/subscriptionId': 'sub' } });
+  }, 30_000);
+});
+
 describe('modern host -> modern upstream', () => {
   it('modern host -> modern stdio upstream: input_required passes through; the host answers and retries with the server\'s state', async () => {
     const events = tempFile('mo.jsonl');

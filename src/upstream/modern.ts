@@ -1,10 +1,12 @@
-// What comes back from a 2026-07-28 upstream, made into what the rest of mcpmux expects of an
+// A 2026-07-28 upstream seen as the rest of mcpmux expects an upstream. What comes back from it, made into what the rest of mcpmux expects of an
 // upstream's answer: the revision's own fields that say nothing about the content are taken
 // off (`resultType: "complete"`, the server naming itself in `_meta`); a modern host gets them
 // back from mcpmux itself (protocol/modern.ts). `input_required` results stay as they are:
 // whoever asked must see that input is needed.
 
-import type { Result } from '../jsonrpc/endpoint.js';
+import { Canceller } from '../jsonrpc/cancel.js';
+import type { Endpoint, Result } from '../jsonrpc/endpoint.js';
+import { ErrorCode, RpcError, type JsonRpcId } from '../jsonrpc/message.js';
 import type { Params } from '../protocol/mcp.js';
 import { META } from '../protocol/modern.js';
 
@@ -16,4 +18,67 @@ export function fromModern(result: Result): Result {
     if (Object.keys(meta).length === 0) delete result._meta;
   }
   return result;
+}
+
+/**
+ * Resource subscriptions on a 2026-07-28 upstream, which has no resources/subscribe: a
+ * host's subscription to a URI becomes a subscriptions/listen stream for that URI, open until
+ * the last host unsubscribes (the router counts hosts; this sees one subscribe per URI).
+ * Updates come on the stream as `notifications/resources/updated`, as from a legacy server.
+ */
+export class ResourceListens {
+  private readonly byUri = new Map<string, Canceller>();
+  private readonly acks = new Map<JsonRpcId, (notifications: Params) => void>();
+
+  constructor(
+    private readonly server: string,
+    private readonly ep: Endpoint,
+    private readonly envelope: () => Params,
+    private readonly ackWithinMs: number,
+  ) {}
+
+  async subscribe(uri: string): Promise<Result> {
+    if (this.byUri.has(uri)) return {};
+    const id = this.ep.allocateId();
+    const ctl = new Canceller();
+    const acked = new Promise<Params>((resolve) => this.acks.set(id, resolve));
+    // No timeout: the stream stays open while someone is subscribed.
+    const stream = this.ep.request(id, 'subscriptions/listen', { notifications: { resourceSubscriptions: [uri] }, _meta: this.envelope() }, { timeoutMs: 0, signal: ctl });
+    const ended = stream.then(
+      () => undefined,
+      () => undefined,
+    );
+    void ended.then(() => {
+      this.acks.delete(id);
+      if (this.byUri.get(uri) === ctl) this.byUri.delete(uri);
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), this.ackWithinMs)));
+    const honored = await Promise.race([acked, ended, late]);
+    clearTimeout(timer);
+    this.acks.delete(id);
+    const uris = (honored?.resourceSubscriptions as unknown[] | undefined) ?? [];
+    if (!uris.includes(uri)) {
+      ctl.cancel('not acknowledged');
+      throw new RpcError(ErrorCode.MethodNotFound, `Server "${this.server}" does not offer updates for ${uri}`);
+    }
+    this.byUri.set(uri, ctl);
+    return {};
+  }
+
+  unsubscribe(uri: string): Result {
+    const ctl = this.byUri.get(uri);
+    this.byUri.delete(uri);
+    ctl?.cancel('unsubscribed');
+    return {};
+  }
+
+  /** `notifications/subscriptions/acknowledged`: true when it was for one of these streams. */
+  acknowledged(params: Params | undefined): boolean {
+    const id = (params?._meta as Params | undefined)?.[META.subscriptionId] as JsonRpcId | undefined;
+    const resolve = id === undefined ? undefined : this.acks.get(id);
+    if (!resolve) return false;
+    resolve((params?.notifications as Params | undefined) ?? {});
+    return true;
+  }
 }

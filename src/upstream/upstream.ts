@@ -11,7 +11,7 @@ import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError, withProgressToken, type Params } from '../protocol/mcp.js';
 import { connectUpstream, type Connection } from './connect.js';
 import { envelope, handshake, type ServerInfo } from './handshake.js';
-import { fromModern } from './modern.js';
+import { fromModern, ResourceListens } from './modern.js';
 import { backoffDelay } from '../backoff.js';
 
 export type UpstreamState = 'starting' | 'ready' | 'failed' | 'closed';
@@ -80,6 +80,8 @@ export class Upstream {
   /** Names this connection in events (a `session` server has one connection per host session). */
   readonly connectionId = ++connections;
   private endpoint: Endpoint | undefined;
+  /** A modern server's resource subscriptions (listen streams), for this connection. */
+  private listens: ResourceListens | undefined;
   private connection: Connection | undefined;
   private started: Promise<void> | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
@@ -138,6 +140,7 @@ export class Upstream {
         onProtocolError: (what, detail) => this.protocolError(what, detail),
       });
       this.endpoint = ep;
+      this.listens = undefined;
       ep.onclose = (reason) => void this.lost(conn, reason);
 
       this.info = await handshake(ep, {
@@ -223,10 +226,16 @@ export class Upstream {
     if (this.state !== 'ready' || !ep) {
       return Promise.reject(new RpcError(MuxError.UpstreamUnavailable, `Upstream "${this.name}" is not available${this.reason ? `: ${this.reason}` : ''}`));
     }
+    const modern = this.info?.era === 'modern';
+    if (modern && (method === 'resources/subscribe' || method === 'resources/unsubscribe')) {
+      // 2026-07-28 has no such methods: a subscription is a listen stream for the URI.
+      const uri = typeof params?.uri === 'string' ? params.uri : '';
+      this.listens ??= new ResourceListens(this.name, ep, () => envelope(this.deps.clientCapabilities, this.deps.clientInfo), this.deps.startupMs);
+      return method === 'resources/subscribe' ? this.listens.subscribe(uri) : Promise.resolve(this.listens.unsubscribe(uri));
+    }
     const id = ep.allocateId();
     // The upstream sees our request id as the token: unique on this connection by construction.
     if (opts.onProgress && params) withProgressToken(params, id);
-    const modern = this.info?.era === 'modern';
     // A 2026-07-28 server gets the envelope on every request (mcpmux's own: its version, the
     // capabilities it declared to this server, its identity).
     if (modern) params = { ...params, _meta: { ...(params?._meta as Params | undefined), ...envelope(this.deps.clientCapabilities, this.deps.clientInfo) } };
@@ -327,6 +336,7 @@ export class Upstream {
         this.endTaskProgress(n.params.taskId);
       }
       if (n.method === 'notifications/cancelled') return; // handled by the endpoint
+      if (n.method === 'notifications/subscriptions/acknowledged' && this.listens?.acknowledged(n.params)) return;
       this.deps.listener.notification(this, n, this.contextOf(related));
     },
   };
