@@ -146,6 +146,20 @@ describe('modern host over Streamable HTTP -> legacy stdio upstream', () => {
     }
   }, 60_000);
 
+  it('modern host over `mcpmux connect` (stdio to the daemon): the bridge sends each message as 2026-07-28 wants it', async () => {
+    const changed: string[][] = [];
+    const c = modernClient(changed);
+    await c.connect(new StdioClientTransport({ command: process.execPath, args: [MUX_BIN, 'connect', d.url], stderr: 'ignore' }));
+    try {
+      expect(c.getProtocolEra()).toBe('modern');
+      expect((await c.callTool({ name: 'fx__echo', arguments: { via: 'connect' } })).structuredContent).toEqual({ via: 'connect' });
+      await c.callTool({ name: 'fx__add_tool', arguments: {} });
+      await waitFor(() => changed.length > 0, { what: 'list_changed through connect', timeoutMs: 10_000 });
+    } finally {
+      await c.close();
+    }
+  }, 30_000);
+
   it('closing the response stream cancels the request upstream', async () => {
     const c = modernClient();
     await c.connect(new StreamableHTTPClientTransport(new URL(d.url)));

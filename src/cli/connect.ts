@@ -14,6 +14,8 @@ import { createLogger, type Logger } from '../observe/logger.js';
 import { DEFAULTS } from '../config/types.js';
 import { UsageError } from './runtime.js';
 import { backoffDelay } from '../backoff.js';
+import { declaredVersion } from '../protocol/modern.js';
+import { modernHeaders } from '../upstream/http.js';
 
 export const DEFAULT_CONNECT_URL = `http://127.0.0.1:${DEFAULTS.port}/mcp`;
 export const TOKEN_ENV = 'MCPMUX_TOKEN';
@@ -214,6 +216,13 @@ class Bridge {
 
   private post(msg: unknown): Promise<Response> {
     const headers = this.headers({ 'content-type': 'application/json', accept: 'application/json, text/event-stream' });
+    // A 2026-07-28 host's message goes as that revision wants it: no session, its own headers.
+    const version = Array.isArray(msg) ? undefined : declaredVersion((msg as { params?: unknown } | null)?.params);
+    if (version !== undefined) {
+      const h = new Headers(headers);
+      modernHeaders(h, version, msg as { method?: unknown; params?: Record<string, unknown> });
+      return fetch(this.url, { method: 'POST', headers: h, body: encodeMessage(msg), signal: this.abort.signal });
+    }
     // encodeMessage, not JSON.stringify: the decoder may have kept long values raw (opaque.ts).
     return fetch(this.url, { method: 'POST', headers, body: encodeMessage(msg), signal: this.abort.signal });
   }

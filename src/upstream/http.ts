@@ -506,7 +506,7 @@ function jsonRpcError(text: string, id: JsonRpcId): { jsonrpc: '2.0'; id: JsonRp
 const MODERN_CODES: ReadonlySet<number> = new Set([ModernError.HeaderMismatch, ModernError.MissingRequiredClientCapability, ModernError.UnsupportedProtocolVersion]);
 
 /** The headers 2026-07-28 requires on a POST: the version, the method, and the target's name. */
-function modernHeaders(h: Headers, version: string, msg: { method?: unknown; params?: Record<string, unknown> }): void {
+export function modernHeaders(h: Headers, version: string, msg: { method?: unknown; params?: Record<string, unknown> }): void {
   h.delete('mcp-session-id');
   h.set('mcp-protocol-version', version);
   if (typeof msg.method === 'string') h.set('mcp-method', msg.method);
