@@ -72,17 +72,16 @@ afterAll(async () => {
   modernHttpChild?.kill('SIGKILL');
 });
 
-function legacy(c: LegacyClient): Host {
-  return {
-    listTools: async () => (await c.listTools()).tools.map((t) => t.name),
-    call: async (name, args) => ((await c.callTool({ name, arguments: args })).content as { text: string }[])[0]!.text,
-    read: async (uri) => ((await c.readResource({ uri })).contents[0] as { text: string }).text,
-    prompt: async (name, args) => (await c.getPrompt({ name, arguments: args })).messages.length,
-    close: () => c.close(),
-  };
+/** The calls both SDKs' clients make alike (their results have the same shapes). */
+interface AnyClient {
+  listTools(): Promise<{ tools: { name: string }[] }>;
+  callTool(p: { name: string; arguments: Record<string, unknown> }): Promise<{ content: unknown }>;
+  readResource(p: { uri: string }): Promise<{ contents: unknown[] }>;
+  getPrompt(p: { name: string; arguments: Record<string, string> }): Promise<{ messages: unknown[] }>;
+  close(): Promise<void>;
 }
 
-function modern(c: ModernClient): Host {
+function adapt(c: AnyClient): Host {
   return {
     listTools: async () => (await c.listTools()).tools.map((t) => t.name),
     call: async (name, args) => ((await c.callTool({ name, arguments: args })).content as { text: string }[])[0]!.text,
@@ -98,7 +97,7 @@ const HOSTS: { label: string; connect(): Promise<Host> }[] = [
     connect: async () => {
       const c = new LegacyClient({ name: 'legacy-stdio', version: '0' });
       await c.connect(new LegacyStdio({ command: process.execPath, args: [MUX_BIN, 'stdio', '--config', config], stderr: 'ignore' }));
-      return legacy(c);
+      return adapt(c as unknown as AnyClient);
     },
   },
   {
@@ -106,7 +105,7 @@ const HOSTS: { label: string; connect(): Promise<Host> }[] = [
     connect: async () => {
       const c = new LegacyClient({ name: 'legacy-http', version: '0' });
       await c.connect(new LegacyHttp(new URL(d.url)));
-      return legacy(c);
+      return adapt(c as unknown as AnyClient);
     },
   },
   {
@@ -114,7 +113,7 @@ const HOSTS: { label: string; connect(): Promise<Host> }[] = [
     connect: async () => {
       const c = new ModernClient({ name: 'modern-stdio', version: '0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
       await c.connect(new ModernStdio({ command: process.execPath, args: [MUX_BIN, 'stdio', '--config', config], stderr: 'ignore' }));
-      return modern(c);
+      return adapt(c as unknown as AnyClient);
     },
   },
   {
@@ -122,7 +121,7 @@ const HOSTS: { label: string; connect(): Promise<Host> }[] = [
     connect: async () => {
       const c = new ModernClient({ name: 'modern-http', version: '0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
       await c.connect(new ModernHttp(new URL(d.url)));
-      return modern(c);
+      return adapt(c as unknown as AnyClient);
     },
   },
 ];

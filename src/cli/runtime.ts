@@ -15,6 +15,7 @@ import { Metrics } from '../observe/metrics.js';
 import { Router } from '../router/router.js';
 import { HostSession } from '../session/host-session.js';
 import { ParkedCalls } from '../session/parked.js';
+import { Reloader } from './reload.js';
 import type { OperatorRoutes } from '../transport/http/admin.js';
 import type { Transport } from '../transport/transport.js';
 import { VERSION } from '../version.js';
@@ -178,6 +179,25 @@ export function startObservers(config: Config, log: Logger, withMetrics: boolean
       await audit?.close();
     },
   };
+}
+
+/**
+ * The reloader of a long-running command: the new config goes to the observers first (a new
+ * audit file that cannot be opened refuses the reload before anything changed), then to
+ * `listeners` (the HTTP front's tokens, origins and quotas), then to the runtime.
+ */
+export function reloaderFor(runtime: Runtime, observers: Observers, listeners?: (next: Config) => void): Reloader {
+  return new Reloader({
+    file: runtime.config.path!,
+    log: runtime.log,
+    current: () => runtime.config,
+    apply: async (next, plan) => {
+      const refused = observers.reconfigure(next);
+      if (refused) throw new Error(refused);
+      listeners?.(next);
+      await runtime.reconfigure(next, plan);
+    },
+  });
 }
 
 /** `/metrics` on the operator routes. */

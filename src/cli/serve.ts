@@ -10,8 +10,7 @@
 import type { HostTransport } from '../observe/events.js';
 import { HttpServer } from '../transport/http/server.js';
 import { DEFAULT_IDLE_SESSION_MS, type SessionKind } from '../transport/http/sessions.js';
-import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, startObservers, type GlobalOptions } from './runtime.js';
-import { Reloader } from './reload.js';
+import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, type GlobalOptions } from './runtime.js';
 import { addStatusRoutes } from './status.js';
 
 /** What each HTTP session kind is called in events, metrics and the audit log. */
@@ -72,17 +71,9 @@ export async function runServe(opts: ServeOptions): Promise<number> {
       return { ready: started && !gaveUp, ...(gaveUp && { status: 'degraded' }), detail: { upstreams } };
     },
   });
-  const reloader = new Reloader({
-    file: config.path!,
-    log,
-    current: () => runtime.config,
-    apply: async (next, plan) => {
-      const refused = observers.reconfigure(next);
-      if (refused) throw new Error(refused);
-      server.reconfigure({ ...next.listen, tokens: next.listen.auth.tokens, maxSessions: next.limits.maxSessions, maxSessionsPerClient: next.limits.maxSessionsPerClient });
-      await runtime.reconfigure(next, plan);
-    },
-  });
+  const reloader = reloaderFor(runtime, observers, (next) =>
+    server.reconfigure({ ...next.listen, tokens: next.listen.auth.tokens, maxSessions: next.limits.maxSessions, maxSessionsPerClient: next.limits.maxSessionsPerClient }),
+  );
   addMetricsRoute(server.adminRoutes, observers.metrics!);
   addStatusRoutes(server.adminRoutes, router, { configPath: config.path, lastReload: () => reloader.last });
 

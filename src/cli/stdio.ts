@@ -7,8 +7,7 @@ import { Guard } from '../transport/http/guard.js';
 import { AdminListener, addHealthRoutes, OperatorRoutes } from '../transport/http/admin.js';
 import { StreamTransport } from '../transport/stream.js';
 import { flushLogs } from '../observe/logger.js';
-import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, startObservers, type GlobalOptions } from './runtime.js';
-import { Reloader } from './reload.js';
+import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, type GlobalOptions } from './runtime.js';
 import { addStatusRoutes } from './status.js';
 
 export interface StdioOptions extends GlobalOptions {
@@ -27,16 +26,7 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   pins.watch();
   const observers = startObservers(config, log, adminPort !== undefined);
   if (!observers) return 1;
-  const reloader = new Reloader({
-    file: config.path!,
-    log,
-    current: () => runtime.config,
-    apply: async (next, plan) => {
-      const refused = observers.reconfigure(next);
-      if (refused) throw new Error(refused);
-      await runtime.reconfigure(next, plan);
-    },
-  });
+  const reloader = reloaderFor(runtime, observers);
 
   let admin: AdminListener | undefined;
   let started = false;
