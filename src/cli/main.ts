@@ -35,6 +35,19 @@ export async function main(argv: string[]): Promise<number> {
       result = runCheck(o);
     });
 
+  configured('login', 'log in to a remote server behind OAuth (opens a browser; the daemon picks the login up)')
+    .argument('<server>', 'the server name in the config')
+    .option('--no-browser', 'print the URL instead of opening a browser ($BROWSER, or the platform opener)')
+    .action((server: string, o: GlobalOptions & { browser?: boolean }) => {
+      result = import('./login.js').then((m) => m.runLogin(server, o));
+    });
+
+  configured('logout', "forget (and revoke, where the server can) a remote server's OAuth login")
+    .argument('<server>', 'the server name in the config')
+    .action((server: string, o: GlobalOptions) => {
+      result = import('./login.js').then((m) => m.runLogout(server, o));
+    });
+
   configured('tools', 'print the merged, filtered tool table')
     .option('--json', 'print JSON')
     .option('--client <name>', 'as this client sees it (a name in listen.auth.tokens; default: anonymous)')

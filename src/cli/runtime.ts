@@ -200,6 +200,16 @@ export function reloaderFor(runtime: Runtime, observers: Observers, listeners?: 
   });
 }
 
+/** OAuth logins stored by `mcpmux login` while this runs: an upstream waiting for one starts again. */
+export async function watchLoginsFor(runtime: Runtime): Promise<() => void> {
+  if (!runtime.config.servers.some((s) => s.transport === 'http')) return () => {};
+  const { watchLogins } = await import('../upstream/oauth/store.js');
+  return watchLogins(
+    (server) => runtime.router.loginChanged(server),
+    (err) => runtime.log.warn({ err: err.message }, 'cannot watch the OAuth logins folder; restart an upstream after a login with mcpmux restart'),
+  );
+}
+
 /** `/metrics` on the operator routes. */
 export function addMetricsRoute(routes: OperatorRoutes, metrics: Metrics): void {
   routes.set('/metrics', async (_req, res) => {

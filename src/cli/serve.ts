@@ -10,7 +10,7 @@
 import type { HostTransport } from '../observe/events.js';
 import { HttpServer } from '../transport/http/server.js';
 import { DEFAULT_IDLE_SESSION_MS, type SessionKind } from '../transport/http/sessions.js';
-import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, type GlobalOptions } from './runtime.js';
+import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
 import { addStatusRoutes } from './status.js';
 
 /** What each HTTP session kind is called in events, metrics and the audit log. */
@@ -36,8 +36,9 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   const host = opts.host ?? config.listen.host;
   const runtime = createRuntime(config, opts);
   const { log, router, pins, openSession } = runtime;
-  // Approvals (`mcpmux tools --approve`) written by another process apply at once.
+  // Approvals (`mcpmux tools --approve`) and logins (`mcpmux login`) by another process apply at once.
   pins.watch();
+  const unwatchLogins = await watchLoginsFor(runtime);
   const observers = startObservers(config, log, true);
   if (!observers) return 1;
   router.start();
@@ -97,6 +98,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   reloader.start();
   onShutdownSignals(log, async (why) => {
     reloader.stop();
+    unwatchLogins();
     log.info({ why, sessions: server.registry.size }, 'draining');
     await server.close();
     await router.close();

@@ -7,7 +7,7 @@ import { Guard } from '../transport/http/guard.js';
 import { AdminListener, addHealthRoutes, OperatorRoutes } from '../transport/http/admin.js';
 import { StreamTransport } from '../transport/stream.js';
 import { flushLogs } from '../observe/logger.js';
-import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, type GlobalOptions } from './runtime.js';
+import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
 import { addStatusRoutes } from './status.js';
 
 export interface StdioOptions extends GlobalOptions {
@@ -22,8 +22,9 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   const adminPort = adminPortFlag ?? (config.listen.adminPort || undefined);
   const runtime = createRuntime(config, opts);
   const { log, router, pins, openSession } = runtime;
-  // Approvals (`mcpmux tools --approve`) written by another process apply at once.
+  // Approvals (`mcpmux tools --approve`) and logins (`mcpmux login`) by another process apply at once.
   pins.watch();
+  const unwatchLogins = await watchLoginsFor(runtime);
   const observers = startObservers(config, log, adminPort !== undefined);
   if (!observers) return 1;
   const reloader = reloaderFor(runtime, observers);
@@ -56,6 +57,7 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   reloader.start();
   const stop = onShutdownSignals(log, async (why) => {
     reloader.stop();
+    unwatchLogins();
     log.info({ why }, 'stopping');
     connected = false;
     await router.close();

@@ -25,7 +25,7 @@ export interface ReloadPlan {
 }
 
 /** Server keys that make up the connection: a change restarts the upstream. */
-const CONNECTION_KEYS = ['transport', 'command', 'args', 'env', 'inheritEnv', 'cwd', 'url', 'headers', 'sharing', 'roots', 'era'] as const;
+const CONNECTION_KEYS = ['transport', 'command', 'args', 'env', 'inheritEnv', 'cwd', 'url', 'headers', 'sharing', 'roots', 'era', 'oauth'] as const;
 
 /** Settings of mcpmux itself that cannot change under running listeners and sessions. */
 const RESTART_ONLY: [string, (c: Config) => unknown][] = [

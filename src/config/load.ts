@@ -18,6 +18,7 @@ import {
   type ConfigIssue,
   type GlobList,
   type ItemLists,
+  type OAuthSettings,
   type RateLimitRule,
   type ServerConfig,
   type TransportKind,
@@ -45,6 +46,7 @@ interface RawServer {
   restart?: { maxRetries?: number; backoffMs?: number };
   pinTools?: boolean;
   era?: 'auto' | 'modern' | 'legacy';
+  oauth?: OAuthSettings;
 }
 interface RawConfig {
   mcpServers?: Record<string, RawServer>;
@@ -423,6 +425,7 @@ function buildServer(
 
   if (s.command !== undefined) {
     if (s.headers !== undefined) issue(`${at}/headers`, '"headers" applies to url servers, not to "command" servers');
+    if (s.oauth !== undefined) issue(`${at}/oauth`, '"oauth" applies to url servers, not to "command" servers');
     if (declared !== undefined && declared !== 'stdio') {
       issue(`${at}/${s.type !== undefined ? 'type' : 'transport'}`, `is ${JSON.stringify(declared)} but the server has a "command" (stdio)`);
     }
@@ -465,7 +468,13 @@ function buildServer(
         `is ${JSON.stringify(declared)} but the url ${isWs ? 'is a WebSocket (ws:// or wss://) URL' : 'is an http(s):// URL'}`);
     }
   }
-  return { ...common, transport, url, headers: s.headers ?? {} };
+  const headers = s.headers ?? {};
+  if (s.oauth !== undefined) {
+    if (transport !== 'http') issue(`${at}/oauth`, `applies to Streamable HTTP servers only, not to ${transport} ones`);
+    if (Object.keys(headers).some((h) => h.toLowerCase() === 'authorization')) issue(`${at}/oauth`, 'cannot be combined with an Authorization header: the login provides it');
+    if (s.oauth.clientSecret !== undefined && s.oauth.clientId === undefined) issue(`${at}/oauth/clientSecret`, 'applies only with oauth.clientId (a registered client)');
+  }
+  return { ...common, transport, url, headers, ...(s.oauth !== undefined && { oauth: s.oauth }) };
 }
 
 /** `type` / `transport` with the desktop hosts' aliases folded; both given must agree. */

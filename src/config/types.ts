@@ -59,10 +59,26 @@ export interface StdioServerConfig extends ServerCommon {
   cwd: string | undefined;
 }
 
+/**
+ * OAuth for a Streamable HTTP server (`mcpmux login`). Without it a server that answers 401
+ * still gets a login, with a client registered on the spot; with it, a registered client.
+ */
+export interface OAuthSettings {
+  /** A client registered with the authorization server beforehand (else RFC 7591 registration). */
+  clientId?: string;
+  /** Its secret (`${VAR}`), for a confidential client. */
+  clientSecret?: string;
+  /** Scopes to ask for (else the server's challenge, else its `scopes_supported`). */
+  scopes?: string[];
+  /** The loopback port of the redirect URI (`http://127.0.0.1:<port>/callback`); a registered client needs a fixed one. */
+  redirectPort?: number;
+}
+
 export interface RemoteServerConfig extends ServerCommon {
   transport: 'http' | 'sse' | 'ws';
   url: string;
   headers: Record<string, string>;
+  oauth?: OAuthSettings;
 }
 
 export type ServerConfig = StdioServerConfig | RemoteServerConfig;

@@ -8,11 +8,11 @@
 
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { publishToolChanged } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
 import type { Params } from '../protocol/mcp.js';
+export { stateDir } from '../state.js';
 
 /** The parts of a definition that are hashed and compared. */
 const FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations', '_meta'] as const;
@@ -29,13 +29,6 @@ interface StateFile {
   servers: Record<string, Record<string, Pinned>>;
 }
 
-/** Where mcpmux keeps state: $MCPMUX_STATE_DIR, systemd's $STATE_DIRECTORY, $XDG_STATE_HOME/mcpmux, ~/.local/state/mcpmux. */
-export function stateDir(env: NodeJS.ProcessEnv = process.env): string {
-  if (env.MCPMUX_STATE_DIR) return env.MCPMUX_STATE_DIR;
-  if (env.STATE_DIRECTORY) return env.STATE_DIRECTORY.split(':')[0]!;
-  if (process.platform === 'win32') return path.join(env.LOCALAPPDATA ?? path.join(os.homedir(), 'AppData', 'Local'), 'mcpmux');
-  return path.join(env.XDG_STATE_HOME ?? path.join(os.homedir(), '.local', 'state'), 'mcpmux');
-}
 
 export interface PinsOptions {
   file: string;

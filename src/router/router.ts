@@ -177,7 +177,7 @@ export class Router {
       sharing: up.config.sharing,
       ...(this.pool.ownerOf(up) && { session: this.pool.ownerOf(up)!.id }),
       // Given up after a crash loop: failed, and left alone until a restart or a reload.
-      state: up.state,
+      state: up.needsLogin ? 'needs-login' : up.state,
       ...(up.gaveUp && { gaveUp: true }),
       ...(up.reason && { lastError: up.reason }),
       ...(up.pid !== undefined && { pid: up.pid }),
@@ -206,6 +206,11 @@ export class Router {
   refreshTools(): void {
     this.lists.catalogue.reset();
     this.audience.listChanged('tools');
+  }
+
+  /** A login for `server` was stored (`mcpmux login`): an upstream waiting for one starts again. */
+  loginChanged(server: string): void {
+    for (const up of this.pool.all()) if (up.name === server && up.needsLogin) void up.restart();
   }
 
   /** Restarts a shared upstream now (an admin's `mcpmux restart`); false if there is none of that name. */

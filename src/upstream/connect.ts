@@ -21,6 +21,8 @@ export interface Connection {
   expired?: boolean;
   /** The child's process id (stdio upstreams). */
   pid?: number;
+  /** Set by the HTTP transport when the server wants a login (401) that mcpmux does not have. */
+  needsLogin?: boolean;
 }
 
 /** What http.ts, sse.ts and ws.ts provide: a Transport that may need a moment before it can send. */
@@ -29,6 +31,8 @@ export interface RemoteTransport extends Transport {
   readonly ready: Promise<void>;
   /** The server ended our session (HTTP 404): re-initialize at once. */
   readonly expired: boolean;
+  /** The server wants a login mcpmux does not have (HTTP 401). */
+  readonly needsLogin?: boolean;
 }
 
 export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log: Logger): Connection {
@@ -47,6 +51,9 @@ export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log:
     get expired() {
       return link.expired;
     },
+    get needsLogin() {
+      return link.needsLogin;
+    },
   };
 }
 
@@ -56,7 +63,10 @@ async function openRemote(cfg: RemoteServerConfig, max: number, log: Logger, lin
   switch (cfg.transport) {
     case 'http': {
       const { LegacySseTransport } = await import('./sse.js');
+      // Every Streamable HTTP server may want a login: its stored tokens (if any) go with each request.
+      const { OAuthTokens } = await import('./oauth/tokens.js');
       return new http.StreamableHttpTransport(cfg.url, cfg.headers, max, log, {
+        auth: new OAuthTokens(cfg.name, cfg.url, log),
         // The spec's backwards-compatibility probe: same URL, legacy transport, same first message.
         onLegacy: (first, why) => link.use(new LegacySseTransport(cfg.url, cfg.headers, max, log, why), first),
       });
@@ -90,6 +100,10 @@ class RemoteLink implements Transport {
 
   get expired(): boolean {
     return this.inner?.expired ?? false;
+  }
+
+  get needsLogin(): boolean {
+    return this.inner?.needsLogin ?? false;
   }
 
   /** Makes `inner` the transport; `resend` goes first (the message the previous one gave back). */

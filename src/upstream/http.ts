@@ -29,7 +29,15 @@ const MAX_REDIRECTS = 5;
 /** Characters of an error body quoted in the synthetic error. */
 const EXCERPT_CHARS = 200;
 
+/** Where an HTTP upstream's bearer token comes from (oauth/tokens.ts), when it has a login. */
+export interface TokenSource {
+  header(): Promise<string | undefined>;
+  refresh(): Promise<boolean>;
+}
+
 export interface HttpTransportOptions {
+  /** OAuth: the token to send, refreshed on a 401 (once per request). */
+  auth?: TokenSource;
   /**
    * Called, instead of failing, when the server refuses our first POST (initialize, no session)
    * with 400/404/405: the caller retries `first` over the legacy HTTP+SSE transport. After the
@@ -54,6 +62,12 @@ export class StreamableHttpTransport implements RemoteTransport {
   onclose?: (reason: string) => void;
   readonly ready = Promise.resolve();
   expired = false;
+  /** The server refused us with a 401 and no token we have works: a login is needed (`mcpmux login`). */
+  needsLogin = false;
+  /** The 401's WWW-Authenticate, for the log line that says what to do. */
+  challenge: string | undefined;
+  /** The Authorization header of the login, sent with every request. */
+  private bearer: string | undefined;
 
   private sessionId: string | undefined;
   /** Negotiated version, sent as MCP-Protocol-Version once known. */
@@ -110,7 +124,8 @@ export class StreamableHttpTransport implements RemoteTransport {
 
   // ---- sending ---------------------------------------------------------------------------
 
-  private async post(msg: Incoming, body: string): Promise<void> {
+  private async post(msg: Incoming, body: string, retried = false): Promise<void> {
+    if (this.opts.auth) this.bearer = await this.opts.auth.header();
     const id = requestIdOf(msg);
     const method = Array.isArray(msg) ? undefined : (msg as { method?: unknown }).method;
     if (method === 'initialize' && id !== undefined) this.initializeId = id;
@@ -141,6 +156,14 @@ export class StreamableHttpTransport implements RemoteTransport {
     if (this.closed) return void res.body?.cancel().catch(() => {});
     if (method === 'initialize') this.sessionId = res.headers.get('mcp-session-id') ?? undefined;
 
+    if (res.status === 401 && this.opts.auth) {
+      await res.body?.cancel().catch(() => {});
+      // Once per request: a fresh token, then the same message again.
+      if (!retried && this.bearer !== undefined && (await this.opts.auth.refresh())) return this.post(msg, body, true);
+      this.challenge = res.headers.get('www-authenticate') ?? undefined;
+      this.needsLogin = true;
+      return this.fail(`needs a login: the server answered 401${this.bearer === undefined ? ' and there is no stored login' : ' and the stored login no longer works'}`);
+    }
     if (!res.ok) return this.refused(res, msg, id, hadSession);
     if (id === undefined || res.status === 202) {
       await res.body?.cancel().catch(() => {});
@@ -218,6 +241,7 @@ export class StreamableHttpTransport implements RemoteTransport {
     if (json) h.set('content-type', JSON_TYPE);
     if (this.sessionId !== undefined) h.set('mcp-session-id', this.sessionId);
     if (this.protocolVersion !== undefined) h.set('mcp-protocol-version', this.protocolVersion);
+    if (this.bearer !== undefined) h.set('authorization', this.bearer);
     return h;
   }
 

@@ -75,6 +75,8 @@ export class Upstream {
   restarts = 0;
   /** It failed too often and is left alone until `restart()` (or a reload). */
   gaveUp = false;
+  /** The server wants an OAuth login mcpmux does not have: left alone until one is stored (`mcpmux login`). */
+  needsLogin = false;
   /** When it failed or was lost, within the crash-loop window (oldest first). */
   private failures: number[] = [];
   /** Names this connection in events (a `session` server has one connection per host session). */
@@ -169,6 +171,15 @@ export class Upstream {
    * restarts it, instead of being hammered every half second forever.
    */
   private scheduleRestart(immediately: boolean): void {
+    if (this.connection?.needsLogin) {
+      // Retrying cannot help: a person must log in. Said once per episode, with what to run.
+      if (!this.needsLogin) this.log.warn({ server: this.name }, `server ${this.name} needs a login; run: mcpmux login ${this.name}`);
+      this.needsLogin = true;
+      this.reason = `needs a login: run mcpmux login ${this.name}`;
+      this.publish('failed', { reason: this.reason });
+      this.deps.listener.stateChanged(this);
+      return;
+    }
     const { maxRetries, backoffMs } = this.config.restart;
     const now = Date.now();
     this.failures = this.failures.filter((t) => now - t < CRASH_WINDOW_MS);
@@ -211,6 +222,7 @@ export class Upstream {
     this.restartTimer = undefined;
     this.failures = [];
     this.gaveUp = false;
+    this.needsLogin = false;
     const conn = this.connection;
     this.connection = undefined;
     this.setState('starting', 'restarted by an admin');

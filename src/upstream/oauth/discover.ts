@@ -1,0 +1,89 @@
+// Finding who issues tokens for an MCP server (the specification's authorization section,
+// 2025-06-18 and 2025-11-25): the protected resource metadata (RFC 9728) named by the 401's
+// WWW-Authenticate `resource_metadata`, else at the well-known paths (path-specific first,
+// then root); its authorization server's metadata (RFC 8414, then OpenID discovery); and for
+// 2025-03-26 servers, which publish no resource metadata, the server's own origin as the
+// authorization server, with the default /authorize, /token and /register when even that has
+// no metadata. The scope: the challenge's `scope`, else the resource's `scopes_supported`.
+
+import * as oauth from 'oauth4webapi';
+
+export interface Discovered {
+  as: oauth.AuthorizationServer;
+  /** The resource indicator (RFC 8707) to ask tokens for: the server's URL, canonical. */
+  resource: string;
+  scope: string | undefined;
+}
+
+/** Plain HTTP is allowed for loopback servers only (a local authorization server in tests or dev). */
+export function insecureOk(url: URL): boolean {
+  return url.protocol === 'http:' && ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
+}
+
+export function httpOptions(url: URL): { [oauth.allowInsecureRequests]?: boolean } {
+  return insecureOk(url) ? { [oauth.allowInsecureRequests]: true } : {};
+}
+
+/** The canonical resource URI of an MCP server URL: no fragment, no trailing slash on a bare path. */
+export function canonicalResource(serverUrl: string): string {
+  const u = new URL(serverUrl);
+  u.hash = '';
+  return u.href.replace(/\/$/, '');
+}
+
+/** `Bearer realm="x", scope="a b", resource_metadata="https://..."` -> its parameters. */
+export function bearerChallenge(header: string | null | undefined): Record<string, string> | undefined {
+  if (!header || !/^\s*bearer\b/i.test(header)) return undefined;
+  const out: Record<string, string> = {};
+  for (const m of header.matchAll(/([A-Za-z_]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))/g)) out[m[1]!.toLowerCase()] = (m[2] ?? m[3] ?? '').replace(/\\(.)/g, '$1');
+  return out;
+}
+
+export async function discover(serverUrl: string, challenge: Record<string, string> | undefined): Promise<Discovered> {
+  const server = new URL(serverUrl);
+  const resource = canonicalResource(serverUrl);
+  const prm = await resourceMetadata(server, challenge?.resource_metadata);
+  if (prm && canonicalResource(String(prm.resource)) !== resource) {
+    throw new Error(`the server's resource metadata names another resource (${String(prm.resource)}), not ${resource}`);
+  }
+  const issuer = new URL(prm?.authorization_servers?.[0] ?? server.origin);
+  const as = (await asMetadata(issuer)) ?? fallbackMetadata(issuer);
+  const scopes = challenge?.scope ?? (Array.isArray(prm?.scopes_supported) ? prm.scopes_supported.join(' ') : undefined);
+  return { as, resource, scope: scopes || undefined };
+}
+
+async function resourceMetadata(server: URL, named: string | undefined): Promise<oauth.ResourceServer | undefined> {
+  const candidates: URL[] = [];
+  if (named) candidates.push(new URL(named));
+  const p = server.pathname.replace(/\/$/, '');
+  if (p) candidates.push(new URL(`/.well-known/oauth-protected-resource${p}`, server.origin));
+  candidates.push(new URL('/.well-known/oauth-protected-resource', server.origin));
+  for (const url of candidates) {
+    const res = await fetch(url, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(15_000) }).catch(() => undefined);
+    if (!res?.ok) {
+      await res?.body?.cancel().catch(() => {});
+      continue;
+    }
+    const body = (await res.json().catch(() => undefined)) as oauth.ResourceServer | undefined;
+    if (body && typeof body.resource === 'string') return body;
+  }
+  return undefined;
+}
+
+async function asMetadata(issuer: URL): Promise<oauth.AuthorizationServer | undefined> {
+  for (const algorithm of ['oauth2', 'oidc'] as const) {
+    try {
+      const res = await oauth.discoveryRequest(issuer, { algorithm, ...httpOptions(issuer), signal: AbortSignal.timeout(15_000) });
+      return await oauth.processDiscoveryResponse(issuer, res);
+    } catch {
+      // Next kind of metadata, then the 2025-03-26 defaults.
+    }
+  }
+  return undefined;
+}
+
+/** 2025-03-26: an authorization server without metadata has its endpoints at default paths. */
+function fallbackMetadata(issuer: URL): oauth.AuthorizationServer {
+  const at = (p: string) => new URL(p, issuer.origin).href;
+  return { issuer: issuer.origin, authorization_endpoint: at('/authorize'), token_endpoint: at('/token'), registration_endpoint: at('/register'), code_challenge_methods_supported: ['S256'] };
+}

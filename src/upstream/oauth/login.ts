@@ -1,0 +1,157 @@
+// `mcpmux login NAME`: the authorization code flow with PKCE (S256) for one remote server, run
+// once by a person; the daemon then uses what it stores (tokens.ts). The client is the one the
+// config names (`oauth.clientId`, pre-registered), else one registered on the spot (RFC 7591).
+// The browser comes back to a loopback listener on 127.0.0.1; `state` is checked; the token
+// request names the server as its resource (RFC 8707).
+
+import { spawn } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import * as oauth from 'oauth4webapi';
+import type { RemoteServerConfig } from '../../config/types.js';
+import { bearerChallenge, discover, httpOptions } from './discover.js';
+import { readLogin, writeLogin } from './store.js';
+import { describe, tokensOf } from './tokens.js';
+
+/** How long the browser step may take. */
+const LOGIN_TIMEOUT_MS = 5 * 60_000;
+
+export interface LoginOptions {
+  /** Print the URL instead of opening a browser. */
+  noBrowser?: boolean;
+  /** Where to tell the person what to do (stderr). */
+  say(line: string): void;
+}
+
+export async function login(server: RemoteServerConfig, opts: LoginOptions): Promise<{ scope: string | undefined }> {
+  // The server's own challenge says where to look (and perhaps which scope).
+  const challenge = await probe(server);
+  const found = await discover(server.url, challenge);
+  const { as, resource } = found;
+  const scope = server.oauth?.scopes?.join(' ') || found.scope;
+
+  const callback = await loopback(server.oauth?.redirectPort ?? 0);
+  try {
+    const redirectUri = callback.uri;
+    const client = await clientFor(server, as, redirectUri);
+    const auth = client.client_secret ? oauth.ClientSecretPost(client.client_secret as string) : oauth.None();
+    const verifier = oauth.generateRandomCodeVerifier();
+    const state = oauth.generateRandomState();
+    const url = new URL(as.authorization_endpoint!);
+    url.searchParams.set('response_type', 'code');
+    url.searchParams.set('client_id', client.client_id);
+    url.searchParams.set('redirect_uri', redirectUri);
+    url.searchParams.set('code_challenge', await oauth.calculatePKCECodeChallenge(verifier));
+    url.searchParams.set('code_challenge_method', 'S256');
+    url.searchParams.set('state', state);
+    url.searchParams.set('resource', resource);
+    if (scope) url.searchParams.set('scope', scope);
+
+    opts.say(`Open this URL to log in to ${server.name}:\n  ${url.href}`);
+    if (!opts.noBrowser) openBrowser(url.href, opts.say);
+
+    const back = await callback.result;
+    const params = oauth.validateAuthResponse(as, client, back, state);
+    const res = await oauth.authorizationCodeGrantRequest(as, client, auth, params, redirectUri, verifier, {
+      additionalParameters: { resource },
+      ...httpOptions(new URL(as.token_endpoint!)),
+    });
+    const tokens = await oauth.processAuthorizationCodeResponse(as, client, res);
+    writeLogin(server.name, {
+      resource,
+      as: { issuer: as.issuer, token_endpoint: as.token_endpoint!, ...(as.revocation_endpoint && { revocation_endpoint: as.revocation_endpoint }) },
+      client: { client_id: client.client_id, ...(typeof client.client_secret === 'string' && { client_secret: client.client_secret }) },
+      tokens: tokensOf(tokens),
+    });
+    return { scope: tokens.scope ?? scope };
+  } catch (err) {
+    throw new Error(`login to ${server.name} failed: ${describe(err)}`);
+  } finally {
+    callback.close();
+  }
+}
+
+/** `mcpmux logout NAME`: revokes the tokens where the server can (RFC 7009); the caller deletes the file. */
+export async function revoke(serverName: string): Promise<boolean> {
+  const l = readLogin(serverName);
+  const endpoint = l?.as.revocation_endpoint;
+  if (!l || !endpoint || !l.tokens) return false;
+  const as: oauth.AuthorizationServer = { issuer: l.as.issuer, revocation_endpoint: endpoint };
+  const client: oauth.Client = { client_id: l.client.client_id };
+  const auth = l.client.client_secret ? oauth.ClientSecretPost(l.client.client_secret) : oauth.None();
+  let revoked = false;
+  for (const token of [l.tokens.refresh_token, l.tokens.access_token]) {
+    if (!token) continue;
+    try {
+      await oauth.processRevocationResponse(await oauth.revocationRequest(as, client, auth, token, { ...httpOptions(new URL(endpoint)), signal: AbortSignal.timeout(15_000) }));
+      revoked = true;
+    } catch {
+      // The server may refuse or be gone: the local copy is deleted anyway.
+    }
+  }
+  return revoked;
+}
+
+/** The server's 401 challenge (or none: a server that wants no login is told so). */
+async function probe(server: RemoteServerConfig): Promise<Record<string, string> | undefined> {
+  const res = await fetch(server.url, {
+    method: 'POST',
+    headers: { ...server.headers, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'mcpmux', version: '0' } } }),
+    signal: AbortSignal.timeout(30_000),
+  });
+  await res.body?.cancel().catch(() => {});
+  if (res.status !== 401) throw new Error(`login to ${server.name}: the server answered ${res.status}, not 401: it asks for no login`);
+  return bearerChallenge(res.headers.get('www-authenticate'));
+}
+
+/** The configured client, or one registered now (its redirect URI is this login's listener). */
+async function clientFor(server: RemoteServerConfig, as: oauth.AuthorizationServer, redirectUri: string): Promise<oauth.Client> {
+  const configured = server.oauth?.clientId;
+  if (configured) return { client_id: configured, ...(server.oauth?.clientSecret && { client_secret: server.oauth.clientSecret }) };
+  if (!as.registration_endpoint) throw new Error('the authorization server offers no client registration: set oauth.clientId (and oauth.redirectPort) in the config');
+  const res = await oauth.dynamicClientRegistrationRequest(
+    as,
+    { client_name: 'mcpmux', redirect_uris: [redirectUri], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' },
+    { ...httpOptions(new URL(as.registration_endpoint)), signal: AbortSignal.timeout(30_000) },
+  );
+  return oauth.processDynamicClientRegistrationResponse(res);
+}
+
+/** A one-shot listener on 127.0.0.1 for the browser's return. */
+async function loopback(port: number): Promise<{ uri: string; result: Promise<URL>; close(): void }> {
+  let done!: (u: URL) => void;
+  let fail!: (e: Error) => void;
+  const result = new Promise<URL>((resolve, reject) => ((done = resolve), (fail = reject)));
+  const server: Server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', `http://127.0.0.1`);
+    if (url.pathname !== '/callback') return void res.writeHead(404).end();
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<!doctype html><title>mcpmux</title><p>mcpmux: you can close this page and return to the terminal.</p>');
+    done(new URL(req.url!, uri));
+  });
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', () => resolve()));
+  const address = server.address();
+  const uri = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : port}/callback`;
+  const timer = setTimeout(() => fail(new Error(`no answer from the browser within ${LOGIN_TIMEOUT_MS / 60_000} minutes`)), LOGIN_TIMEOUT_MS);
+  timer.unref();
+  return {
+    uri,
+    result,
+    close: () => {
+      clearTimeout(timer);
+      server.close();
+      server.closeAllConnections?.();
+    },
+  };
+}
+
+/** $BROWSER (a command, with arguments if any, the URL is given to), else the platform's opener. */
+function openBrowser(url: string, say: (line: string) => void): void {
+  const [command, ...args] = (process.env.BROWSER?.trim() || (process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer' : 'xdg-open')).split(/\s+/);
+  try {
+    const child = spawn(command!, [...args, url], { stdio: 'ignore', detached: process.platform !== 'win32' });
+    child.on('error', () => say(`(could not start ${command}; open the URL yourself)`));
+    child.unref();
+  } catch {
+    say(`(could not start ${command}; open the URL yourself)`);
+  }
+}

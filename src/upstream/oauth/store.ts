@@ -1,0 +1,85 @@
+// Where a server's OAuth tokens live: one file per server under the state folder
+// (`<state>/oauth/<server>.json`), mode 0600, written atomically (a temp file, then a rename),
+// read by the daemon and written by `mcpmux login` (another process). Nothing from these files
+// is ever logged.
+
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import path from 'node:path';
+import { stateDir } from '../../state.js';
+
+export interface StoredLogin {
+  /** The server URL the tokens were issued for (the RFC 8707 resource); checked on every use. */
+  resource: string;
+  /** The authorization server's endpoints mcpmux needs after the login. */
+  as: { issuer: string; token_endpoint: string; revocation_endpoint?: string };
+  client: { client_id: string; client_secret?: string };
+  tokens: { access_token: string; refresh_token?: string; expires_at?: number; scope?: string } | undefined;
+}
+
+export function oauthDir(): string {
+  return path.join(stateDir(), 'oauth');
+}
+
+/** The file of one server's login. Server names are config keys: kept to a safe file name. */
+export function loginFile(server: string): string {
+  return path.join(oauthDir(), `${server.replace(/[^A-Za-z0-9_.-]/g, '_')}.json`);
+}
+
+export function readLogin(server: string): StoredLogin | undefined {
+  try {
+    const file = loginFile(server);
+    if (!existsSync(file)) return undefined;
+    const v = JSON.parse(readFileSync(file, 'utf8')) as StoredLogin;
+    return v && typeof v.resource === 'string' && v.as && v.client ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function writeLogin(server: string, login: StoredLogin): void {
+  const file = loginFile(server);
+  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(login, null, 2) + '\n', { mode: 0o600 });
+  renameSync(tmp, file);
+}
+
+export function deleteLogin(server: string): boolean {
+  const file = loginFile(server);
+  if (!existsSync(file)) return false;
+  rmSync(file);
+  return true;
+}
+
+/**
+ * Calls `onChange(server)` when a server's login file is written or removed by another process
+ * (`mcpmux login`, `mcpmux logout`): a running daemon picks a fresh login up without a restart.
+ * Returns the function that stops watching.
+ */
+export function watchLogins(onChange: (server: string) => void, onError: (err: Error) => void): () => void {
+  const dir = oauthDir();
+  const timers = new Map<string, NodeJS.Timeout>();
+  let watcher: FSWatcher | undefined;
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    watcher = watch(dir, (_event, name) => {
+      if (!name || !name.endsWith('.json')) return;
+      const server = name.slice(0, -'.json'.length);
+      clearTimeout(timers.get(server));
+      const t = setTimeout(() => {
+        timers.delete(server);
+        onChange(server);
+      }, 100);
+      t.unref();
+      timers.set(server, t);
+    });
+    watcher.on('error', onError);
+    watcher.unref();
+  } catch (err) {
+    onError(err as Error);
+  }
+  return () => {
+    watcher?.close();
+    for (const t of timers.values()) clearTimeout(t);
+  };
+}

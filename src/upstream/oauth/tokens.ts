@@ -1,0 +1,89 @@
+// The access token an HTTP upstream's requests carry, from the login `mcpmux login` stored:
+// only for the server it was issued for (the stored resource must be this server's URL),
+// refreshed shortly before it expires and once when the server answers 401. A refresh the
+// authorization server refuses forgets the tokens: the upstream needs a new login.
+
+import * as oauth from 'oauth4webapi';
+import type { Logger } from '../../observe/logger.js';
+import { canonicalResource, httpOptions } from './discover.js';
+import { readLogin, writeLogin, type StoredLogin } from './store.js';
+
+/** Refresh this long before the access token expires (clock skew, the request's own time). */
+const EARLY_MS = 60_000;
+
+export class OAuthTokens {
+  private refreshing: Promise<boolean> | undefined;
+  private readonly resource: string;
+
+  constructor(
+    private readonly server: string,
+    url: string,
+    private readonly log: Logger,
+  ) {
+    this.resource = canonicalResource(url);
+  }
+
+  /** The stored login, if it is for this server's URL. */
+  private login(): StoredLogin | undefined {
+    const l = readLogin(this.server);
+    return l && l.resource === this.resource ? l : undefined;
+  }
+
+  /** The Authorization header to send now; undefined when there is no login to use. */
+  async header(): Promise<string | undefined> {
+    let l = this.login();
+    if (!l?.tokens) return undefined;
+    if (l.tokens.expires_at !== undefined && l.tokens.expires_at - EARLY_MS < Date.now() && l.tokens.refresh_token) {
+      await this.refresh();
+      l = this.login();
+      if (!l?.tokens) return undefined;
+    }
+    return `Bearer ${l.tokens.access_token}`;
+  }
+
+  /** After a 401, or close to expiry: a new access token if the refresh token still works. */
+  refresh(): Promise<boolean> {
+    return (this.refreshing ??= this.doRefresh().finally(() => (this.refreshing = undefined)));
+  }
+
+  private async doRefresh(): Promise<boolean> {
+    const l = this.login();
+    const refreshToken = l?.tokens?.refresh_token;
+    if (!l || !refreshToken) return false;
+    const as: oauth.AuthorizationServer = { issuer: l.as.issuer, token_endpoint: l.as.token_endpoint };
+    const client: oauth.Client = { client_id: l.client.client_id };
+    const auth = l.client.client_secret ? oauth.ClientSecretPost(l.client.client_secret) : oauth.None();
+    try {
+      const res = await oauth.refreshTokenGrantRequest(as, client, auth, refreshToken, {
+        additionalParameters: { resource: l.resource },
+        ...httpOptions(new URL(l.as.token_endpoint)),
+        signal: AbortSignal.timeout(30_000),
+      });
+      const t = await oauth.processRefreshTokenResponse(as, client, res);
+      writeLogin(this.server, { ...l, tokens: tokensOf(t, refreshToken) });
+      this.log.info('access token refreshed');
+      return true;
+    } catch (err) {
+      // Refused (revoked, expired): these tokens are done; a new login is needed.
+      writeLogin(this.server, { ...l, tokens: undefined });
+      this.log.warn({ err: describe(err) }, `the token refresh was refused; run: mcpmux login ${this.server}`);
+      return false;
+    }
+  }
+}
+
+/** What a token response says, as stored (`keepRefresh`: the old refresh token when no new one came). */
+export function tokensOf(t: oauth.TokenEndpointResponse, keepRefresh?: string): NonNullable<StoredLogin['tokens']> {
+  return {
+    access_token: t.access_token,
+    ...((t.refresh_token ?? keepRefresh) && { refresh_token: t.refresh_token ?? keepRefresh }),
+    ...(typeof t.expires_in === 'number' && { expires_at: Date.now() + t.expires_in * 1000 }),
+    ...(t.scope && { scope: t.scope }),
+  };
+}
+
+/** An OAuth error in a line: its code and description, never a token. */
+export function describe(err: unknown): string {
+  if (err instanceof oauth.ResponseBodyError) return `${err.error}${err.error_description ? `: ${err.error_description}` : ''}`;
+  return (err as Error)?.message ?? String(err);
+}
