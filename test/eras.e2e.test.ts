@@ -101,13 +101,14 @@ describe('legacy host -> modern upstream', () => {
     await legacyOverModern(await writeConfig({ mcpServers: { mo: { url } } }), events);
   }, 60_000);
 
-  it('a legacy host that cannot answer elicitations gets a clear error, and the server is not retried', async () => {
+  it('a legacy host that cannot answer elicitations: the server is told so (the host\'s capabilities go with the call) and says it needs them', async () => {
     const events = tempFile('mo.jsonl');
     const peer = startRawMux(await writeConfig({ mcpServers: { mo: modernStdio(events) } }));
     await peer.initialize();
     const r = await peer.request('tools/call', { name: 'mo__greet', arguments: {} });
-    expect(r.error).toMatchObject({ code: -32601, message: expect.stringMatching(/elicitation/) });
-    expect(readEvents(events).filter((e) => e.tool === 'greet').map((e) => e.round)).toEqual([1]);
+    // -32021 MissingRequiredClientCapability, from the server itself: it was never told the host could.
+    expect(r.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: expect.any(Object) } } });
+    expect(readEvents(events).some((e) => e.tool === 'greet' && e.round === 2)).toBe(false);
   }, 30_000);
 });
 
@@ -136,6 +137,22 @@ describe('resource subscriptions between eras', () => {
     await peer.request('tools/call', { name: 'fx__touch', arguments: { uri: 'fixture://fx/res/0' }, _meta: env });
     const updated = await peer.next((m) => m.method === 'notifications/resources/updated', 10_000);
     expect(updated.params).toEqual({ uri: 'fx+fixture://fx/res/0', _meta: { 'io.modelcontextprotocol/subscriptionId': 'sub' } });
+  }, 30_000);
+});
+
+describe('two listens of one connection on the same URI', () => {
+  it('cancelling one leaves the other hearing updates (the URI stays subscribed upstream while any listen wants it)', async () => {
+    const peer = startRawMux(await writeConfig({ mcpServers: { fx: fixture({ name: 'fx' }) } }));
+    const env = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    const uri = 'fx+fixture://fx/res/0';
+    for (const id of ['l1', 'l2']) {
+      peer.send({ jsonrpc: '2.0', id, method: 'subscriptions/listen', params: { notifications: { resourceSubscriptions: [uri] }, _meta: env } });
+      await peer.next((m) => m.method === 'notifications/subscriptions/acknowledged' && m.params._meta['io.modelcontextprotocol/subscriptionId'] === id, 10_000);
+    }
+    peer.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'l1', _meta: env } });
+    await peer.request('tools/call', { name: 'fx__touch', arguments: { uri: 'fixture://fx/res/0' }, _meta: env });
+    const updated = await peer.next((m) => m.method === 'notifications/resources/updated', 10_000);
+    expect(updated.params._meta['io.modelcontextprotocol/subscriptionId']).toBe('l2');
   }, 30_000);
 });
 

@@ -10,6 +10,7 @@ import { StreamableHTTPClientTransport as LegacyHttp } from '@modelcontextprotoc
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
 import { closeAll, fixture, MUX_BIN, readEvents, startRawMux, tempFile, waitFor, writeConfig } from './helpers/harness.js';
+import { startHttpFixture } from './helpers/http-fixture.js';
 
 afterEach(closeAll);
 afterAll(stopAllDaemons);
@@ -155,6 +156,20 @@ describe('modern host over Streamable HTTP -> legacy stdio upstream', () => {
       expect((await c.callTool({ name: 'fx__echo', arguments: { via: 'connect' } })).structuredContent).toEqual({ via: 'connect' });
       await c.callTool({ name: 'fx__add_tool', arguments: {} });
       await waitFor(() => changed.length > 0, { what: 'list_changed through connect', timeoutMs: 10_000 });
+      // Requests are independent: a slow one holds back nothing, and cancelling it reaches the upstream.
+      const abortedBefore = readEvents(events).filter((e) => e.type === 'aborted').length;
+      const ac = new AbortController();
+      let slowDone = false;
+      const slow = c.callTool({ name: 'fx__slow', arguments: { ms: 30_000 } }, { signal: ac.signal }).then(
+        () => (slowDone = true),
+        () => (slowDone = true),
+      );
+      await waitFor(() => readEvents(events).filter((e) => e.type === 'request' && e.params?.name === 'slow').length > 0, { what: 'the slow call upstream' });
+      expect((await c.callTool({ name: 'fx__echo', arguments: { meanwhile: true } })).structuredContent).toEqual({ meanwhile: true });
+      expect(slowDone).toBe(false);
+      ac.abort();
+      await slow;
+      await waitFor(() => readEvents(events).filter((e) => e.type === 'aborted').length > abortedBefore, { what: 'the upstream told to stop', timeoutMs: 10_000 });
     } finally {
       await c.close();
     }
@@ -303,6 +318,32 @@ describe('legacy upstream asks, modern host answers: the input_required bridge',
       expect(await refusal(tokens.MUX_A, 'fx__elicit', late)).toEqual({ code: -32602, message: 'Invalid requestState: expired' });
     }, 30_000);
   });
+});
+
+describe('modern host -> legacy HTTP upstream: log messages', () => {
+  it('reach the host on the request that asked for them (io.modelcontextprotocol/logLevel), from that level up', async () => {
+    const web = await startHttpFixture({ name: 'web' });
+    try {
+      const d = await startDaemon({ mcpServers: { web: { url: `${web.url}/mcp` } } });
+      const ask = async (level?: string) => {
+        const res = await fetch(d.url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'web__log' },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'web__log', arguments: {}, _meta: { ...envelope(), ...(level && { 'io.modelcontextprotocol/logLevel': level }) } } }),
+        });
+        return res.text();
+      };
+      const asked = await ask('warning');
+      expect(asked).toContain('"method":"notifications/message"');
+      expect(asked).toContain('warning from web');
+      expect(asked).not.toContain('info from web');
+      // Without the key, none: the revision forbids log messages for requests that did not ask.
+      expect(await ask()).not.toContain('notifications/message');
+      await d.stop();
+    } finally {
+      await web.close();
+    }
+  }, 30_000);
 });
 
 describe('modern host over Streamable HTTP: open requests are bounded', () => {

@@ -72,6 +72,8 @@ class Bridge {
   private chain: Promise<unknown> = Promise.resolve();
   private inflight = new Set<Promise<void>>();
   private getOpen = false;
+  /** 2026-07-28 requests in flight: aborting one's POST cancels it. */
+  private readonly modernPosts = new Map<JsonRpcId, AbortController>();
   /** Requests the host cancelled: no answer is owed for them. */
   private readonly cancelled = new Set<JsonRpcId>();
   private nextOwnId = 0;
@@ -89,7 +91,11 @@ class Bridge {
         const message = f.error === 'parse' ? `Parse error: ${f.detail}` : `Message of ${f.bytes} bytes exceeds the limit`;
         this.write({ jsonrpc: '2.0', id: null, error: { code: f.error === 'parse' ? -32700 : -32600, message } });
       } else if (f.value !== undefined) {
-        const sent = this.chain.then(() => this.forward(f.value as Msg));
+        const msg = f.value as Msg;
+        // 2026-07-28 requests are independent (no session to keep in order), and their answers
+        // come whole: each goes at once, or one slow call would hold every later one back.
+        if (this.modernMessage(msg)) return this.track(this.forwardModern(msg));
+        const sent = this.chain.then(() => this.forward(msg));
         this.chain = sent.catch(() => {});
         this.track(sent);
       }
@@ -110,6 +116,52 @@ class Bridge {
     await Promise.race([Promise.allSettled([...this.inflight]), delay(DRAIN_MS)]);
     await this.deleteSession();
     this.abort.abort();
+  }
+
+  /** A message that declares 2026-07-28 in its _meta (a request, or its cancellation). */
+  private modernMessage(msg: Msg): boolean {
+    return !Array.isArray(msg) && declaredVersion(msg.params) !== undefined;
+  }
+
+  /**
+   * A 2026-07-28 message. A request gets a POST of its own, cancelled by aborting it (the
+   * revision's cancellation over HTTP); the host's notifications/cancelled does just that.
+   */
+  private async forwardModern(msg: Msg): Promise<void> {
+    if (msg.method === 'notifications/cancelled') {
+      const id = (msg.params as Msg | undefined)?.requestId;
+      if (typeof id === 'string' || typeof id === 'number') {
+        this.cancelled.add(id);
+        this.modernPosts.get(id)?.abort();
+      }
+      return;
+    }
+    const ids = requestIds(msg);
+    const own = new AbortController();
+    for (const id of ids) this.modernPosts.set(id, own);
+    try {
+      let res: Response;
+      try {
+        res = await this.post(msg, AbortSignal.any([this.abort.signal, own.signal]));
+      } catch (err) {
+        if (own.signal.aborted) return;
+        return this.fail(ids, `mcpmux daemon unreachable at ${this.url}: ${causeOf(err)}`);
+      }
+      if (res.status === 202) return void (await res.body?.cancel());
+      if ((res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+        // No resumption in 2026-07-28: the stream is read once, to its end (or our abort).
+        await this.consume(res, new Set(ids));
+        return;
+      }
+      const text = await res.text();
+      // The revision's refusals (400, 404) carry the JSON-RPC error that answers the request.
+      if (!res.ok && !/"jsonrpc"/.test(text)) return this.fail(ids, `HTTP ${res.status} from ${this.url}: ${text.slice(0, 500)}`);
+      this.relayJson(text);
+    } catch (err) {
+      if (!own.signal.aborted) throw err;
+    } finally {
+      for (const id of ids) this.modernPosts.delete(id);
+    }
   }
 
   private track(p: Promise<void>): void {
@@ -214,14 +266,14 @@ class Bridge {
     this.getOpen = false;
   }
 
-  private post(msg: unknown): Promise<Response> {
+  private post(msg: unknown, signal: AbortSignal = this.abort.signal): Promise<Response> {
     const headers = this.headers({ 'content-type': 'application/json', accept: 'application/json, text/event-stream' });
     // A 2026-07-28 host's message goes as that revision wants it: no session, its own headers.
     const version = Array.isArray(msg) ? undefined : declaredVersion((msg as { params?: unknown } | null)?.params);
     if (version !== undefined) {
       const h = new Headers(headers);
       modernHeaders(h, version, msg as { method?: unknown; params?: Record<string, unknown> });
-      return fetch(this.url, { method: 'POST', headers: h, body: encodeMessage(msg), signal: this.abort.signal });
+      return fetch(this.url, { method: 'POST', headers: h, body: encodeMessage(msg), signal });
     }
     // encodeMessage, not JSON.stringify: the decoder may have kept long values raw (opaque.ts).
     return fetch(this.url, { method: 'POST', headers, body: encodeMessage(msg), signal: this.abort.signal });

@@ -115,21 +115,3 @@ export function modernResult(method: string, result: Params, serverInfo: Params)
   }
   return out;
 }
-
-/**
- * How a modern error answer maps to an HTTP status (the transport page's rules). Envelope
- * errors (-32602 for a missing `_meta` key) are answered 400 before a request goes anywhere;
- * a -32602 from further on (an unknown tool) is an ordinary JSON-RPC error, 200.
- */
-export function httpStatusOf(code: number): number {
-  switch (code) {
-    case ErrorCode.MethodNotFound:
-      return 404;
-    case ModernError.HeaderMismatch:
-    case ModernError.MissingRequiredClientCapability:
-    case ModernError.UnsupportedProtocolVersion:
-      return 400;
-    default:
-      return 200;
-  }
-}

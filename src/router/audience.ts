@@ -40,13 +40,22 @@ export class Audience {
     return this.greeted.has(session);
   }
 
+  /** Greeted sessions that can be asked things (a stateless 2026-07-28 request cannot be, unprompted). */
   get greetedCount(): number {
-    return this.greeted.size;
+    let n = 0;
+    for (const s of this.greeted.keys()) if (!s.stateless) n++;
+    return n;
   }
 
-  /** The only greeted session, if there is exactly one. */
+  /** The only greeted session that can be asked things, if there is exactly one. */
   only(): SessionPort | undefined {
-    return this.greeted.size === 1 ? this.greeted.keys().next().value : undefined;
+    let found: SessionPort | undefined;
+    for (const s of this.greeted.keys()) {
+      if (s.stateless) continue;
+      if (found) return undefined;
+      found = s;
+    }
+    return found;
   }
 
   /** The sessions an upstream's broadcast-style messages go to: its owner, or everyone. */

@@ -121,7 +121,14 @@ async function send(usage: Usage, call: Call): Promise<Result> {
   const release = session && usage.begin(up, session);
   const t0 = upstreamRequestClock();
   try {
-    const result = await up.request(call.method, call.params, { signal: call.signal, onProgress: call.onProgress, context: call, opaque: call.opaque });
+    const result = await up.request(call.method, call.params, {
+      signal: call.signal,
+      onProgress: call.onProgress,
+      context: call,
+      opaque: call.opaque,
+      // A 2026-07-28 server learns, per request, what the host it serves can be asked.
+      ...(call.session && { hostCapabilities: call.session.clientCapabilities }),
+    });
     publishUpstreamRequest(t0, up.name, call.method, session?.id);
     return result;
   } catch (err) {

@@ -97,7 +97,8 @@ export class Reverse implements UpstreamListener {
         const shown = { ...params, logger };
         // Only to sessions whose client policy lets see something of this server.
         for (const s of this.d.audience.of(up)) {
-          if (this.d.logLevels.wants(s, params.level) && this.d.lists.clientSees(s.client, up)) s.notify(n.method, shown);
+          // Tied to the host request it came with, where known (HTTP upstreams say which).
+          if (this.d.logLevels.wants(s, params.level) && this.d.lists.clientSees(s.client, up)) s.notify(n.method, shown, call?.session === s ? call.hostRequestId : undefined);
         }
         return;
       }

@@ -4,6 +4,7 @@
 // BridgedCall holds both ends: the upstream call still in flight, and the questions it is
 // waiting on, until the host's retry brings the answers.
 
+import type { CancelSignal } from '../jsonrpc/cancel.js';
 import { ErrorCode, RpcError } from '../jsonrpc/message.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import type { Params } from '../protocol/mcp.js';
@@ -32,13 +33,17 @@ export class BridgedCall {
     readonly outcome: Promise<Result>,
     readonly cancel: (why: string) => void,
   ) {
+    const settle = (v: { result: Result } | { error: unknown }): void => {
+      this.settled = v;
+      // A question asked as the call ended will never be put to the host: it fails upstream
+      // now instead of holding one of the upstream's request slots for good.
+      this.reject(this.fresh, 'the call it belonged to has ended');
+      this.fresh = [];
+      this.wake?.();
+    };
     outcome.then(
-      (result) => (this.settled = { result }),
-      (error: unknown) => (this.settled = { error }),
-    );
-    outcome.then(
-      () => this.wake?.(),
-      () => this.wake?.(),
+      (result) => settle({ result }),
+      (error: unknown) => settle({ error }),
     );
   }
 
@@ -46,10 +51,17 @@ export class BridgedCall {
     return this.settled !== undefined;
   }
 
-  /** The upstream asks: answered when the host's retry brings the answer. */
-  ask(method: string, params: Params): Promise<Result> {
+  /** The upstream asks: answered when the host's retry brings the answer; `signal`: the upstream gave up asking. */
+  ask(method: string, params: Params, signal?: CancelSignal): Promise<Result> {
+    if (this.settled) return Promise.reject(new RpcError(ErrorCode.InternalError, 'the call it belongs to has ended'));
     return new Promise((resolve, reject) => {
-      this.fresh.push({ key: `q${++this.seq}`, method, params, resolve, reject });
+      const a: Ask = { key: `q${++this.seq}`, method, params, resolve, reject };
+      this.fresh.push(a);
+      signal?.onCancel(() => {
+        this.fresh = this.fresh.filter((x) => x !== a);
+        this.open.delete(a.key);
+        reject(new RpcError(ErrorCode.InternalError, signal.reason ?? 'cancelled by the server'));
+      });
       this.wake?.();
     });
   }
@@ -86,10 +98,18 @@ export class BridgedCall {
     this.open.clear();
   }
 
-  /** Nobody will answer (the host never came back, or went): every question fails upstream. */
+  /**
+   * Nobody will answer (the host never came back, or went): every question fails upstream, and
+   * the call itself is given up (cancelled upstream), so it cannot ask again into the void.
+   */
   abandon(why: string): void {
-    for (const a of [...this.open.values(), ...this.fresh]) a.reject(new RpcError(ErrorCode.InternalError, why));
+    this.reject([...this.open.values(), ...this.fresh], why);
     this.open.clear();
     this.fresh = [];
+    if (!this.settled) this.cancel(why);
+  }
+
+  private reject(asks: Ask[], why: string): void {
+    for (const a of asks) a.reject(new RpcError(ErrorCode.InternalError, why));
   }
 }

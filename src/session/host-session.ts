@@ -140,7 +140,7 @@ export class HostSession implements SessionPort {
     if (this.era === 'modern') {
       // 2026-07-28 has no server-to-client requests: the question goes out as input_required.
       if (!this.modernHost) return Promise.reject(new RpcError(ErrorCode.MethodNotFound, `The host has sent no request yet; cannot take ${method}`));
-      return this.modernHost.ask(method, params, related);
+      return this.modernHost.ask(method, params, related, signal);
     }
     if (!this.initialized) return Promise.reject(new RpcError(ErrorCode.MethodNotFound, `The host has not finished initializing; cannot take ${method}`));
     // A host asked for more answers than a person could give at once is not asked for more.

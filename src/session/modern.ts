@@ -13,7 +13,7 @@ import { logLevelRank, McpError, type LogLevel, type Params } from '../protocol/
 import { META, MODERN_METHODS, MODERN_VERSIONS, modernResult, readEnvelope, stripEnvelope } from '../protocol/modern.js';
 import type { Router, SessionPort } from '../router/router.js';
 import { BridgedCall } from './bridged-call.js';
-import { ParkedCalls } from './parked.js';
+import type { ParkedCalls } from './parked.js';
 
 /** What a listen stream asked for and was granted (the acknowledged filter). */
 interface Listen {
@@ -33,6 +33,8 @@ const INPUT_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read']);
 
 export class ModernHost {
   private readonly listens = new Map<JsonRpcId, Listen>();
+  /** How many of this connection's listens want each URI (subscribed upstream while any does). */
+  private readonly uriRefs = new Map<string, number>();
   /** Calls started here and still in flight upstream, by the id of the request that started them. */
   private readonly calls = new Map<JsonRpcId, BridgedCall>();
   /** Called once no call started here is in flight any more (see `busy`). */
@@ -59,12 +61,12 @@ export class ModernHost {
    * the call's answer becomes an input_required result, and the host's retry brings the answer.
    * `related`: the host request the upstream call serves, when known.
    */
-  ask(method: string, params: Params | undefined, related: JsonRpcId | undefined): Promise<Result> {
+  ask(method: string, params: Params | undefined, related: JsonRpcId | undefined, signal?: CancelSignal): Promise<Result> {
     const call = (related !== undefined ? this.calls.get(related) : undefined) ?? (this.calls.size === 1 ? this.calls.values().next().value : undefined);
     if (!call || call.finished) {
       return Promise.reject(new RpcError(ErrorCode.MethodNotFound, `Cannot tell which call of this 2026-07-28 host ${method} belongs to; it can only be asked during one`));
     }
-    return call.ask(method, params ?? {});
+    return call.ask(method, params ?? {}, signal);
   }
 
   /** The host is gone for good (stdio): nobody will retry, so every question fails upstream. */
@@ -123,11 +125,19 @@ export class ModernHost {
    */
   private async withInput(req: JsonRpcRequest, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
     const target = String(params.name ?? params.uri ?? '');
+    const client = this.session.client;
+    // Every requestState a host holds is one of mcpmux's tokens: a retry must bring a good one.
+    const parked = params.requestState === undefined ? undefined : this.parked.redeem(String(params.requestState), client, req.method, target);
     let call: BridgedCall;
-    if (ParkedCalls.owns(params.requestState)) {
-      call = this.parked.redeem(params.requestState, this.session.client, req.method, target);
+    if (parked && 'call' in parked) {
+      call = parked.call;
       call.answer((params.inputResponses as Params | undefined) ?? {});
     } else {
+      // A 2026-07-28 server's own input round: its state goes back to it (or none, if it gave none).
+      if (parked) {
+        if (parked.upstreamState === undefined) delete params.requestState;
+        else params.requestState = parked.upstreamState;
+      }
       // Its own canceller: the upstream call outlives this request when it is parked.
       const ctl = new Canceller();
       signal.onCancel(() => ctl.cancel(signal.reason ?? 'cancelled by the host'));
@@ -142,8 +152,14 @@ export class ModernHost {
     // The host giving up on this request gives up the call.
     signal.onCancel(() => call.cancel(signal.reason ?? 'cancelled by the host'));
     const step = await call.next();
-    if (step.done) return step.result;
-    const requestState = this.parked.park(call, this.session.client, req.method, target);
+    if (step.done) {
+      const result = step.result;
+      if (result.resultType !== 'input_required') return result;
+      // A modern server needs input: the host answers it directly, but holds mcpmux's token.
+      const upstreamState = typeof result.requestState === 'string' ? result.requestState : undefined;
+      return { ...result, requestState: this.parked.park({ upstreamState }, client, req.method, target) };
+    }
+    const requestState = this.parked.park({ call }, client, req.method, target);
     return {
       resultType: 'input_required',
       inputRequests: Object.fromEntries(step.asks.map((a) => [a.key, { method: a.method, params: a.params }])),
@@ -201,9 +217,12 @@ export class ModernHost {
     if (typeof asked !== 'object' || asked === null || Array.isArray(asked)) throw new RpcError(ErrorCode.InvalidParams, 'Invalid params: notifications must be an object');
     const l: Listen = { id: req.id, tools: asked.toolsListChanged === true, prompts: asked.promptsListChanged === true, resources: asked.resourcesListChanged === true, uris: new Set() };
     const uris = Array.isArray(asked.resourceSubscriptions) ? (asked.resourceSubscriptions as unknown[]).filter((u): u is string => typeof u === 'string') : [];
-    for (const uri of uris) {
+    for (const uri of new Set(uris)) {
+      // Several listens of one connection may want the same URI: subscribed once, for all.
+      const refs = this.uriRefs.get(uri) ?? 0;
       try {
-        await this.router.handle(this.session, { jsonrpc: '2.0', id: req.id, method: 'resources/subscribe', params: { uri } }, signal, event);
+        if (refs === 0) await this.router.handle(this.session, { jsonrpc: '2.0', id: req.id, method: 'resources/subscribe', params: { uri } }, signal, event);
+        this.uriRefs.set(uri, (this.uriRefs.get(uri) ?? 0) + 1);
         l.uris.add(uri);
       } catch {
         // Not subscribable (unknown, or its server cannot): not acknowledged.
@@ -214,13 +233,20 @@ export class ModernHost {
     if (l.prompts) honored.promptsListChanged = true;
     if (l.resources) honored.resourcesListChanged = true;
     if (l.uris.size > 0) honored.resourceSubscriptions = [...l.uris];
-    this.send('notifications/subscriptions/acknowledged', { _meta: { [META.subscriptionId]: req.id }, notifications: honored }, req.id);
+    // Cancelled while its URIs were being subscribed: nothing more may be said on it.
+    if (!signal.aborted) this.send('notifications/subscriptions/acknowledged', { _meta: { [META.subscriptionId]: req.id }, notifications: honored }, req.id);
     this.listens.set(req.id, l);
     try {
       await new Promise<void>((resolve) => signal.onCancel(() => resolve()));
     } finally {
       this.listens.delete(req.id);
       for (const uri of l.uris) {
+        const refs = (this.uriRefs.get(uri) ?? 1) - 1;
+        if (refs > 0) {
+          this.uriRefs.set(uri, refs);
+          continue;
+        }
+        this.uriRefs.delete(uri);
         // The listen's own signal is spent (that is why we are here).
         this.router.handle(this.session, { jsonrpc: '2.0', id: req.id, method: 'resources/unsubscribe', params: { uri } }, NEVER, undefined).catch(() => {});
       }

@@ -18,9 +18,18 @@ export const PARKED_TTL_MS = 5 * 60_000;
 
 /** Parked calls at once; beyond, the oldest is given up (each holds an upstream call open). */
 const MAX_PARKED = 1024;
+/** Parked calls of one client at once: one client cannot push everyone else's out. */
+const MAX_PARKED_PER_CLIENT = 64;
+
+/**
+ * What a token stands for: a call of mcpmux's own waiting for answers (a legacy server asked),
+ * or a 2026-07-28 server's own requestState, kept here so that the host holds only mcpmux's
+ * token: bound to the client and the call like any of ours, and used once.
+ */
+export type Parked = { call: BridgedCall } | { upstreamState: string | undefined };
 
 interface Entry {
-  call: BridgedCall;
+  parked: Parked;
   client: string;
   target: string;
   timer: NodeJS.Timeout;
@@ -47,9 +56,11 @@ export class ParkedCalls {
     return this.entries.size;
   }
 
-  /** Parks `call` until the host comes back; returns the token it must bring. */
-  park(call: BridgedCall, client: string, method: string, target: string): string {
-    if (this.entries.size >= MAX_PARKED) {
+  /** Parks `call` (or an upstream's state) until the host comes back; returns the token it must bring. */
+  park(parked: Parked, client: string, method: string, target: string): string {
+    const mine = [...this.entries].filter(([, e]) => e.client === client);
+    if (mine.length >= MAX_PARKED_PER_CLIENT) this.drop(mine[0]![0], `client ${client} has too many calls waiting for input; its oldest was given up`);
+    else if (this.entries.size >= MAX_PARKED) {
       const [oldest] = this.entries.keys();
       this.drop(oldest!, 'too many calls waiting for their hosts; the oldest was given up');
     }
@@ -57,18 +68,14 @@ export class ParkedCalls {
     const digest = targetDigest(method, target);
     const timer = setTimeout(() => this.drop(id, 'the host did not come back with the input in time'), this.ttlMs);
     timer.unref();
-    this.entries.set(id, { call, client, target: digest, timer });
+    this.entries.set(id, { parked, client, target: digest, timer });
     const payload = Buffer.from(JSON.stringify({ id, c: client, t: digest, exp: Date.now() + this.ttlMs } satisfies Payload)).toString('base64url');
     return `${PREFIX}${payload}.${this.mac(payload)}`;
   }
 
-  /** Whether a requestState is one of ours (else it is an upstream's own, passed through). */
-  static owns(state: unknown): state is string {
-    return typeof state === 'string' && state.startsWith(PREFIX);
-  }
 
-  /** The parked call a retry's token names, taken out (once); throws -32602 saying why not. */
-  redeem(token: string, client: string, method: string, target: string): BridgedCall {
+  /** What a retry's token names, taken out (once); throws -32602 saying why not. */
+  redeem(token: string, client: string, method: string, target: string): Parked {
     const refuse = (why: string): never => {
       throw new RpcError(ErrorCode.InvalidParams, `Invalid requestState: ${why}`);
     };
@@ -90,7 +97,7 @@ export class ParkedCalls {
     if (!entry) return refuse('already used, or its call has ended');
     clearTimeout(entry.timer);
     this.entries.delete(p.id);
-    return entry.call;
+    return entry.parked;
   }
 
   /** Every parked call given up (shutdown). */
@@ -103,7 +110,7 @@ export class ParkedCalls {
     if (!entry) return;
     clearTimeout(entry.timer);
     this.entries.delete(id);
-    entry.call.abandon(why);
+    if ('call' in entry.parked) entry.parked.call.abandon(why);
   }
 
   private mac(payload: string): string {

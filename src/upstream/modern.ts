@@ -37,8 +37,20 @@ export class ResourceListens {
     private readonly ackWithinMs: number,
   ) {}
 
-  async subscribe(uri: string): Promise<Result> {
-    if (this.byUri.has(uri)) return {};
+  private readonly opening = new Map<string, Promise<Result>>();
+
+  /** One listen per URI, even when two subscribes race (the router checks before it awaits). */
+  subscribe(uri: string): Promise<Result> {
+    if (this.byUri.has(uri)) return Promise.resolve({});
+    let p = this.opening.get(uri);
+    if (!p) {
+      p = this.open(uri).finally(() => this.opening.delete(uri));
+      this.opening.set(uri, p);
+    }
+    return p;
+  }
+
+  private async open(uri: string): Promise<Result> {
     const id = this.ep.allocateId();
     const ctl = new Canceller();
     const acked = new Promise<Params>((resolve) => this.acks.set(id, resolve));

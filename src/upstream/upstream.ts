@@ -12,6 +12,7 @@ import { cancelProtocol, MuxError, withProgressToken, type Params } from '../pro
 import { connectUpstream, type Connection } from './connect.js';
 import { envelope, handshake, type ServerInfo } from './handshake.js';
 import { fromModern, ResourceListens } from './modern.js';
+import { stripEnvelope } from '../protocol/modern.js';
 import { backoffDelay } from '../backoff.js';
 
 export type UpstreamState = 'starting' | 'ready' | 'failed' | 'closed';
@@ -50,6 +51,18 @@ export interface CallOptions {
   context?: unknown;
   /** The result is passed on untouched: its long strings may stay raw (PendingOptions.opaque). */
   opaque?: boolean;
+  /**
+   * The capabilities of the host this request serves: what a 2026-07-28 server may put in an
+   * `input_required` for it (sampling, elicitation, roots). Absent: mcpmux's own request.
+   */
+  hostCapabilities?: Params;
+}
+
+/** Of a host's capabilities, what a server may ask it through mcpmux. */
+function askable(host: Params): Params {
+  const out: Params = {};
+  for (const k of ['roots', 'sampling', 'elicitation'] as const) if (host[k] !== undefined) out[k] = host[k];
+  return out;
 }
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
@@ -250,7 +263,12 @@ export class Upstream {
     if (opts.onProgress && params) withProgressToken(params, id);
     // A 2026-07-28 server gets the envelope on every request (mcpmux's own: its version, the
     // capabilities it declared to this server, its identity).
-    if (modern) params = { ...params, _meta: { ...(params?._meta as Params | undefined), ...envelope(this.deps.clientCapabilities, this.deps.clientInfo) } };
+    if (modern) {
+      const caps = opts.hostCapabilities ? askable(opts.hostCapabilities) : this.deps.clientCapabilities;
+      params = { ...params, _meta: { ...(params?._meta as Params | undefined), ...envelope(caps, this.deps.clientInfo) } };
+    }
+    // A legacy server never sees the 2026-07-28 envelope (a host may have put one there).
+    else if (params?._meta) stripEnvelope(params);
     const sent = ep.request(id, method, params, {
       signal: opts.signal,
       onProgress: opts.onProgress,
@@ -302,18 +320,21 @@ export class Upstream {
     if (changes('prompts')) notifications.promptsListChanged = true;
     if (changes('resources')) notifications.resourcesListChanged = true;
     if (Object.keys(notifications).length === 0) return;
+    let attempt = 0;
     const open = (): void => {
       if (this.endpoint !== ep || this.state !== 'ready') return;
       const params = { notifications, _meta: envelope(this.deps.clientCapabilities, this.deps.clientInfo) };
+      const again = (): void => void setTimeout(open, backoffDelay(attempt++, { baseMs: 1000, maxMs: MAX_BACKOFF_MS })).unref();
       // No timeout: the stream is meant to stay open.
-      ep.request(ep.allocateId(), 'subscriptions/listen', params, { timeoutMs: 0 }).then(
-        () => setTimeout(open, 1000).unref(),
-        (err: Error) => {
-          if (this.endpoint !== ep || this.state !== 'ready') return;
-          this.log.warn({ err: err.message }, 'the list-change stream (subscriptions/listen) ended; opening it again');
-          setTimeout(open, 1000).unref();
-        },
-      );
+      ep.request(ep.allocateId(), 'subscriptions/listen', params, { timeoutMs: 0 }).then(again, (err: unknown) => {
+        if (this.endpoint !== ep || this.state !== 'ready') return;
+        // A server that does not take the request will not take it next time either.
+        if (err instanceof RpcError && (err.code === -32601 || err.code === -32602)) {
+          return this.log.warn({ err: err.message }, 'the server refuses subscriptions/listen: its list changes will not be heard');
+        }
+        this.log.warn({ err: (err as Error).message }, 'the list-change stream (subscriptions/listen) ended; opening it again');
+        again();
+      });
     };
     open();
   }

@@ -14,7 +14,7 @@ import { encodeChunks, type Wire } from '../../jsonrpc/framing.js';
 import { classify, ErrorCode, RpcError, type Incoming, type JsonRpcId } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import type { Params } from '../../protocol/mcp.js';
-import { httpStatusOf, MODERN_METHODS, ModernError, NAMED, readEnvelope } from '../../protocol/modern.js';
+import { MODERN_METHODS, ModernError, NAMED, readEnvelope } from '../../protocol/modern.js';
 import { maxBacklogBytes } from '../backlog.js';
 import type { FrameError, Transport } from '../transport.js';
 import { header, HttpRpcCode, sendError, sendOverloaded, sendWire } from './respond.js';
@@ -28,11 +28,20 @@ export interface ModernHttpOptions {
   log: Logger;
 }
 
+/** A comment on an open SSE answer this often: keeps proxies from timing out a quiet listen stream, and finds peers gone without a FIN. */
+const KEEPALIVE_MS = 25_000;
+
 export class ModernHttp {
-  /** Requests being answered now (listen streams included). */
-  private open = 0;
+  /** Requests being answered now (listen streams included), and how many per token client. */
+  private readonly open = new Set<ModernPost>();
+  private readonly perClient = new Map<string, number>();
 
   constructor(private readonly opts: ModernHttpOptions) {}
+
+  /** Shutdown: every open answer ends (a listen stream with it). */
+  closeAll(): Promise<void> {
+    return Promise.all([...this.open].map((p) => p.close())).then(() => undefined);
+  }
 
   /** One POST whose body (`value`, `bytes` long) is already read. */
   post(req: IncomingMessage, res: ServerResponse, value: unknown, bytes: number, client: string | undefined): void {
@@ -56,14 +65,20 @@ export class ModernHttp {
     } catch (err) {
       return refuse(400, err as RpcError);
     }
-    const full = this.opts.registry.statelessRefusal(this.open);
+    const full = this.opts.registry.statelessRefusal(this.open.size, client, client === undefined ? 0 : (this.perClient.get(client) ?? 0));
     if (full) return sendOverloaded(res, full);
     const post = new ModernPost(res, id, maxBacklogBytes(this.opts.maxMessageBytes));
-    this.open++;
+    this.open.add(post);
+    if (client !== undefined) this.perClient.set(client, (this.perClient.get(client) ?? 0) + 1);
     this.opts.open(post, { kind: 'streamable', client, stateless: true });
     const closed = post.onclose;
     post.onclose = (reason) => {
-      this.open--;
+      this.open.delete(post);
+      if (client !== undefined) {
+        const n = (this.perClient.get(client) ?? 1) - 1;
+        if (n > 0) this.perClient.set(client, n);
+        else this.perClient.delete(client);
+      }
       closed?.(reason);
     };
     post.deliver(value, bytes);
@@ -112,6 +127,7 @@ export class ModernPost implements Transport {
   onframeerror?: (err: FrameError) => void;
   onclose?: (reason: string) => void;
   private writer: SseWriter | undefined;
+  private keepalive: NodeJS.Timeout | undefined;
   private done = false;
 
   constructor(
@@ -136,13 +152,20 @@ export class ModernPost implements Transport {
         this.writer.event(wire);
         this.writer.end();
       } else {
-        sendWire(this.res, m.error ? httpStatusOf(m.error.code) : 200, wire);
+        // 200 even for an error: the revision's 400s and 404s (envelope, headers, unknown
+        // method) are answered before a request gets here; an error from further on (an
+        // upstream's own -32601, say) is an answer, not a refusal of this request.
+        sendWire(this.res, 200, wire);
       }
       this.finish('answered');
       return wire;
     }
     // Only messages tied to this request reach this transport (HostSession sees to it).
-    this.writer ??= new SseWriter(this.res, {}, this.maxBacklog);
+    if (!this.writer) {
+      this.writer = new SseWriter(this.res, {}, this.maxBacklog);
+      this.keepalive = setInterval(() => this.writer?.comment('keep-alive'), KEEPALIVE_MS);
+      this.keepalive.unref();
+    }
     return this.writer.event(wire) ? wire : undefined;
   }
 
@@ -159,6 +182,7 @@ export class ModernPost implements Transport {
   private finish(reason: string): void {
     if (this.done) return;
     this.done = true;
+    clearInterval(this.keepalive);
     // Not from inside send(): the endpoint is still writing the answer.
     queueMicrotask(() => this.onclose?.(reason));
   }

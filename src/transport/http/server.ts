@@ -124,7 +124,7 @@ export class HttpServer {
     this.draining = true;
     const closed = Promise.all([closeServer(this.server), this.admin?.close()]);
     this.ws.close();
-    await this.registry.closeAll('server shutting down');
+    await Promise.all([this.registry.closeAll('server shutting down'), this.streamable.closeStateless()]);
     this.server.closeIdleConnections();
     const timer = setTimeout(() => this.server.closeAllConnections(), DRAIN_GRACE_MS);
     await closed;

@@ -85,11 +85,16 @@ export class SessionRegistry {
 
   /** Why no new session may be opened for `client` now (a 503's message), or undefined. */
   /**
-   * Why no more stateless (2026-07-28) requests may be open now, given `open` of them: they are
-   * no sessions, but a listen stream lives as long as one, so they get a pool of the same size.
+   * Why no more stateless (2026-07-28) requests may be open now, given `open` of them (and
+   * `openForClient` of this token client's): they are no sessions, but a listen stream lives as
+   * long as one, so they get pools of the same sizes, apart from the sessions'.
    */
-  statelessRefusal(open: number): string | undefined {
-    return open >= this.opts.maxSessions ? `Service Unavailable: too many open requests without a session (limits.maxSessions = ${this.opts.maxSessions})` : undefined;
+  statelessRefusal(open: number, client: string | undefined, openForClient: number): string | undefined {
+    if (open >= this.opts.maxSessions) return `Service Unavailable: too many open requests without a session (limits.maxSessions = ${this.opts.maxSessions})`;
+    if (client !== undefined && openForClient >= this.opts.maxSessionsPerClient) {
+      return `Service Unavailable: client "${client}" has too many open requests without a session (limits.maxSessionsPerClient = ${this.opts.maxSessionsPerClient})`;
+    }
+    return undefined;
   }
 
   refusal(client: string | undefined): string | undefined {

@@ -36,6 +36,11 @@ export class StreamableHttp {
     this.modern = new ModernHttp(opts);
   }
 
+  /** Shutdown: the open 2026-07-28 requests end too (they are in no session registry). */
+  closeStateless(): Promise<void> {
+    return this.modern.closeAll();
+  }
+
   handle(req: IncomingMessage, res: ServerResponse, client: string | undefined): Promise<void> | void {
     switch (req.method) {
       case 'POST':
