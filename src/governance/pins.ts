@@ -121,7 +121,11 @@ export class ToolPins {
         timer = setTimeout(() => {
           const text = readText(this.opts.file);
           if (text === undefined || text === this.lastWritten) return;
+          // Only approvals for servers this process pins change what hosts see; another
+          // mcpmux recording its own servers' first use must not make every host re-list.
+          const before = this.pinnedState();
           this.load();
+          if (this.pinnedState() === before) return;
           this.opts.log.info({ file: this.opts.file }, 'tool pins changed on disk; lists rebuilt');
           this.opts.onChange?.();
         }, 100);
@@ -131,6 +135,11 @@ export class ToolPins {
     } catch (err) {
       this.opts.log.warn({ err: (err as Error).message, file: this.opts.file }, 'cannot watch the tool pins file; approvals apply on restart');
     }
+  }
+
+  /** What the file says of the servers this process pins (what an approval can change). */
+  private pinnedState(): string {
+    return JSON.stringify([...this.opts.pinned].sort().map((name) => [name, this.state.servers[name] ?? null]));
   }
 
   close(): void {
