@@ -101,6 +101,17 @@ describe('legacy host -> modern upstream', () => {
     await legacyOverModern(await writeConfig({ mcpServers: { mo: { url } } }), events);
   }, 60_000);
 
+  it('legacy host -> modern HTTP upstream: an argument the server marks with x-mcp-header goes in its Mcp-Param header too', async () => {
+    const { url } = await modernHttp(tempFile('mo.jsonl'));
+    const peer = startRawMux(await writeConfig({ mcpServers: { mo: { url } } }));
+    await peer.initialize();
+    const tools = (await peer.request('tools/list')).result.tools;
+    expect(tools.find((t: any) => t.name === 'mo__region').inputSchema.properties.region['x-mcp-header']).toBe('Region');
+    for (const region of ['us-west1', 'Zürich ']) {
+      expect((await peer.request('tools/call', { name: 'mo__region', arguments: { region } })).result.content[0].text).toBe(`region ${region}`);
+    }
+  }, 30_000);
+
   it('a legacy host that cannot answer elicitations: the server is told so (the host\'s capabilities go with the call) and says it needs them', async () => {
     const events = tempFile('mo.jsonl');
     const peer = startRawMux(await writeConfig({ mcpServers: { mo: modernStdio(events) } }));

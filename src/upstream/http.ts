@@ -8,6 +8,7 @@ import { ErrorCode, errorResponse, type Incoming, type JsonRpcId, type JsonRpcRe
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError } from '../protocol/mcp.js';
 import { declaredVersion, ModernError, NAMED } from '../protocol/modern.js';
+import { PARAM_HEADERS } from './modern.js';
 import { encodeMessage } from '../jsonrpc/framing.js';
 import type { FrameError } from '../transport/transport.js';
 import type { RemoteTransport } from './connect.js';
@@ -537,6 +538,9 @@ export function modernHeaders(h: Headers, version: string, msg: { method?: unkno
   const field = typeof msg.method === 'string' ? NAMED[msg.method] : undefined;
   const name = field ? msg.params?.[field] : undefined;
   if (typeof name === 'string') h.set('mcp-name', headerSafe(name));
+  // Tool arguments the server wants mirrored (x-mcp-header), found by the Upstream.
+  const params = (msg.params as { [PARAM_HEADERS]?: Record<string, string> } | undefined)?.[PARAM_HEADERS];
+  for (const [k, v] of Object.entries(params ?? {})) h.set(`mcp-param-${k}`, headerSafe(v));
 }
 
 /** A value as a header may carry it: as it is when plain visible ASCII, else `=?base64?…?=`. */

@@ -94,3 +94,50 @@ export class ResourceListens {
     return true;
   }
 }
+
+/**
+ * Where a tool's `x-mcp-header` annotations (2026-07-28, Streamable HTTP) put its arguments:
+ * for each annotated property, the chain of `properties` keys to it and the header name
+ * (`Mcp-Param-<name>`). A tool whose annotations break the rules is invalid: undefined.
+ */
+export function paramHeaders(tool: Params): { path: string[]; name: string }[] | undefined {
+  const out: { path: string[]; name: string }[] = [];
+  const seen = new Set<string>();
+  let valid = true;
+  const walk = (schema: unknown, path: string[], reachable: boolean): void => {
+    if (!schema || typeof schema !== 'object') return;
+    const s = schema as Params;
+    if ('x-mcp-header' in s && path.length > 0) {
+      const name = s['x-mcp-header'];
+      const primitive = s.type === 'string' || s.type === 'integer' || s.type === 'boolean';
+      if (!reachable || typeof name !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) || seen.has(name.toLowerCase()) || !primitive) valid = false;
+      else {
+        seen.add(name.toLowerCase());
+        out.push({ path, name });
+      }
+    }
+    for (const [k, v] of Object.entries(s)) {
+      if (k === 'properties' && v && typeof v === 'object') for (const [p, sub] of Object.entries(v as Params)) walk(sub, [...path, p], reachable);
+      else if (v && typeof v === 'object' && k !== 'x-mcp-header') {
+        // Anything reached other than through `properties` may not carry the annotation.
+        for (const sub of Array.isArray(v) ? v : [v]) walk(sub, path, false);
+      }
+    }
+  };
+  walk(tool.inputSchema, [], true);
+  return valid ? out : undefined;
+}
+
+/** The `Mcp-Param-*` values of one call: each annotated argument present, as the header carries it. */
+export function paramHeaderValues(specs: readonly { path: string[]; name: string }[], args: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const { path, name } of specs) {
+    let v: unknown = args;
+    for (const k of path) v = v && typeof v === 'object' ? (v as Params)[k] : undefined;
+    if (typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isSafeInteger(v))) out[name] = String(v);
+  }
+  return out;
+}
+
+/** Set on a request's params (never serialised): the Mcp-Param-* headers its POST carries. */
+export const PARAM_HEADERS = Symbol('mcpmux.paramHeaders');

@@ -11,7 +11,7 @@ import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError, withProgressToken, type Params } from '../protocol/mcp.js';
 import { connectUpstream, type Connection } from './connect.js';
 import { envelope, handshake, type ServerInfo } from './handshake.js';
-import { fromModern, ResourceListens } from './modern.js';
+import { fromModern, PARAM_HEADERS, paramHeaders, paramHeaderValues, ResourceListens } from './modern.js';
 import { stripEnvelope } from '../protocol/modern.js';
 import { backoffDelay } from '../backoff.js';
 
@@ -97,6 +97,8 @@ export class Upstream {
   private endpoint: Endpoint | undefined;
   /** A modern server's resource subscriptions (listen streams), for this connection. */
   private listens: ResourceListens | undefined;
+  /** A modern HTTP server's tools whose arguments go in Mcp-Param-* headers too (x-mcp-header). */
+  private readonly headerParams = new Map<string, { path: string[]; name: string }[]>();
   private connection: Connection | undefined;
   private started: Promise<void> | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
@@ -269,6 +271,11 @@ export class Upstream {
     }
     // A legacy server never sees the 2026-07-28 envelope (a host may have put one there).
     else if (params?._meta) stripEnvelope(params);
+    const http = modern && this.config.transport === 'http';
+    if (http && method === 'tools/call' && typeof params?.name === 'string') {
+      const specs = this.headerParams.get(params.name);
+      if (specs?.length) (params as Params & { [PARAM_HEADERS]?: Record<string, string> })[PARAM_HEADERS] = paramHeaderValues(specs, params.arguments);
+    }
     const sent = ep.request(id, method, params, {
       signal: opts.signal,
       onProgress: opts.onProgress,
@@ -277,7 +284,8 @@ export class Upstream {
       timeoutMs: this.config.timeoutMs,
       maxTotalMs: this.deps.maxMs,
     });
-    const pending = modern ? sent.then(fromModern) : sent;
+    let pending = modern ? sent.then(fromModern) : sent;
+    if (http && method === 'tools/list') pending = pending.then((r) => this.learnHeaderParams(r));
     const onProgress = opts.onProgress;
     if (!onProgress || params?.task === undefined) return pending;
     return pending.then((res) => {
@@ -305,6 +313,29 @@ export class Upstream {
   notify(method: string, params?: Params): void {
     // 2026-07-28 has no client notifications but cancellation (roots changes are gone).
     if (this.state === 'ready' && this.info?.era !== 'modern') this.endpoint?.notify(method, params);
+  }
+
+  /**
+   * A modern HTTP server's tools list: which tools mirror arguments into headers (x-mcp-header),
+   * remembered for their calls; a tool whose annotations break the rules is left out, as the
+   * revision asks of clients (said once per tool).
+   */
+  private learnHeaderParams(result: Result): Result {
+    const tools = result.tools;
+    if (!Array.isArray(tools)) return result;
+    result.tools = (tools as Params[]).filter((tool) => {
+      if (typeof tool?.name !== 'string') return true;
+      const specs = paramHeaders(tool);
+      if (specs === undefined) {
+        if (!this.headerParams.has(`invalid\0${tool.name}`)) this.log.warn({ tool: tool.name }, 'tool left out: its x-mcp-header annotations break the 2026-07-28 rules');
+        this.headerParams.set(`invalid\0${tool.name}`, []);
+        return false;
+      }
+      if (specs.length > 0) this.headerParams.set(tool.name, specs);
+      else this.headerParams.delete(tool.name);
+      return true;
+    });
+    return result;
   }
 
   /**
