@@ -75,7 +75,7 @@ describe('OAuth upstreams', () => {
     const file = path.join(state, 'oauth', 'secure.json');
     expect(statSync(file).mode & 0o777).toBe(0o600);
     const stored = JSON.parse(readFileSync(file, 'utf8'));
-    expect(stored.resource).toBe(url);
+    expect(stored).toMatchObject({ server: url, resource: url });
 
     // 3. Without a restart: the daemon picks it up, hosts hear of the new tools, calls work.
     await waitFor(() => changes > 0, { what: 'tools/list_changed after the login', timeoutMs: 15_000 });

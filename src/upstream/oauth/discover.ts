@@ -41,15 +41,40 @@ export function bearerChallenge(header: string | null | undefined): Record<strin
 
 export async function discover(serverUrl: string, challenge: Record<string, string> | undefined): Promise<Discovered> {
   const server = new URL(serverUrl);
-  const resource = canonicalResource(serverUrl);
+  let resource = canonicalResource(serverUrl);
   const prm = await resourceMetadata(server, challenge?.resource_metadata);
-  if (prm && canonicalResource(String(prm.resource)) !== resource) {
-    throw new Error(`the server's resource metadata names another resource (${String(prm.resource)}), not ${resource}`);
+  if (prm) {
+    // The metadata may name the server itself or a resource above it (same origin, a parent
+    // path: metadata found at the root); tokens are then asked for that resource.
+    const named = canonicalResource(String(prm.resource));
+    if (!covers(named, resource)) throw new Error(`the server's resource metadata names another resource (${String(prm.resource)}), not ${resource}`);
+    resource = named;
   }
   const issuer = new URL(prm?.authorization_servers?.[0] ?? server.origin);
-  const as = (await asMetadata(issuer)) ?? fallbackMetadata(issuer);
+  // Without resource metadata (2025-03-26), the server's origin is the authorization server,
+  // and its metadata is taken as it is: such servers often name themselves loosely.
+  const as = (await asMetadata(issuer)) ?? (prm ? undefined : await looseMetadata(issuer)) ?? fallbackMetadata(issuer);
   const scopes = challenge?.scope ?? (Array.isArray(prm?.scopes_supported) ? prm.scopes_supported.join(' ') : undefined);
   return { as, resource, scope: scopes || undefined };
+}
+
+/** Whether resource `outer` covers `inner`: the same, or same origin with a parent path. */
+function covers(outer: string, inner: string): boolean {
+  if (outer === inner) return true;
+  const o = new URL(outer);
+  const i = new URL(inner);
+  if (o.origin !== i.origin) return false;
+  const base = o.pathname.endsWith('/') ? o.pathname : `${o.pathname}/`;
+  return o.pathname === '/' || i.pathname.startsWith(base);
+}
+
+/** RFC 8414 metadata at the origin, read without the issuer check (2025-03-26 servers). */
+async function looseMetadata(issuer: URL): Promise<oauth.AuthorizationServer | undefined> {
+  const res = await fetch(new URL('/.well-known/oauth-authorization-server', issuer.origin), { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(15_000) }).catch(() => undefined);
+  if (!res?.ok) return undefined;
+  const m = (await res.json().catch(() => undefined)) as oauth.AuthorizationServer | undefined;
+  if (typeof m?.authorization_endpoint !== 'string' || typeof m.token_endpoint !== 'string') return undefined;
+  return { ...m, issuer: typeof m.issuer === 'string' ? m.issuer : issuer.origin };
 }
 
 async function resourceMetadata(server: URL, named: string | undefined): Promise<oauth.ResourceServer | undefined> {

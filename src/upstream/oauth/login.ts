@@ -8,8 +8,9 @@ import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import * as oauth from 'oauth4webapi';
 import type { RemoteServerConfig } from '../../config/types.js';
-import { bearerChallenge, discover, httpOptions } from './discover.js';
+import { bearerChallenge, canonicalResource, discover, httpOptions } from './discover.js';
 import { readLogin, writeLogin } from './store.js';
+import { clientAuth } from './client-auth.js';
 import { describe, tokensOf } from './tokens.js';
 
 /** How long the browser step may take. */
@@ -33,7 +34,7 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
   try {
     const redirectUri = callback.uri;
     const client = await clientFor(server, as, redirectUri);
-    const auth = client.client_secret ? oauth.ClientSecretPost(client.client_secret as string) : oauth.None();
+    const auth = clientAuth(client);
     const verifier = oauth.generateRandomCodeVerifier();
     const state = oauth.generateRandomState();
     const url = new URL(as.authorization_endpoint!);
@@ -57,9 +58,14 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
     });
     const tokens = await oauth.processAuthorizationCodeResponse(as, client, res);
     writeLogin(server.name, {
+      server: canonicalResource(server.url),
       resource,
       as: { issuer: as.issuer, token_endpoint: as.token_endpoint!, ...(as.revocation_endpoint && { revocation_endpoint: as.revocation_endpoint }) },
-      client: { client_id: client.client_id, ...(typeof client.client_secret === 'string' && { client_secret: client.client_secret }) },
+      client: {
+        client_id: client.client_id,
+        ...(typeof client.client_secret === 'string' && { client_secret: client.client_secret }),
+        ...(typeof client.token_endpoint_auth_method === 'string' && { token_endpoint_auth_method: client.token_endpoint_auth_method }),
+      },
       tokens: tokensOf(tokens),
     });
     return { scope: tokens.scope ?? scope };
@@ -77,7 +83,7 @@ export async function revoke(serverName: string): Promise<boolean> {
   if (!l || !endpoint || !l.tokens) return false;
   const as: oauth.AuthorizationServer = { issuer: l.as.issuer, revocation_endpoint: endpoint };
   const client: oauth.Client = { client_id: l.client.client_id };
-  const auth = l.client.client_secret ? oauth.ClientSecretPost(l.client.client_secret) : oauth.None();
+  const auth = clientAuth(l.client);
   let revoked = false;
   for (const token of [l.tokens.refresh_token, l.tokens.access_token]) {
     if (!token) continue;
@@ -107,15 +113,28 @@ async function probe(server: RemoteServerConfig): Promise<Record<string, string>
 /** The configured client, or one registered now (its redirect URI is this login's listener). */
 async function clientFor(server: RemoteServerConfig, as: oauth.AuthorizationServer, redirectUri: string): Promise<oauth.Client> {
   const configured = server.oauth?.clientId;
-  if (configured) return { client_id: configured, ...(server.oauth?.clientSecret && { client_secret: server.oauth.clientSecret }) };
+  if (configured) {
+    const secret = server.oauth?.clientSecret;
+    if (!secret) return { client_id: configured, token_endpoint_auth_method: 'none' };
+    // A registered confidential client authenticates as the server prefers: Basic unless it
+    // lists only Post (RFC 8414: Basic is the default when it lists nothing).
+    const methods = as.token_endpoint_auth_methods_supported;
+    const method = !methods || methods.includes('client_secret_basic') || !methods.includes('client_secret_post') ? 'client_secret_basic' : 'client_secret_post';
+    return { client_id: configured, client_secret: secret, token_endpoint_auth_method: method };
+  }
   if (!as.registration_endpoint) throw new Error('the authorization server offers no client registration: set oauth.clientId (and oauth.redirectPort) in the config');
   const res = await oauth.dynamicClientRegistrationRequest(
     as,
     { client_name: 'mcpmux', redirect_uris: [redirectUri], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' },
     { ...httpOptions(new URL(as.registration_endpoint)), signal: AbortSignal.timeout(30_000) },
   );
-  return oauth.processDynamicClientRegistrationResponse(res);
+  // Read leniently: servers in use omit fields RFC 7591 calls required (client_secret_expires_at
+  // with a secret), and refusing the login for that helps nobody. client_id is a must.
+  const body = (await res.json().catch(() => undefined)) as oauth.Client | undefined;
+  if (!res.ok || typeof body?.client_id !== 'string') throw new Error(`client registration failed: HTTP ${res.status}${body && 'error' in body ? ` ${String(body.error)}` : ''}`);
+  return body;
 }
+
 
 /** A one-shot listener on 127.0.0.1 for the browser's return. */
 async function loopback(port: number): Promise<{ uri: string; result: Promise<URL>; close(): void }> {

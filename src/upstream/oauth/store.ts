@@ -8,11 +8,13 @@ import path from 'node:path';
 import { stateDir } from '../../state.js';
 
 export interface StoredLogin {
-  /** The server URL the tokens were issued for (the RFC 8707 resource); checked on every use. */
+  /** The server URL the login was made for (canonical): the tokens go to that server only. */
+  server: string;
+  /** The RFC 8707 resource the tokens were asked for (the server's URL, or a resource above it). */
   resource: string;
   /** The authorization server's endpoints mcpmux needs after the login. */
   as: { issuer: string; token_endpoint: string; revocation_endpoint?: string };
-  client: { client_id: string; client_secret?: string };
+  client: { client_id: string; client_secret?: string; token_endpoint_auth_method?: string };
   tokens: { access_token: string; refresh_token?: string; expires_at?: number; scope?: string } | undefined;
 }
 
@@ -30,7 +32,7 @@ export function readLogin(server: string): StoredLogin | undefined {
     const file = loginFile(server);
     if (!existsSync(file)) return undefined;
     const v = JSON.parse(readFileSync(file, 'utf8')) as StoredLogin;
-    return v && typeof v.resource === 'string' && v.as && v.client ? v : undefined;
+    return v && typeof v.server === 'string' && typeof v.resource === 'string' && v.as && v.client ? v : undefined;
   } catch {
     return undefined;
   }

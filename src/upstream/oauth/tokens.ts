@@ -6,6 +6,7 @@
 import * as oauth from 'oauth4webapi';
 import type { Logger } from '../../observe/logger.js';
 import { canonicalResource, httpOptions } from './discover.js';
+import { clientAuth } from './client-auth.js';
 import { readLogin, writeLogin, type StoredLogin } from './store.js';
 
 /** Refresh this long before the access token expires (clock skew, the request's own time). */
@@ -13,20 +14,20 @@ const EARLY_MS = 60_000;
 
 export class OAuthTokens {
   private refreshing: Promise<boolean> | undefined;
-  private readonly resource: string;
+  private readonly url: string;
 
   constructor(
     private readonly server: string,
     url: string,
     private readonly log: Logger,
   ) {
-    this.resource = canonicalResource(url);
+    this.url = canonicalResource(url);
   }
 
-  /** The stored login, if it is for this server's URL. */
+  /** The stored login, if it was made for this server's URL. */
   private login(): StoredLogin | undefined {
     const l = readLogin(this.server);
-    return l && l.resource === this.resource ? l : undefined;
+    return l && l.server === this.url ? l : undefined;
   }
 
   /** The Authorization header to send now; undefined when there is no login to use. */
@@ -52,7 +53,7 @@ export class OAuthTokens {
     if (!l || !refreshToken) return false;
     const as: oauth.AuthorizationServer = { issuer: l.as.issuer, token_endpoint: l.as.token_endpoint };
     const client: oauth.Client = { client_id: l.client.client_id };
-    const auth = l.client.client_secret ? oauth.ClientSecretPost(l.client.client_secret) : oauth.None();
+    const auth = clientAuth(l.client);
     try {
       const res = await oauth.refreshTokenGrantRequest(as, client, auth, refreshToken, {
         additionalParameters: { resource: l.resource },
