@@ -502,6 +502,24 @@ describe('loadConfig: keys that would do nothing are refused', () => {
   });
 });
 
+describe('loadConfig: oauth', () => {
+  it('is for Streamable HTTP servers, and every key needs what makes it work', async () => {
+    const url = 'https://mcp.example.com/mcp';
+    expect((await load({ mcpServers: { a: { url, oauth: { clientId: 'c', scopes: ['x'] } } } })).servers[0]).toMatchObject({ oauth: { clientId: 'c', scopes: ['x'] } });
+    const cases: [object, string, string][] = [
+      [{ command: 'x', oauth: {} }, '/mcpServers/a/oauth', '"oauth" applies to url servers, not to "command" servers'],
+      [{ url: 'ws://h/mcp', oauth: {} }, '/mcpServers/a/oauth', 'applies to Streamable HTTP servers only, not to ws ones'],
+      [{ url, headers: { Authorization: 'Bearer x' }, oauth: {} }, '/mcpServers/a/oauth', 'cannot be combined with an Authorization header: the login provides it'],
+      [{ url, oauth: { clientSecret: 's' } }, '/mcpServers/a/oauth/clientSecret', 'applies only with oauth.clientId (a registered client)'],
+      [{ url, oauth: { grant: 'client_credentials', clientId: 'c' } }, '/mcpServers/a/oauth/grant', 'client_credentials needs oauth.clientId and oauth.clientSecret or oauth.privateKey'],
+      [{ url, oauth: { clientId: 'c', privateKey: 'k' } }, '/mcpServers/a/oauth/privateKey', 'applies only with oauth.grant "client_credentials"'],
+      [{ url, oauth: { grant: 'client_credentials', clientId: 'c', clientSecret: 's', signingAlgorithm: 'ES256' } }, '/mcpServers/a/oauth/signingAlgorithm', 'applies only with oauth.privateKey'],
+    ];
+    for (const [server, path, message] of cases) expect(await issuesOf({ mcpServers: { a: server } }), JSON.stringify(server)).toEqual([{ path, message }]);
+    expect((await issuesOf({ mcpServers: { a: { url, oauth: { clientMetadataUrl: 'https://x' } } } }))[0]!.path).toBe('/mcpServers/a/oauth/clientMetadataUrl');
+  });
+});
+
 describe('loadConfig: listen.adminPort', () => {
   it('is carried on listen and must differ from port', async () => {
     const c = await load({ mcpServers: {}, listen: { port: 8000, adminPort: 8001 } });

@@ -33,6 +33,8 @@ const PASSING = [
   'resource-mismatch',
   'offline-access-scope',
   'offline-access-not-supported',
+  'client-credentials-basic',
+  'client-credentials-jwt',
 ];
 
 describe.skipIf(!node)('conformance suite, auth scenarios, mcpmux as the client', () => {

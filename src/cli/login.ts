@@ -19,6 +19,7 @@ async function remoteServer(name: string, opts: GlobalOptions): Promise<RemoteSe
 export async function runLogin(name: string, opts: GlobalOptions & { browser?: boolean }): Promise<number> {
   const server = await remoteServer(name, opts);
   if (!server) return 1;
+  if (server.oauth?.grant === 'client_credentials') throw new UsageError(`server ${name} uses the client_credentials grant: mcpmux gets its tokens itself, there is no login`);
   try {
     const { scope } = await login(server, { noBrowser: opts.browser === false, say: (line) => process.stderr.write(`${line}\n`) });
     process.stdout.write(`logged in to ${name}${scope ? ` (scope: ${scope})` : ''}; the login is stored in ${loginFile(name)}\n`);

@@ -473,6 +473,13 @@ function buildServer(
     if (transport !== 'http') issue(`${at}/oauth`, `applies to Streamable HTTP servers only, not to ${transport} ones`);
     if (Object.keys(headers).some((h) => h.toLowerCase() === 'authorization')) issue(`${at}/oauth`, 'cannot be combined with an Authorization header: the login provides it');
     if (s.oauth.clientSecret !== undefined && s.oauth.clientId === undefined) issue(`${at}/oauth/clientSecret`, 'applies only with oauth.clientId (a registered client)');
+    const machine = s.oauth.grant === 'client_credentials';
+    if (machine && (s.oauth.clientId === undefined || (s.oauth.clientSecret === undefined && s.oauth.privateKey === undefined))) {
+      issue(`${at}/oauth/grant`, 'client_credentials needs oauth.clientId and oauth.clientSecret or oauth.privateKey');
+    }
+    if (!machine && s.oauth.privateKey !== undefined) issue(`${at}/oauth/privateKey`, 'applies only with oauth.grant "client_credentials"');
+    if (s.oauth.signingAlgorithm !== undefined && s.oauth.privateKey === undefined) issue(`${at}/oauth/signingAlgorithm`, 'applies only with oauth.privateKey');
+    if (machine && s.oauth.redirectPort !== undefined) issue(`${at}/oauth/redirectPort`, 'applies only to the authorization_code grant (a browser login)');
   }
   return { ...common, transport, url, headers, ...(s.oauth !== undefined && { oauth: s.oauth }) };
 }

@@ -64,6 +64,11 @@ export interface StdioServerConfig extends ServerCommon {
  * still gets a login, with a client registered on the spot; with it, a registered client.
  */
 export interface OAuthSettings {
+  /**
+   * `authorization_code` (default): a person logs in once (`mcpmux login`). `client_credentials`:
+   * mcpmux gets tokens itself with the client's secret or private key, no login step.
+   */
+  grant?: 'authorization_code' | 'client_credentials';
   /** A client registered with the authorization server beforehand (else RFC 7591 registration). */
   clientId?: string;
   /** Its secret (`${VAR}`), for a confidential client. */
@@ -72,6 +77,9 @@ export interface OAuthSettings {
   scopes?: string[];
   /** The loopback port of the redirect URI (`http://127.0.0.1:<port>/callback`); a registered client needs a fixed one. */
   redirectPort?: number;
+  /** client_credentials with private_key_jwt: the client's private key (PEM; use `${VAR}`) and its algorithm. */
+  privateKey?: string;
+  signingAlgorithm?: 'RS256' | 'ES256';
 }
 
 export interface RemoteServerConfig extends ServerCommon {

@@ -66,7 +66,7 @@ async function openRemote(cfg: RemoteServerConfig, max: number, log: Logger, lin
       // Every Streamable HTTP server may want a login: its stored tokens (if any) go with each request.
       const { OAuthTokens } = await import('./oauth/tokens.js');
       return new http.StreamableHttpTransport(cfg.url, cfg.headers, max, log, {
-        auth: new OAuthTokens(cfg.name, cfg.url, log),
+        auth: new OAuthTokens(cfg, log),
         // The spec's backwards-compatibility probe: same URL, legacy transport, same first message.
         onLegacy: (first, why) => link.use(new LegacySseTransport(cfg.url, cfg.headers, max, log, why), first),
       });

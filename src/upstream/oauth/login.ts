@@ -98,6 +98,10 @@ export async function revoke(serverName: string): Promise<boolean> {
 }
 
 /** The server's 401 challenge (or none: a server that wants no login is told so). */
+export function challengeOf(server: RemoteServerConfig): Promise<Record<string, string> | undefined> {
+  return probe(server);
+}
+
 async function probe(server: RemoteServerConfig): Promise<Record<string, string> | undefined> {
   const res = await fetch(server.url, {
     method: 'POST',

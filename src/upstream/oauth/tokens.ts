@@ -4,7 +4,9 @@
 // authorization server refuses forgets the tokens: the upstream needs a new login.
 
 import * as oauth from 'oauth4webapi';
+import type { RemoteServerConfig } from '../../config/types.js';
 import type { Logger } from '../../observe/logger.js';
+import { clientCredentials } from './machine.js';
 import { canonicalResource, httpOptions } from './discover.js';
 import { clientAuth } from './client-auth.js';
 import { readLogin, writeLogin, type StoredLogin } from './store.js';
@@ -17,11 +19,18 @@ export class OAuthTokens {
   private readonly url: string;
 
   constructor(
-    private readonly server: string,
-    url: string,
+    private readonly config: RemoteServerConfig,
     private readonly log: Logger,
   ) {
-    this.url = canonicalResource(url);
+    this.server = config.name;
+    this.url = canonicalResource(config.url);
+  }
+
+  private readonly server: string;
+
+  /** client_credentials: mcpmux gets its own token, no person involved. */
+  private get machine(): boolean {
+    return this.config.oauth?.grant === 'client_credentials';
   }
 
   /** The stored login, if it was made for this server's URL. */
@@ -33,6 +42,7 @@ export class OAuthTokens {
   /** The Authorization header to send now; undefined when there is no login to use. */
   async header(): Promise<string | undefined> {
     let l = this.login();
+    if (!l?.tokens && this.machine && (await this.refresh())) l = this.login();
     if (!l?.tokens) return undefined;
     if (l.tokens.expires_at !== undefined && l.tokens.expires_at - EARLY_MS < Date.now() && l.tokens.refresh_token) {
       await this.refresh();
@@ -48,6 +58,16 @@ export class OAuthTokens {
   }
 
   private async doRefresh(): Promise<boolean> {
+    if (this.machine) {
+      try {
+        await clientCredentials(this.config);
+        this.log.info('access token obtained (client credentials)');
+        return true;
+      } catch (err) {
+        this.log.warn({ err: describe(err) }, 'the client-credentials token request was refused; check oauth in the config');
+        return false;
+      }
+    }
     const l = this.login();
     const refreshToken = l?.tokens?.refresh_token;
     if (!l || !refreshToken) return false;
