@@ -35,6 +35,8 @@ const PASSING = [
   'offline-access-not-supported',
   'client-credentials-basic',
   'client-credentials-jwt',
+  'scope-step-up',
+  'scope-retry-limit',
 ];
 
 describe.skipIf(!node)('conformance suite, auth scenarios, mcpmux as the client', () => {

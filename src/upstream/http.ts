@@ -32,8 +32,13 @@ const EXCERPT_CHARS = 200;
 
 /** Where an HTTP upstream's bearer token comes from (oauth/tokens.ts), when it has a login. */
 export interface TokenSource {
+  readonly server: string;
   header(): Promise<string | undefined>;
   refresh(): Promise<boolean>;
+  /** A 401's challenge, kept for `mcpmux login` (the server may not show it to a bare probe). */
+  challenged(header: string): void;
+  /** A 403 insufficient_scope: remember the scope the server asks for (the next login asks it); returns it. */
+  needScope(challenge: string): Promise<string | undefined>;
 }
 
 export interface HttpTransportOptions {
@@ -162,8 +167,17 @@ export class StreamableHttpTransport implements RemoteTransport {
       // Once per request: a fresh token, then the same message again.
       if (!retried && this.bearer !== undefined && (await this.opts.auth.refresh())) return this.post(msg, body, true);
       this.challenge = res.headers.get('www-authenticate') ?? undefined;
+      if (this.challenge) this.opts.auth.challenged(this.challenge);
       this.needsLogin = true;
       return this.fail(`needs a login: the server answered 401${this.bearer === undefined ? ' and there is no stored login' : ' and the stored login no longer works'}`);
+    }
+    if (res.status === 403 && this.opts.auth && /insufficient_scope/.test(res.headers.get('www-authenticate') ?? '')) {
+      // Step-up: this request needs more than the login granted. A person decides (a login
+      // with the wider scope, which mcpmux remembers to ask for); this request fails saying so.
+      await res.body?.cancel().catch(() => {});
+      const scope = await this.opts.auth.needScope(res.headers.get('www-authenticate')!);
+      if (id !== undefined) this.deliver(unavailable(id, `the server needs more access for this${scope ? ` (scope "${scope}")` : ''}: run mcpmux login ${this.opts.auth.server}`), id);
+      return;
     }
     if (!res.ok) return this.refused(res, msg, id, hadSession);
     if (id === undefined || res.status === 202) {

@@ -9,7 +9,7 @@ import { createServer, type Server } from 'node:http';
 import * as oauth from 'oauth4webapi';
 import type { RemoteServerConfig } from '../../config/types.js';
 import { bearerChallenge, canonicalResource, discover, httpOptions } from './discover.js';
-import { readLogin, writeLogin } from './store.js';
+import { readChallenge, readLogin, writeLogin } from './store.js';
 import { clientAuth } from './client-auth.js';
 import { describe, tokensOf } from './tokens.js';
 
@@ -28,7 +28,9 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
   const challenge = await probe(server);
   const found = await discover(server.url, challenge);
   const { as, resource } = found;
-  const scope = server.oauth?.scopes?.join(' ') || found.scope;
+  // Step-up: what a server asked for beyond the last login (403 insufficient_scope) is added.
+  const previous = readLogin(server.name)?.scopeNeeded;
+  const scope = [...new Set([...(server.oauth?.scopes?.join(' ') || found.scope || '').split(' '), ...(previous ?? '').split(' ')].filter(Boolean))].join(' ') || undefined;
 
   const callback = await loopback(server.oauth?.redirectPort ?? 0);
   try {
@@ -110,8 +112,11 @@ async function probe(server: RemoteServerConfig): Promise<Record<string, string>
     signal: AbortSignal.timeout(30_000),
   });
   await res.body?.cancel().catch(() => {});
-  if (res.status !== 401) throw new Error(`login to ${server.name}: the server answered ${res.status}, not 401: it asks for no login`);
-  return bearerChallenge(res.headers.get('www-authenticate'));
+  if (res.status === 401) return bearerChallenge(res.headers.get('www-authenticate'));
+  // Some servers let initialize through and ask later (tools/list): the daemon kept that challenge.
+  const kept = readChallenge(server.name);
+  if (kept) return bearerChallenge(kept);
+  throw new Error(`login to ${server.name}: the server answered ${res.status}, not 401: it asks for no login`);
 }
 
 /** The configured client, or one registered now (its redirect URI is this login's listener). */

@@ -9,7 +9,7 @@ import type { RemoteServerConfig } from '../../config/types.js';
 import { clientAuth } from './client-auth.js';
 import { canonicalResource, discover, httpOptions } from './discover.js';
 import { challengeOf } from './login.js';
-import { writeLogin, type StoredLogin } from './store.js';
+import { readLogin, writeLogin, type StoredLogin } from './store.js';
 import { tokensOf } from './tokens.js';
 
 const ALGORITHMS: Record<string, webcrypto.RsaHashedImportParams | webcrypto.EcKeyImportParams> = {
@@ -21,7 +21,7 @@ export async function clientCredentials(server: RemoteServerConfig): Promise<Sto
   const o = server.oauth!;
   const found = await discover(server.url, await challengeOf(server));
   const { as, resource } = found;
-  const scope = o.scopes?.join(' ') || found.scope;
+  const scope = [...new Set([...(o.scopes?.join(' ') || found.scope || '').split(' '), ...(readLogin(server.name)?.scopeNeeded ?? '').split(' ')].filter(Boolean))].join(' ') || undefined;
   let client: oauth.Client = { client_id: o.clientId! };
   let auth: oauth.ClientAuth;
   if (o.privateKey) {

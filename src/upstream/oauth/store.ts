@@ -16,6 +16,8 @@ export interface StoredLogin {
   as: { issuer: string; token_endpoint: string; revocation_endpoint?: string };
   client: { client_id: string; client_secret?: string; token_endpoint_auth_method?: string };
   tokens: { access_token: string; refresh_token?: string; expires_at?: number; scope?: string } | undefined;
+  /** Scope a server asked for beyond the login's (403 insufficient_scope): the next login asks for it. */
+  scopeNeeded?: string;
 }
 
 export function oauthDir(): string {
@@ -44,6 +46,29 @@ export function writeLogin(server: string, login: StoredLogin): void {
   const tmp = `${file}.${process.pid}.tmp`;
   writeFileSync(tmp, JSON.stringify(login, null, 2) + '\n', { mode: 0o600 });
   renameSync(tmp, file);
+}
+
+/**
+ * The last 401 challenge the daemon got from a server it has no working login for: a server
+ * may let `initialize` through and ask for a login only later (on tools/list), where `mcpmux
+ * login`'s own probe cannot see it. Not a `.json` file: the login watcher ignores it.
+ */
+function challengeFile(server: string): string {
+  return loginFile(server).replace(/\.json$/, '.challenge');
+}
+
+export function writeChallenge(server: string, header: string): void {
+  const file = challengeFile(server);
+  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  writeFileSync(file, header, { mode: 0o600 });
+}
+
+export function readChallenge(server: string): string | undefined {
+  try {
+    return readFileSync(challengeFile(server), 'utf8');
+  } catch {
+    return undefined;
+  }
 }
 
 export function deleteLogin(server: string): boolean {

@@ -7,9 +7,9 @@ import * as oauth from 'oauth4webapi';
 import type { RemoteServerConfig } from '../../config/types.js';
 import type { Logger } from '../../observe/logger.js';
 import { clientCredentials } from './machine.js';
-import { canonicalResource, httpOptions } from './discover.js';
+import { bearerChallenge, canonicalResource, httpOptions } from './discover.js';
 import { clientAuth } from './client-auth.js';
-import { readLogin, writeLogin, type StoredLogin } from './store.js';
+import { readLogin, writeChallenge, writeLogin, type StoredLogin } from './store.js';
 
 /** Refresh this long before the access token expires (clock skew, the request's own time). */
 const EARLY_MS = 60_000;
@@ -26,7 +26,7 @@ export class OAuthTokens {
     this.url = canonicalResource(config.url);
   }
 
-  private readonly server: string;
+  readonly server: string;
 
   /** client_credentials: mcpmux gets its own token, no person involved. */
   private get machine(): boolean {
@@ -50,6 +50,30 @@ export class OAuthTokens {
       if (!l?.tokens) return undefined;
     }
     return `Bearer ${l.tokens.access_token}`;
+  }
+
+  challenged(header: string): void {
+    try {
+      writeChallenge(this.server, header);
+    } catch (err) {
+      this.log.debug({ err: (err as Error).message }, 'cannot keep the login challenge');
+    }
+  }
+
+  /**
+   * Step-up (403 insufficient_scope): the scope the server wants is added to what the next
+   * `mcpmux login` asks for. A client_credentials client asks for a new token with it at once
+   * (the next request, once: a server that keeps asking gets the same answer and the error).
+   */
+  async needScope(challenge: string): Promise<string | undefined> {
+    const wanted = bearerChallenge(challenge)?.scope;
+    const l = readLogin(this.server);
+    if (!l || !wanted) return wanted;
+    const scopes = new Set([...(l.scopeNeeded ?? '').split(' '), ...(l.tokens?.scope ?? '').split(' '), ...wanted.split(' ')].filter(Boolean));
+    // A machine client asks again itself (the next request); a person logs in again.
+    writeLogin(this.server, { ...l, scopeNeeded: [...scopes].join(' '), ...(this.machine && { tokens: undefined }) });
+    this.log.warn({ scope: wanted }, `the server needs more access; run: mcpmux login ${this.server}`);
+    return wanted;
   }
 
   /** After a 401, or close to expiry: a new access token if the refresh token still works. */
