@@ -516,7 +516,8 @@ describe('loadConfig: oauth', () => {
       [{ url, oauth: { grant: 'client_credentials', clientId: 'c', clientSecret: 's', signingAlgorithm: 'ES256' } }, '/mcpServers/a/oauth/signingAlgorithm', 'applies only with oauth.privateKey'],
     ];
     for (const [server, path, message] of cases) expect(await issuesOf({ mcpServers: { a: server } }), JSON.stringify(server)).toEqual([{ path, message }]);
-    expect((await issuesOf({ mcpServers: { a: { url, oauth: { clientMetadataUrl: 'https://x' } } } }))[0]!.path).toBe('/mcpServers/a/oauth/clientMetadataUrl');
+    expect(await issuesOf({ mcpServers: { a: { url, oauth: { clientMetadataUrl: 'http://x/c.json' } } } })).toEqual([{ path: '/mcpServers/a/oauth/clientMetadataUrl', message: 'must be an https:// URL' }]);
+    expect((await issuesOf({ mcpServers: { a: { url, oauth: { grant: 'password' } } } }))[0]!.path).toBe('/mcpServers/a/oauth/grant');
   });
 });
 

@@ -15,7 +15,7 @@ const node = node22();
 const SUITE = path.join(ROOT, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
 const DRIVER = path.join(ROOT, 'test/fixtures/conformance-auth-client.mjs');
 
-/** The auth scenarios mcpmux passes; the rest are listed in docs/decisions.md with the reason. */
+/** The suite's auth scenarios: every one of them (`npx @modelcontextprotocol/conformance list`). */
 const PASSING = [
   'metadata-default',
   'metadata-var1',
@@ -37,6 +37,7 @@ const PASSING = [
   'client-credentials-jwt',
   'scope-step-up',
   'scope-retry-limit',
+  'basic-cimd',
 ];
 
 describe.skipIf(!node)('conformance suite, auth scenarios, mcpmux as the client', () => {

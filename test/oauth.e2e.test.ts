@@ -121,3 +121,27 @@ describe('OAuth upstreams', () => {
     expect(r.stderr).toMatch(/asks for no login/);
   }, 60_000);
 });
+
+describe('OAuth upstreams: an access token close to its expiry', () => {
+  it('is refreshed before it is sent (no 401 first): the host sees nothing', async () => {
+    const ev = tempFile('oauth-short.jsonl');
+    // Tokens that live 30 s: inside mcpmux's one-minute margin, so every use refreshes first.
+    const short = spawn(process.execPath, [OAUTH, JSON.stringify({ events: ev, ttlSeconds: 30 })], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const exited = new Promise<void>((resolve) => short.once('exit', () => resolve()));
+    try {
+      const shortUrl = await awaitJsonLine(short.stdout!, exited, (j) => j.url as string | undefined, { ms: 15_000, what: 'the OAuth fixture URL', log: () => '' });
+      const dir = tempDir();
+      const cfg = await writeConfig({ mcpServers: { short: { url: shortUrl } } });
+      const env = { ...process.env, MCPMUX_STATE_DIR: dir, BROWSER };
+      const login = spawnSync(process.execPath, [MUX_BIN, 'login', 'short', '--config', cfg], { env, encoding: 'utf8', timeout: 60_000 });
+      expect(login.status, login.stderr).toBe(0);
+      const refusedBefore = readEvents(ev).filter((e) => e.type === 'mcp' && e.auth === 'refused').length;
+      const tools = spawnSync(process.execPath, [MUX_BIN, 'tools', '--config', cfg, '--json'], { env, encoding: 'utf8', timeout: 60_000 });
+      expect(JSON.parse(tools.stdout).map((t: { name: string }) => t.name)).toContain('short__whoami');
+      expect(readEvents(ev).filter((e) => e.type === 'token' && e.grant === 'refresh_token' && e.ok).length).toBeGreaterThan(0);
+      expect(readEvents(ev).filter((e) => e.type === 'mcp' && e.auth === 'refused').length).toBe(refusedBefore);
+    } finally {
+      short.kill('SIGKILL');
+    }
+  }, 60_000);
+});

@@ -73,6 +73,8 @@ export interface OAuthSettings {
   clientId?: string;
   /** Its secret (`${VAR}`), for a confidential client. */
   clientSecret?: string;
+  /** The https URL of this client's Client ID Metadata Document, used as its id where the server takes such ids. */
+  clientMetadataUrl?: string;
   /** Scopes to ask for (else the server's challenge, else its `scopes_supported`). */
   scopes?: string[];
   /** The loopback port of the redirect URI (`http://127.0.0.1:<port>/callback`); a registered client needs a fixed one. */

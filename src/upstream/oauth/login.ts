@@ -119,7 +119,10 @@ async function probe(server: RemoteServerConfig): Promise<Record<string, string>
   throw new Error(`login to ${server.name}: the server answered ${res.status}, not 401: it asks for no login`);
 }
 
-/** The configured client, or one registered now (its redirect URI is this login's listener). */
+/**
+ * The client: the one configured (pre-registered), else a Client ID Metadata Document URL the
+ * server takes, else one registered now (its redirect URI is this login's listener).
+ */
 async function clientFor(server: RemoteServerConfig, as: oauth.AuthorizationServer, redirectUri: string): Promise<oauth.Client> {
   const configured = server.oauth?.clientId;
   if (configured) {
@@ -130,6 +133,12 @@ async function clientFor(server: RemoteServerConfig, as: oauth.AuthorizationServ
     const methods = as.token_endpoint_auth_methods_supported;
     const method = !methods || methods.includes('client_secret_basic') || !methods.includes('client_secret_post') ? 'client_secret_basic' : 'client_secret_post';
     return { client_id: configured, client_secret: secret, token_endpoint_auth_method: method };
+  }
+  // A Client ID Metadata Document: the client is the URL of a document describing it, which the
+  // authorization server fetches; preferred over registering when the server takes such ids.
+  const cimd = server.oauth?.clientMetadataUrl;
+  if (cimd && (as as { client_id_metadata_document_supported?: unknown }).client_id_metadata_document_supported === true) {
+    return { client_id: cimd, token_endpoint_auth_method: 'none' };
   }
   if (!as.registration_endpoint) throw new Error('the authorization server offers no client registration: set oauth.clientId (and oauth.redirectPort) in the config');
   const res = await oauth.dynamicClientRegistrationRequest(
