@@ -514,6 +514,7 @@ describe('loadConfig: oauth', () => {
       [{ url, oauth: { grant: 'client_credentials', clientId: 'c' } }, '/mcpServers/a/oauth/grant', 'client_credentials needs oauth.clientId and oauth.clientSecret or oauth.privateKey'],
       [{ url, oauth: { clientId: 'c', privateKey: 'k' } }, '/mcpServers/a/oauth/privateKey', 'applies only with oauth.grant "client_credentials"'],
       [{ url, oauth: { grant: 'client_credentials', clientId: 'c', clientSecret: 's', signingAlgorithm: 'ES256' } }, '/mcpServers/a/oauth/signingAlgorithm', 'applies only with oauth.privateKey'],
+      [{ url: 'http://mcp.example.com/mcp', oauth: {} }, '/mcpServers/a/url', 'must be https:// for a server behind OAuth (tokens would cross the network in clear); plain http is for loopback servers only'],
     ];
     for (const [server, path, message] of cases) expect(await issuesOf({ mcpServers: { a: server } }), JSON.stringify(server)).toEqual([{ path, message }]);
     expect(await issuesOf({ mcpServers: { a: { url, oauth: { clientMetadataUrl: 'http://x/c.json' } } } })).toEqual([{ path: '/mcpServers/a/oauth/clientMetadataUrl', message: 'must be an https:// URL' }]);

@@ -89,11 +89,15 @@ describe('OAuth upstreams', () => {
     expect(readEvents(events).filter((e) => e.type === 'token' && e.grant === 'refresh_token' && e.ok)).toHaveLength(1);
 
     // 5. Everything revoked: the refresh is refused, the upstream needs a login again, said clearly.
+    const restartsBefore = (await secure()).restarts;
     await admin('revoke-all');
     const failed = await host.callTool({ name: 'secure__whoami', arguments: {} }).catch((e: Error) => e.message);
     expect(JSON.stringify(failed)).toMatch(/needs a login|not available/);
     await waitFor(async () => (await secure())?.state === 'needs-login', { what: 'needs-login again', timeoutMs: 15_000 });
     await waitFor(() => d.stderr().includes('the token refresh was refused; run: mcpmux login secure'), { what: 'the refusal logged' });
+    // One refused refresh, and the upstream waits for a person: no refresh-restart loop.
+    await waitFor(() => readEvents(events).filter((e) => e.type === 'token' && e.grant === 'refresh_token' && e.ok === false).length === 1, { what: 'one refused refresh' });
+    expect((await secure()).restarts).toBe(restartsBefore);
 
     // 6. No token appears in anything mcpmux wrote or answered.
     const tokens = [stored.tokens.access_token, stored.tokens.refresh_token];
@@ -110,6 +114,17 @@ describe('OAuth upstreams', () => {
     expect(probe.stdout + probe.stderr).toMatch(/secure.*needs a login: run mcpmux login secure/);
     await host.close();
   }, 90_000);
+
+  it('a server refusing a configured Authorization header (an API key) is an error retried with backoff, not a login matter', async () => {
+    const keyed = await writeConfig({ mcpServers: { keyed: { url, headers: { Authorization: 'Bearer not-a-token-it-knows' }, restart: { maxRetries: 5, backoffMs: 50 } } } });
+    const k = await startDaemon(keyed, { MCPMUX_STATE_DIR: tempDir() });
+    await waitFor(async () => ((await (await fetch(`${k.base}/status`)).json()).upstreams[0].restarts as number) >= 1, { what: 'a restart scheduled', timeoutMs: 15_000 });
+    const up = (await (await fetch(`${k.base}/status`)).json()).upstreams[0];
+    expect(up.state).not.toBe('needs-login');
+    expect(up.lastError).toMatch(/401/);
+    expect(k.stderr()).not.toContain('needs a login');
+    await k.stop();
+  }, 30_000);
 
   it('login refuses a server that is not a URL server, or one that asks for no login', async () => {
     const notRemote = cli(['login', 'fx']);

@@ -473,6 +473,9 @@ function buildServer(
     if (transport !== 'http') issue(`${at}/oauth`, `applies to Streamable HTTP servers only, not to ${transport} ones`);
     if (Object.keys(headers).some((h) => h.toLowerCase() === 'authorization')) issue(`${at}/oauth`, 'cannot be combined with an Authorization header: the login provides it');
     if (s.oauth.clientSecret !== undefined && s.oauth.clientId === undefined) issue(`${at}/oauth/clientSecret`, 'applies only with oauth.clientId (a registered client)');
+    if (parsed?.protocol === 'http:' && !['127.0.0.1', 'localhost', '[::1]'].includes(parsed.hostname)) {
+      issue(`${at}/url`, 'must be https:// for a server behind OAuth (tokens would cross the network in clear); plain http is for loopback servers only');
+    }
     const machine = s.oauth.grant === 'client_credentials';
     if (machine && (s.oauth.clientId === undefined || (s.oauth.clientSecret === undefined && s.oauth.privateKey === undefined))) {
       issue(`${at}/oauth/grant`, 'client_credentials needs oauth.clientId and oauth.clientSecret or oauth.privateKey');

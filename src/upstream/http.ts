@@ -33,6 +33,10 @@ const EXCERPT_CHARS = 200;
 /** Where an HTTP upstream's bearer token comes from (oauth/tokens.ts), when it has a login. */
 export interface TokenSource {
   readonly server: string;
+  /** False when the config sends its own Authorization header: a 401 is then no login matter. */
+  readonly usable: boolean;
+  /** client_credentials: mcpmux gets tokens itself; there is no login to wait for. */
+  readonly machine: boolean;
   header(): Promise<string | undefined>;
   refresh(): Promise<boolean>;
   /** A 401's challenge, kept for `mcpmux login` (the server may not show it to a bare probe). */
@@ -162,12 +166,16 @@ export class StreamableHttpTransport implements RemoteTransport {
     if (this.closed) return void res.body?.cancel().catch(() => {});
     if (method === 'initialize') this.sessionId = res.headers.get('mcp-session-id') ?? undefined;
 
-    if (res.status === 401 && this.opts.auth) {
+    // A 401 that a login can answer: a Bearer challenge, and no static Authorization configured
+    // (a server refusing an admin's API key is an error like any other, retried with backoff).
+    if (res.status === 401 && this.opts.auth?.usable && /^\s*bearer\b/i.test(res.headers.get('www-authenticate') ?? '')) {
       await res.body?.cancel().catch(() => {});
       // Once per request: a fresh token, then the same message again.
       if (!retried && this.bearer !== undefined && (await this.opts.auth.refresh())) return this.post(msg, body, true);
       this.challenge = res.headers.get('www-authenticate') ?? undefined;
       if (this.challenge) this.opts.auth.challenged(this.challenge);
+      // A machine client (client_credentials) has no login to wait for: an error, retried with backoff.
+      if (this.opts.auth.machine) return this.fail(`the server refused the client-credentials token (401)`);
       this.needsLogin = true;
       return this.fail(`needs a login: the server answered 401${this.bearer === undefined ? ' and there is no stored login' : ' and the stored login no longer works'}`);
     }

@@ -8,8 +8,9 @@ import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import * as oauth from 'oauth4webapi';
 import type { RemoteServerConfig } from '../../config/types.js';
-import { bearerChallenge, canonicalResource, discover, httpOptions } from './discover.js';
+import { bearerChallenge, canonicalResource, discover, httpOptions, insecureOk } from './discover.js';
 import { readChallenge, readLogin, writeLogin } from './store.js';
+import { fetchSameOrigin } from '../http.js';
 import { clientAuth } from './client-auth.js';
 import { describe, tokensOf } from './tokens.js';
 
@@ -32,14 +33,16 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
   const previous = readLogin(server.name)?.scopeNeeded;
   const scope = [...new Set([...(server.oauth?.scopes?.join(' ') || found.scope || '').split(' '), ...(previous ?? '').split(' ')].filter(Boolean))].join(' ') || undefined;
 
-  const callback = await loopback(server.oauth?.redirectPort ?? 0);
+  const state = oauth.generateRandomState();
+  const callback = await loopback(server.oauth?.redirectPort ?? 0, () => state);
   try {
     const redirectUri = callback.uri;
     const client = await clientFor(server, as, redirectUri);
     const auth = clientAuth(client);
     const verifier = oauth.generateRandomCodeVerifier();
-    const state = oauth.generateRandomState();
     const url = new URL(as.authorization_endpoint!);
+    // Metadata is the server's word: only a web address goes to the browser opener (not file:, smb:...).
+    if (url.protocol !== 'https:' && !insecureOk(url)) throw new Error(`the authorization endpoint is not an https URL (${url.protocol})`);
     url.searchParams.set('response_type', 'code');
     url.searchParams.set('client_id', client.client_id);
     url.searchParams.set('redirect_uri', redirectUri);
@@ -105,7 +108,8 @@ export function challengeOf(server: RemoteServerConfig): Promise<Record<string, 
 }
 
 async function probe(server: RemoteServerConfig): Promise<Record<string, string> | undefined> {
-  const res = await fetch(server.url, {
+  // Same origin only: the config's headers must not follow a redirect to another server.
+  const res = await fetchSameOrigin(server.url, {
     method: 'POST',
     headers: { ...server.headers, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
     body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'mcpmux', version: '0' } } }),
@@ -155,13 +159,16 @@ async function clientFor(server: RemoteServerConfig, as: oauth.AuthorizationServ
 
 
 /** A one-shot listener on 127.0.0.1 for the browser's return. */
-async function loopback(port: number): Promise<{ uri: string; result: Promise<URL>; close(): void }> {
+async function loopback(port: number, state: () => string): Promise<{ uri: string; result: Promise<URL>; close(): void }> {
   let done!: (u: URL) => void;
   let fail!: (e: Error) => void;
   const result = new Promise<URL>((resolve, reject) => ((done = resolve), (fail = reject)));
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', `http://127.0.0.1`);
     if (url.pathname !== '/callback') return void res.writeHead(404).end();
+    // Only the browser coming back from this login (its state) ends it; anything else that
+    // finds the port is turned away without disturbing the wait.
+    if (url.searchParams.get('state') !== state()) return void res.writeHead(400, { 'content-type': 'text/plain' }).end('mcpmux: not the login this listener waits for');
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<!doctype html><title>mcpmux</title><p>mcpmux: you can close this page and return to the terminal.</p>');
     done(new URL(req.url!, uri));
   });

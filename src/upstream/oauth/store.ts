@@ -40,12 +40,25 @@ export function readLogin(server: string): StoredLogin | undefined {
   }
 }
 
+/** What this process wrote last, per file: the watcher tells another process's writes from ours. */
+const ownWrites = new Map<string, string>();
+
 export function writeLogin(server: string, login: StoredLogin): void {
   const file = loginFile(server);
   mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  const text = JSON.stringify(login, null, 2) + '\n';
   const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(login, null, 2) + '\n', { mode: 0o600 });
+  writeFileSync(tmp, text, { mode: 0o600 });
   renameSync(tmp, file);
+  ownWrites.set(file, text);
+}
+
+function readText(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -71,7 +84,12 @@ export function readChallenge(server: string): string | undefined {
   }
 }
 
+export function deleteChallenge(server: string): void {
+  rmSync(challengeFile(server), { force: true });
+}
+
 export function deleteLogin(server: string): boolean {
+  deleteChallenge(server);
   const file = loginFile(server);
   if (!existsSync(file)) return false;
   rmSync(file);
@@ -95,6 +113,10 @@ export function watchLogins(onChange: (server: string) => void, onError: (err: E
       clearTimeout(timers.get(server));
       const t = setTimeout(() => {
         timers.delete(server);
+        // A refresh this process made is no new login: reacting to it would restart the
+        // upstream, which refreshes again... Only another process's write (mcpmux login, logout).
+        const file = path.join(dir, name);
+        if (ownWrites.has(file) && readText(file) === ownWrites.get(file)) return;
         onChange(server);
       }, 100);
       t.unref();

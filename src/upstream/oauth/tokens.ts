@@ -29,7 +29,7 @@ export class OAuthTokens {
   readonly server: string;
 
   /** client_credentials: mcpmux gets its own token, no person involved. */
-  private get machine(): boolean {
+  get machine(): boolean {
     return this.config.oauth?.grant === 'client_credentials';
   }
 
@@ -41,6 +41,8 @@ export class OAuthTokens {
 
   /** The Authorization header to send now; undefined when there is no login to use. */
   async header(): Promise<string | undefined> {
+    // A configured Authorization header is the admin's choice: no stored login replaces it.
+    if (!this.usable) return undefined;
     let l = this.login();
     if (!l?.tokens && this.machine && (await this.refresh())) l = this.login();
     if (!l?.tokens) return undefined;
@@ -67,6 +69,8 @@ export class OAuthTokens {
    */
   async needScope(challenge: string): Promise<string | undefined> {
     const wanted = bearerChallenge(challenge)?.scope;
+    // The next login discovers from this challenge too (it names the resource metadata).
+    this.challenged(challenge);
     const l = readLogin(this.server);
     if (!l || !wanted) return wanted;
     const scopes = new Set([...(l.scopeNeeded ?? '').split(' '), ...(l.tokens?.scope ?? '').split(' '), ...wanted.split(' ')].filter(Boolean));
@@ -76,9 +80,19 @@ export class OAuthTokens {
     return wanted;
   }
 
-  /** After a 401, or close to expiry: a new access token if the refresh token still works. */
+  /**
+   * After a 401, or close to expiry: a new access token if the refresh token still works. One
+   * at a time. (A server that refuses fresh tokens too gets one retry per request, then the
+   * upstream needs a login; the login watcher ignores this process's own writes, so that does
+   * not restart it into another refresh.)
+   */
   refresh(): Promise<boolean> {
     return (this.refreshing ??= this.doRefresh().finally(() => (this.refreshing = undefined)));
+  }
+
+  /** Whether the server's 401 can be answered by a login (no static Authorization header configured). */
+  get usable(): boolean {
+    return !Object.keys(this.config.headers).some((h) => h.toLowerCase() === 'authorization');
   }
 
   private async doRefresh(): Promise<boolean> {
@@ -109,9 +123,13 @@ export class OAuthTokens {
       this.log.info('access token refreshed');
       return true;
     } catch (err) {
-      // Refused (revoked, expired): these tokens are done; a new login is needed.
-      writeLogin(this.server, { ...l, tokens: undefined });
-      this.log.warn({ err: describe(err) }, `the token refresh was refused; run: mcpmux login ${this.server}`);
+      // Refused (revoked, expired refresh token, or the client is no more): these tokens are
+      // done, a new login is needed. A network error or an outage leaves them for next time.
+      const refused = err instanceof oauth.ResponseBodyError && ['invalid_grant', 'invalid_client', 'unauthorized_client'].includes(err.error);
+      const current = readLogin(this.server);
+      // Only if no one stored other tokens meanwhile (another process's refresh, a new login).
+      if (refused && current?.tokens?.refresh_token === refreshToken) writeLogin(this.server, { ...current, tokens: undefined });
+      this.log.warn({ err: describe(err) }, refused ? `the token refresh was refused; run: mcpmux login ${this.server}` : 'the token refresh failed; the tokens are kept for the next try');
       return false;
     }
   }
