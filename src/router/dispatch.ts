@@ -70,11 +70,12 @@ export class Dispatch {
       case 'prompts/get':
         return this.callNamed(session, id, 'prompts', params, signal, event);
       case 'resources/read': {
-        const shown = requireString(params, 'uri');
-        const { up, name: uri } = this.resolve.uri(session, shown);
+        const asked = requireString(params, 'uri');
+        const { up, name: uri, shown = asked } = this.resolve.uri(session, asked);
         params.uri = uri;
         const result = await this.answered(this.call(session, id, up, req.method, params, signal, event, { kind: 'resources', name: shown, upstreamName: uri }));
-        return this.adaptResult(session, up, rewriteReadResult, result);
+        // A view read by its own `ui://` URI (see Resolver.uri) gets its contents under that URI.
+        return this.adaptResult(session, up, asked === uri ? asIs : rewriteReadResult, result);
       }
       case 'resources/subscribe':
         return this.subscribe(session, id, params, signal, event);
@@ -118,8 +119,8 @@ export class Dispatch {
 
   /** tools/call and prompts/get: resolve the public name, forward, rewrite the result. */
   private async callNamed(session: SessionPort, hostRequestId: JsonRpcId, kind: NamedKind, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
-    const publicName = requireString(params, 'name');
-    const { up, name } = await this.resolve.named(session, kind, publicName);
+    const asked = requireString(params, 'name');
+    const { up, name, shown: publicName = asked } = await this.resolve.named(session, kind, asked);
     params.name = name;
     const method = kind === 'tools' ? 'tools/call' : 'prompts/get';
     const call = this.call(session, hostRequestId, up, method, params, signal, event, { kind, name: publicName, upstreamName: name });
@@ -208,8 +209,8 @@ export class Dispatch {
 
   /** The upstream and URI behind `params.uri`, and the call target policy judges. */
   private resource(session: SessionPort, params: Params): { up: Upstream; uri: string; target: Target } {
-    const shown = requireString(params, 'uri');
-    const { up, name: uri } = this.resolve.uri(session, shown);
+    const asked = requireString(params, 'uri');
+    const { up, name: uri, shown = asked } = this.resolve.uri(session, asked);
     return { up, uri, target: { kind: 'resources', name: shown, upstreamName: uri } };
   }
 
@@ -223,7 +224,7 @@ export class Dispatch {
       params.ref = { ...ref, name: owner.name };
     } else if (ref?.type === 'ref/resource' && typeof ref.uri === 'string') {
       owner = this.resolve.uri(session, ref.uri);
-      target = { kind: 'resources', name: ref.uri, upstreamName: owner.name };
+      target = { kind: 'resources', name: owner.shown ?? ref.uri, upstreamName: owner.name };
       params.ref = { ...ref, uri: owner.name };
     } else {
       throw new RpcError(ErrorCode.InvalidParams, 'completion/complete needs ref {type: "ref/prompt", name} or {type: "ref/resource", uri}');
@@ -240,4 +241,9 @@ function requireString(params: Params, key: string): string {
   const v = params[key];
   if (typeof v !== 'string') throw new RpcError(ErrorCode.InvalidParams, `params.${key} must be a string`);
   return v;
+}
+
+/** A result passed on as the upstream wrote it. */
+function asIs(result: Params): Params {
+  return result;
 }

@@ -9,7 +9,7 @@ import type { Upstream } from '../upstream/upstream.js';
 import { Catalogue, type ListKind, type PageFetch } from './catalogue.js';
 import type { Governance, ItemKind } from './forward.js';
 import { wrapId } from './ids.js';
-import { wrapUri, type NameIndex, type NamedKind } from './naming.js';
+import { toolViewUris, wrapToolView, wrapUri, type NameIndex, type NamedKind } from './naming.js';
 
 export type ListName = 'tools' | 'prompts' | 'resources' | 'templates' | 'tasks';
 
@@ -111,7 +111,31 @@ export class Lists {
     const gov = this.governance();
     if (!gov.serverAllows(up.name, kind, item.name)) return undefined;
     if (kind === 'tools' && gov.toolVisible && !gov.toolVisible(up.name, item)) return undefined;
-    return { ...item, name: this.names.publish(kind, up.name, up.config.prefix, item.name) };
+    const shown = { ...item, name: this.names.publish(kind, up.name, up.config.prefix, item.name) };
+    if (kind !== 'tools') return shown;
+    // An MCP Apps view: its URI is shown namespaced like any resource, and remembered so that
+    // a view asking for its own URI (it knows no other) finds its server.
+    for (const uri of toolViewUris(item)) this.viewsSeen(up.name).add(uri);
+    return up.config.resources.namespace === 'prefix' ? wrapToolView(shown, up.name) : shown;
+  }
+
+  /** Original `ui://` URIs each server's tools open, as seen in lists. */
+  private readonly views = new Map<string, Set<string>>();
+
+  private viewsSeen(server: string): Set<string> {
+    let set = this.views.get(server);
+    if (!set) this.views.set(server, (set = new Set()));
+    return set;
+  }
+
+  /** Whether a server's tools open MCP Apps views (its views call tools by their own names). */
+  hasViews(server: string): boolean {
+    return (this.views.get(server)?.size ?? 0) > 0;
+  }
+
+  /** The servers (of `among`) whose lists showed `uri` as it is, as a resource or a tool's view. */
+  ownersOf(uri: string, among: readonly string[]): string[] {
+    return among.filter((server) => this.uris.get(server)?.has(uri) || this.views.get(server)?.has(uri));
   }
 
   private presentUri(up: Upstream, item: Params, key: 'uri' | 'uriTemplate'): Params | undefined {

@@ -114,6 +114,11 @@ export class NameIndex {
     this.version++;
   }
 
+  /** The public name a server's item `name` is shown as, if it has been published. */
+  publicNameOf(kind: NamedKind, server: string, name: string): string | undefined {
+    return this.byOwner[kind].get(server + '\0' + name);
+  }
+
   resolve(kind: NamedKind, publicName: string): Owner | undefined {
     return this.byPublic[kind].get(publicName);
   }
@@ -127,9 +132,15 @@ export class NameIndex {
   }
 }
 
-/** `fs` + `file:///a` -> `fs+file:///a`. */
+/** MCP Apps views (`ui://`): hosts only treat a resource as a view while its URI keeps the scheme. */
+const UI = 'ui://';
+
+/**
+ * `fs` + `file:///a` -> `fs+file:///a`. A view keeps its scheme: `basic` + `ui://get-time/x`
+ * -> `ui://basic+get-time/x` (server names are `[A-Za-z0-9_.-]`, so the first `+` splits).
+ */
 export function wrapUri(server: string, uri: string): string {
-  return server + '+' + uri;
+  return uri.startsWith(UI) ? `${UI}${server}+${uri.slice(UI.length)}` : server + '+' + uri;
 }
 
 /** `<server><mark><rest>` -> { server, rest }, or undefined when there is no server part. */
@@ -139,7 +150,32 @@ export function splitServer(wrapped: string, mark: string): { server: string; re
   return { server: wrapped.slice(0, at), rest: wrapped.slice(at + mark.length) };
 }
 
-/** `fs+file:///a` -> { server: 'fs', rest: 'file:///a' }. */
+/** `fs+file:///a` -> { server: 'fs', rest: 'file:///a' }; `ui://basic+get-time/x` -> { server: 'basic', rest: 'ui://get-time/x' }. */
 export function unwrapUri(wrapped: string): { server: string; rest: string } | undefined {
+  if (wrapped.startsWith(UI)) {
+    const parts = splitServer(wrapped.slice(UI.length), '+');
+    return parts && /^[A-Za-z0-9_.-]+$/.test(parts.server) ? { server: parts.server, rest: UI + parts.rest } : undefined;
+  }
   return splitServer(wrapped, '+');
+}
+
+/** The view a tool opens (MCP Apps): `_meta.ui.resourceUri`, and the deprecated `_meta["ui/resourceUri"]`. */
+export function toolViewUris(tool: { _meta?: unknown }): string[] {
+  const meta = tool._meta as Record<string, unknown> | undefined;
+  const out: string[] = [];
+  const ui = meta?.ui as Record<string, unknown> | undefined;
+  if (typeof ui?.resourceUri === 'string') out.push(ui.resourceUri);
+  if (typeof meta?.['ui/resourceUri'] === 'string') out.push(meta['ui/resourceUri'] as string);
+  return out;
+}
+
+/** A tool as a host sees it: its view URIs namespaced like every resource URI (a copy; the upstream's page is shared). */
+export function wrapToolView(tool: Record<string, unknown>, server: string): Record<string, unknown> {
+  const meta = tool._meta as Record<string, unknown> | undefined;
+  if (!meta || toolViewUris(tool).length === 0) return tool;
+  const out: Record<string, unknown> = { ...meta };
+  const ui = meta.ui as Record<string, unknown> | undefined;
+  if (typeof ui?.resourceUri === 'string') out.ui = { ...ui, resourceUri: wrapUri(server, ui.resourceUri) };
+  if (typeof meta['ui/resourceUri'] === 'string') out['ui/resourceUri'] = wrapUri(server, meta['ui/resourceUri'] as string);
+  return { ...tool, _meta: out };
 }

@@ -7,7 +7,7 @@ import { McpError, MuxError } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
 import type { Governance } from './forward.js';
 import type { Lists } from './lists.js';
-import { unwrapUri, type NameIndex, type NamedKind } from './naming.js';
+import { unwrapUri, wrapUri, type NameIndex, type NamedKind } from './naming.js';
 import type { UpstreamPool } from './pool.js';
 import type { SessionPort } from './session-port.js';
 
@@ -15,6 +15,8 @@ export interface Resolved {
   up: Upstream;
   /** The upstream's own name or URI. */
   name: string;
+  /** The name hosts are shown, when the request used another (a view's call): policy, limits and audit go by it. */
+  shown?: string;
 }
 
 export class Resolver {
@@ -50,7 +52,26 @@ export class Resolver {
     if (byPrefix && !this.governance().serverAllows(byPrefix.up.name, kind, byPrefix.rest)) return { up: byPrefix.up, name: byPrefix.rest };
     // Likewise a tool that pinning holds: the forward step refuses it and says why.
     if (byPrefix && kind === 'tools' && this.governance().toolHeld?.(byPrefix.up.name, byPrefix.rest)) return { up: byPrefix.up, name: byPrefix.rest };
+    if (!owner && !byPrefix && kind === 'tools') return this.viewCall(session, publicName);
     throw new RpcError(ErrorCode.InvalidParams, `Unknown ${what}: ${publicName}`);
+  }
+
+  /**
+   * An MCP Apps view calls its server's tools by the names it knows, the server's own, and the
+   * host passes them on as they are. Among servers that open views, one with a tool of that own
+   * name owns the call; several cannot be told apart, and the error names them.
+   */
+  private viewCall(session: SessionPort, ownName: string): Resolved {
+    const owners = this.live(session).flatMap((up) => {
+      const shown = this.lists.hasViews(up.name) ? this.names.publicNameOf('tools', up.name, ownName) : undefined;
+      return shown === undefined ? [] : [{ up, name: ownName, shown }];
+    });
+    if (owners.length === 1) return owners[0]!;
+    if (owners.length > 1) {
+      const servers = owners.map((o) => o.up.name);
+      throw new RpcError(ErrorCode.InvalidParams, `Unknown tool: ${ownName}; servers ${servers.join(', ')} each have a tool of that name, so call it by its namespaced name`, { candidates: owners.map((o) => o.shown) });
+    }
+    throw new RpcError(ErrorCode.InvalidParams, `Unknown tool: ${ownName}`);
   }
 
   uri(session: SessionPort, wrapped: string): Resolved {
@@ -58,6 +79,17 @@ export class Resolver {
     const prefixed = parts && this.pool.get(session, parts.server);
     if (parts && prefixed && prefixed.config.resources.namespace === 'prefix') {
       return { up: this.available(prefixed, `Resource ${wrapped}`), name: parts.rest };
+    }
+    // An MCP Apps view knows only its own `ui://` URI, so it reads that one: the server whose
+    // lists showed it owns it. Two servers with the same view URI cannot be told apart.
+    if (wrapped.startsWith('ui://')) {
+      const live = this.live(session);
+      const owners = this.lists.ownersOf(wrapped, live.map((u) => u.name));
+      const up = owners.length === 1 ? live.find((u) => u.name === owners[0])! : undefined;
+      if (up) return { up, name: wrapped, shown: up.config.resources.namespace === 'prefix' ? wrapUri(up.name, wrapped) : wrapped };
+      if (owners.length > 1) {
+        throw new RpcError(ErrorCode.InvalidParams, `The view ${wrapped} is served by several servers (${owners.join(', ')}); read it by its namespaced URI (ui://<server>+...)`, { uri: wrapped, servers: owners });
+      }
     }
     // Passthrough upstreams keep their URIs; with exactly one, it owns every URI that is not prefixed.
     const passthrough = this.live(session).filter((u) => u.config.resources.namespace === 'passthrough' && u.capabilities.resources);

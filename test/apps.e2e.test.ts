@@ -1,0 +1,113 @@
+// MCP Apps behind mcpmux (issue 15, first slice), against the published example servers: a
+// tool's view URI is namespaced like every resource URI and reads give the upstream's bytes;
+// a view that knows only its own `ui://` URI and its server's own tool names still reaches
+// its server; two servers with the same view are never guessed between.
+
+import { createHash } from 'node:crypto';
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
+import { ROOT } from './helpers/harness.js';
+
+afterAll(stopAllDaemons);
+
+const app = (pkg: string) => ({ command: process.execPath, args: [path.join(ROOT, `node_modules/@modelcontextprotocol/${pkg}/dist/index.js`), '--stdio'] });
+const BASIC = app('server-basic-vanillajs');
+const MONITOR = app('server-system-monitor');
+const MIME = 'text/html;profile=mcp-app';
+
+const sha256 = (text: unknown) => createHash('sha256').update(String(text)).digest('hex');
+
+async function host(d: Daemon): Promise<Client> {
+  const c = new Client({ name: 'apps-host', version: '0' }, { capabilities: {} });
+  await c.connect(new StreamableHTTPClientTransport(new URL(d.url)));
+  return c;
+}
+
+/** The view's bytes, read straight from the server with no mcpmux between. */
+async function direct(entry: { command: string; args: string[] }, uri: string): Promise<{ text: string; mimeType?: string }> {
+  const c = new Client({ name: 'direct', version: '0' });
+  await c.connect(new StdioClientTransport({ ...entry, stderr: 'ignore' }));
+  const read = await c.readResource({ uri });
+  await c.close();
+  return read.contents[0] as { text: string; mimeType?: string };
+}
+
+describe('MCP Apps', () => {
+  it('a tool names its view by a namespaced ui:// URI, listed as a resource, and reading it gives the bytes a direct read gives', async () => {
+    const d = await startDaemon({ mcpServers: { basic: BASIC, monitor: MONITOR } });
+    const c = await host(d);
+    const tools = (await c.listTools()).tools;
+    const getTime = tools.find((t) => t.name === 'basic__get-time')!;
+    expect(getTime._meta).toEqual({ ui: { resourceUri: 'ui://basic+get-time/mcp-app.html' }, 'ui/resourceUri': 'ui://basic+get-time/mcp-app.html' });
+    // An app-only tool keeps its visibility, so the host keeps hiding it from the model.
+    expect(tools.find((t) => t.name === 'monitor__poll-system-stats')!._meta).toEqual({ ui: { visibility: ['app'] } });
+    const listed = (await c.listResources()).resources.map((r) => [r.uri, r.mimeType]);
+    expect(listed).toEqual(expect.arrayContaining([['ui://basic+get-time/mcp-app.html', MIME], ['ui://monitor+system-monitor/mcp-app.html', MIME]]));
+
+    for (const [wrapped, entry, own] of [
+      ['ui://basic+get-time/mcp-app.html', BASIC, 'ui://get-time/mcp-app.html'],
+      ['ui://monitor+system-monitor/mcp-app.html', MONITOR, 'ui://system-monitor/mcp-app.html'],
+    ] as const) {
+      const [block] = (await c.readResource({ uri: wrapped })).contents as Array<{ uri: string; mimeType?: string; text: string }>;
+      const want = await direct(entry, own);
+      expect(block!.uri).toBe(wrapped);
+      expect(block!.mimeType).toBe(want.mimeType);
+      expect(block!.text.length).toBeGreaterThan(100_000);
+      expect(sha256(block!.text)).toBe(sha256(want.text));
+    }
+    expect((await c.callTool({ name: 'basic__get-time', arguments: {} })).isError).toBeFalsy();
+    await c.close();
+    await d.stop();
+  }, 60_000);
+
+  it("a view's own requests reach its server: its own ui:// URI (contents keep that URI) and an app-only tool by its own name", async () => {
+    const d = await startDaemon({ mcpServers: { basic: BASIC, monitor: MONITOR } });
+    const c = await host(d);
+    await c.listTools();
+    const own = 'ui://system-monitor/mcp-app.html';
+    const [block] = (await c.readResource({ uri: own })).contents as Array<{ uri: string; text: string }>;
+    expect(block!.uri).toBe(own);
+    expect(sha256(block!.text)).toBe(sha256((await direct(MONITOR, own)).text));
+    const stats = await c.callTool({ name: 'poll-system-stats', arguments: {} });
+    expect(stats.isError).toBeFalsy();
+    expect(JSON.stringify(stats.content)).toContain('memory');
+    // A name no view-opening server has is still unknown.
+    await expect(c.callTool({ name: 'no-such-tool', arguments: {} })).rejects.toThrow(/Unknown tool: no-such-tool/);
+    await c.close();
+    await d.stop();
+  }, 60_000);
+
+  it("policy goes by public names: a deny on monitor__poll-system-stats and on the view's namespaced URI holds when the view uses its own names", async () => {
+    const d = await startDaemon({
+      policy: { tools: { deny: ['monitor__poll-system-stats'] }, resources: { deny: ['ui://monitor+*'] } },
+      mcpServers: { basic: BASIC, monitor: MONITOR },
+    });
+    const c = await host(d);
+    await c.listTools();
+    await expect(c.callTool({ name: 'poll-system-stats', arguments: {} })).rejects.toThrow(/Tool monitor__poll-system-stats is denied by policy/);
+    await expect(c.readResource({ uri: 'ui://system-monitor/mcp-app.html' })).rejects.toThrow(/ui:\/\/monitor\+system-monitor\/mcp-app.html is denied by policy/);
+    // The other server's view and tools are untouched.
+    expect((await c.callTool({ name: 'get-time', arguments: {} })).isError).toBeFalsy();
+    await c.close();
+    await d.stop();
+  }, 60_000);
+
+  it('two servers with the same view: its own URI and own tool name fail naming both; the namespaced ones reach each', async () => {
+    const d = await startDaemon({ mcpServers: { left: BASIC, right: BASIC } });
+    const c = await host(d);
+    const names = (await c.listTools()).tools.map((t) => t.name);
+    expect(names).toEqual(expect.arrayContaining(['left__get-time', 'right__get-time']));
+    await expect(c.readResource({ uri: 'ui://get-time/mcp-app.html' })).rejects.toThrow(/served by several servers \(left, right\)/);
+    await expect(c.callTool({ name: 'get-time', arguments: {} })).rejects.toThrow(/servers left, right each have a tool of that name/);
+    const left = (await c.readResource({ uri: 'ui://left+get-time/mcp-app.html' })).contents[0] as { uri: string; text: string };
+    const right = (await c.readResource({ uri: 'ui://right+get-time/mcp-app.html' })).contents[0] as { uri: string; text: string };
+    expect([left.uri, right.uri]).toEqual(['ui://left+get-time/mcp-app.html', 'ui://right+get-time/mcp-app.html']);
+    expect(sha256(left.text)).toBe(sha256(right.text));
+    await c.close();
+    await d.stop();
+  }, 60_000);
+});
