@@ -4,13 +4,15 @@
 // its server; two servers with the same view are never guessed between.
 
 import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { ROOT } from './helpers/harness.js';
+import { fixture, ROOT, waitFor } from './helpers/harness.js';
 
 afterAll(stopAllDaemons);
 
@@ -108,6 +110,35 @@ describe('MCP Apps', () => {
     expect([left.uri, right.uri]).toEqual(['ui://left+get-time/mcp-app.html', 'ui://right+get-time/mcp-app.html']);
     expect(sha256(left.text)).toBe(sha256(right.text));
     await c.close();
+    await d.stop();
+  }, 60_000);
+
+  it('extensions: a per-session upstream is offered the host\'s extensions as they are, a shared one none; the host is told the union of the upstreams\' extensions', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'mcpmux-ext-'));
+    const events = (name: string) => path.join(dir, `${name}.jsonl`);
+    const offered = (name: string) => {
+      const lines = readFileSync(events(name), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+      return lines.find((e) => e.type === 'request' && e.method === 'initialize')?.params.capabilities;
+    };
+    const d = await startDaemon({
+      mcpServers: {
+        mine: { ...fixture({ name: 'mine', events: events('mine'), capabilities: { extensions: { 'io.modelcontextprotocol/ui': {} } } }), sharing: 'session' },
+        ours: fixture({ name: 'ours', events: events('ours'), capabilities: { extensions: { 'com.example/other': { v: 1 } } } }),
+      },
+    });
+    const ui = { 'io.modelcontextprotocol/ui': { mimeTypes: ['text/html;profile=mcp-app'] }, 'com.example/unknown': { x: true } };
+    const init = await fetch(d.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: { extensions: ui }, clientInfo: { name: 'apps', version: '0' } } }),
+    });
+    const body = await init.text();
+    const data = body.split('\n').find((l) => l.startsWith('data:') && l.includes('{'));
+    const result = JSON.parse(data ? data.slice(5) : body).result;
+    expect(result.capabilities.extensions).toEqual({ 'io.modelcontextprotocol/ui': {}, 'com.example/other': { v: 1 } });
+    await waitFor(() => offered('mine'), { what: "the session upstream's initialize" });
+    expect(offered('mine').extensions).toEqual(ui);
+    expect(offered('ours').extensions).toBeUndefined();
     await d.stop();
   }, 60_000);
 });

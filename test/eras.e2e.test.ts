@@ -41,7 +41,7 @@ async function legacyHost(config: string): Promise<{ c: Client; asked: string[];
   const peer = await connectStdio(
     { command: process.execPath, args: [MUX_BIN, 'stdio', '--config', config] },
     {
-      clientCapabilities: { elicitation: {} },
+      clientCapabilities: { elicitation: {}, extensions: { 'io.modelcontextprotocol/ui': { mimeTypes: ['text/html;profile=mcp-app'] } } } as never,
       beforeConnect: (c) => {
         c.setRequestHandler(ElicitRequestSchema, async (r) => {
           asked.push(r.params.message);
@@ -71,7 +71,8 @@ async function legacyOverModern(config: string, events: string): Promise<void> {
     expect(readEvents(events).find((e) => e.tool === 'echo').meta).toMatchObject({
       'io.modelcontextprotocol/protocolVersion': '2026-07-28',
       'io.modelcontextprotocol/clientInfo': { name: 'mcpmux' },
-      'io.modelcontextprotocol/clientCapabilities': { elicitation: {} },
+      // The host's extensions too (MCP Apps here): 2026-07-28 negotiates them per request.
+      'io.modelcontextprotocol/clientCapabilities': { elicitation: {}, extensions: { 'io.modelcontextprotocol/ui': { mimeTypes: ['text/html;profile=mcp-app'] } } },
     });
     // Its list changes come over the listen stream mcpmux keeps open, and reach the host.
     await h.c.callTool({ name: 'mo__add', arguments: {} });

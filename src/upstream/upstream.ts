@@ -58,10 +58,13 @@ export interface CallOptions {
   hostCapabilities?: Params;
 }
 
-/** Of a host's capabilities, what a server may ask it through mcpmux. */
+/**
+ * Of a host's capabilities, what a server may ask it through mcpmux, and the extensions it
+ * supports (MCP Apps and any other, passed as they are: mcpmux relays what they add).
+ */
 function askable(host: Params): Params {
   const out: Params = {};
-  for (const k of ['roots', 'sampling', 'elicitation'] as const) if (host[k] !== undefined) out[k] = host[k];
+  for (const k of ['roots', 'sampling', 'elicitation', 'extensions'] as const) if (host[k] !== undefined) out[k] = host[k];
   return out;
 }
 
