@@ -142,3 +142,26 @@ describe('MCP Apps', () => {
     await d.stop();
   }, 60_000);
 });
+
+describe('passthrough URIs', () => {
+  it('two passthrough servers: each listed URI reads from the server that listed it; a URI neither listed is not found', async () => {
+    const d = await startDaemon({
+      mcpServers: {
+        a: { ...fixture({ name: 'a' }), resources: { namespace: 'passthrough' } },
+        b: { ...fixture({ name: 'b' }), resources: { namespace: 'passthrough' } },
+      },
+    });
+    const c = await host(d);
+    const uris = (await c.listResources()).resources.map((r) => r.uri);
+    const fromA = uris.filter((u) => u.includes('//a/'));
+    const fromB = uris.filter((u) => u.includes('//b/'));
+    expect(fromA.length).toBeGreaterThan(0);
+    expect(fromB.length).toBeGreaterThan(0);
+    for (const uri of [fromA[0]!, fromB[0]!]) {
+      expect((await c.readResource({ uri })).contents[0]).toMatchObject({ uri, text: `content of ${uri}` });
+    }
+    await expect(c.readResource({ uri: 'file:///nowhere' })).rejects.toThrow(/Resource not found: file:\/\/\/nowhere/);
+    await c.close();
+    await d.stop();
+  }, 60_000);
+});

@@ -80,19 +80,20 @@ export class Resolver {
     if (parts && prefixed && prefixed.config.resources.namespace === 'prefix') {
       return { up: this.available(prefixed, `Resource ${wrapped}`), name: parts.rest };
     }
-    // An MCP Apps view knows only its own `ui://` URI, so it reads that one: the server whose
-    // lists showed it owns it. Two servers with the same view URI cannot be told apart.
-    if (wrapped.startsWith('ui://')) {
-      const live = this.live(session);
-      const owners = this.lists.ownersOf(wrapped, live.map((u) => u.name));
-      const up = owners.length === 1 ? live.find((u) => u.name === owners[0])! : undefined;
-      if (up) return { up, name: wrapped, shown: up.config.resources.namespace === 'prefix' ? wrapUri(up.name, wrapped) : wrapped };
-      if (owners.length > 1) {
-        throw new RpcError(ErrorCode.InvalidParams, `The view ${wrapped} is served by several servers (${owners.join(', ')}); read it by its namespaced URI (ui://<server>+...)`, { uri: wrapped, servers: owners });
-      }
+    // A URI as its server wrote it: a passthrough server's, or an MCP Apps view's own `ui://`
+    // URI (a view knows no other). The server whose lists showed it owns it; two such servers
+    // cannot be told apart.
+    const live = this.live(session);
+    const passthrough = live.filter((u) => u.config.resources.namespace === 'passthrough' && u.capabilities.resources);
+    const among = wrapped.startsWith('ui://') ? live : passthrough;
+    const owners = this.lists.ownersOf(wrapped, among.map((u) => u.name));
+    const up = owners.length === 1 ? among.find((u) => u.name === owners[0])! : undefined;
+    if (up) return { up, name: wrapped, shown: up.config.resources.namespace === 'prefix' ? wrapUri(up.name, wrapped) : wrapped };
+    if (owners.length > 1) {
+      const hint = wrapped.startsWith('ui://') ? '; read it by its namespaced URI (ui://<server>+...)' : '';
+      throw new RpcError(ErrorCode.InvalidParams, `Resource ${wrapped} is served by several servers (${owners.join(', ')})${hint}`, { uri: wrapped, servers: owners });
     }
-    // Passthrough upstreams keep their URIs; with exactly one, it owns every URI that is not prefixed.
-    const passthrough = this.live(session).filter((u) => u.config.resources.namespace === 'passthrough' && u.capabilities.resources);
+    // A URI no list showed (a template's, say) goes to the one passthrough server, if there is one.
     if (passthrough.length === 1) return { up: passthrough[0]!, name: wrapped };
     throw new RpcError(McpError.ResourceNotFound, `Resource not found: ${wrapped}`, { uri: wrapped });
   }
