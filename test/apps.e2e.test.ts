@@ -7,6 +7,9 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Client as Client2, InMemoryTransport, StreamableHTTPClientTransport as HttpTransport2 } from '@modelcontextprotocol/client';
+import { App } from '@modelcontextprotocol/ext-apps';
+import { AppBridge } from '@modelcontextprotocol/ext-apps/app-bridge';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -80,6 +83,30 @@ describe('MCP Apps', () => {
     // A name no view-opening server has is still unknown.
     await expect(c.callTool({ name: 'no-such-tool', arguments: {} })).rejects.toThrow(/Unknown tool: no-such-tool/);
     await c.close();
+    await d.stop();
+  }, 60_000);
+
+  it("ext-apps' own host helper (AppBridge) and view (App): the host follows the tool's view URI, and the view's calls by own name reach its server through mcpmux", async () => {
+    const d = await startDaemon({ mcpServers: { basic: BASIC, monitor: MONITOR } });
+    const apps = { extensions: { 'io.modelcontextprotocol/ui': { mimeTypes: [MIME] } } };
+    const client = new Client2({ name: 'apps-host', version: '0' }, { capabilities: apps });
+    await client.connect(new HttpTransport2(new URL(d.url)));
+    const tool = (await client.listTools()).tools.find((t) => t.name === 'monitor__get-system-info')!;
+    const view = (await client.readResource({ uri: (tool._meta as { ui: { resourceUri: string } }).ui.resourceUri })).contents[0] as { mimeType: string; text: string };
+    expect(view.mimeType).toBe(MIME);
+    expect(sha256(view.text)).toBe(sha256((await direct(MONITOR, 'ui://system-monitor/mcp-app.html')).text));
+    // The view, joined to the host as ext-apps joins them (in a browser, over postMessage).
+    const bridge = new AppBridge(client, { name: 'apps-host', version: '0' }, { serverTools: {}, serverResources: {} });
+    const app = new App({ name: 'system-monitor-view', version: '0' }, {}, { autoResize: false });
+    const [hostEnd, viewEnd] = InMemoryTransport.createLinkedPair();
+    await bridge.connect(hostEnd);
+    await app.connect(viewEnd);
+    const stats = await app.callServerTool({ name: 'poll-system-stats', arguments: {} });
+    expect(stats.isError).toBeFalsy();
+    expect(JSON.stringify(stats.content)).toContain('memory');
+    await expect(app.callServerTool({ name: 'no-such-tool', arguments: {} })).rejects.toThrow(/Unknown tool: no-such-tool/);
+    await app.close();
+    await client.close();
     await d.stop();
   }, 60_000);
 
