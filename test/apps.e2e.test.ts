@@ -15,7 +15,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { fixture, ROOT, waitFor } from './helpers/harness.js';
+import { closeAll, fixture, ROOT, startRawMux, waitFor, writeConfig } from './helpers/harness.js';
 
 afterAll(stopAllDaemons);
 
@@ -168,6 +168,18 @@ describe('MCP Apps', () => {
     expect(offered('ours').extensions).toBeUndefined();
     await d.stop();
   }, 60_000);
+});
+
+describe('extensions in the 2026-07-28 era', () => {
+  afterAll(closeAll);
+
+  it("a 2026-07-28 host finds the upstreams' extensions in server/discover", async () => {
+    const ext = { 'io.modelcontextprotocol/ui': {}, 'com.example/other': { v: 1 } };
+    const peer = startRawMux(await writeConfig({ mcpServers: { fx: fixture({ name: 'fx', capabilities: { extensions: ext } }) } }));
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/ui': { mimeTypes: [MIME] } } }, 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' } };
+    const discover = await peer.request('server/discover', { _meta: meta });
+    expect(discover.result.capabilities.extensions).toEqual(ext);
+  }, 30_000);
 });
 
 describe('passthrough URIs', () => {
