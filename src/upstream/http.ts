@@ -135,7 +135,9 @@ export class StreamableHttpTransport implements RemoteTransport {
   // ---- sending ---------------------------------------------------------------------------
 
   private async post(msg: Incoming, body: string, retried = false): Promise<void> {
-    if (this.opts.auth) this.bearer = await this.opts.auth.header();
+    // Kept for the GET stream and DELETE too; the 401 below judges this request's own.
+    const bearer = this.opts.auth ? await this.opts.auth.header() : undefined;
+    this.bearer = bearer;
     const id = requestIdOf(msg);
     const method = Array.isArray(msg) ? undefined : (msg as { method?: unknown }).method;
     if (method === 'initialize' && id !== undefined) this.initializeId = id;
@@ -171,13 +173,13 @@ export class StreamableHttpTransport implements RemoteTransport {
     if (res.status === 401 && this.opts.auth?.usable && /^\s*bearer\b/i.test(res.headers.get('www-authenticate') ?? '')) {
       await res.body?.cancel().catch(() => {});
       // Once per request: a fresh token, then the same message again.
-      if (!retried && this.bearer !== undefined && (await this.opts.auth.refresh())) return this.post(msg, body, true);
+      if (!retried && bearer !== undefined && (await this.opts.auth.refresh())) return this.post(msg, body, true);
       this.challenge = res.headers.get('www-authenticate') ?? undefined;
       if (this.challenge) this.opts.auth.challenged(this.challenge);
       // A machine client (client_credentials) has no login to wait for: an error, retried with backoff.
       if (this.opts.auth.machine) return this.fail(`the server refused the client-credentials token (401)`);
       this.needsLogin = true;
-      return this.fail(`needs a login: the server answered 401${this.bearer === undefined ? ' and there is no stored login' : ' and the stored login no longer works'}`);
+      return this.fail(`needs a login: the server answered 401${bearer === undefined ? ' and there is no stored login' : ' and the stored login no longer works'}`);
     }
     if (res.status === 403 && this.opts.auth && /insufficient_scope/.test(res.headers.get('www-authenticate') ?? '')) {
       // Step-up: this request needs more than the login granted. A person decides (a login

@@ -29,11 +29,27 @@ export function loginFile(server: string): string {
   return path.join(oauthDir(), `${server.replace(/[^A-Za-z0-9_.-]/g, '_')}.json`);
 }
 
+/**
+ * Logins as last read or written, per server, while a watcher runs (`watchLogins`): every
+ * request to an HTTP upstream asks for its login, and the file only changes by our own writes
+ * (which update this) or another process's (which the watcher sees, and which drop the entry).
+ * Without a watcher (`mcpmux login`, one-shot commands) every read goes to the file.
+ */
+const cached = new Map<string, StoredLogin | undefined>();
+let watchers = 0;
+
 export function readLogin(server: string): StoredLogin | undefined {
+  if (watchers > 0 && cached.has(server)) return cached.get(server);
+  const login = readLoginFile(server);
+  if (watchers > 0) cached.set(server, login);
+  return login;
+}
+
+function readLoginFile(server: string): StoredLogin | undefined {
+  const text = readText(loginFile(server));
+  if (text === undefined) return undefined;
   try {
-    const file = loginFile(server);
-    if (!existsSync(file)) return undefined;
-    const v = JSON.parse(readFileSync(file, 'utf8')) as StoredLogin;
+    const v = JSON.parse(text) as StoredLogin;
     return v && typeof v.server === 'string' && typeof v.resource === 'string' && v.as && v.client ? v : undefined;
   } catch {
     return undefined;
@@ -51,6 +67,7 @@ export function writeLogin(server: string, login: StoredLogin): void {
   writeFileSync(tmp, text, { mode: 0o600 });
   renameSync(tmp, file);
   ownWrites.set(file, text);
+  if (watchers > 0) cached.set(server, login);
 }
 
 function readText(file: string): string | undefined {
@@ -90,6 +107,7 @@ export function deleteChallenge(server: string): void {
 
 export function deleteLogin(server: string): boolean {
   deleteChallenge(server);
+  cached.delete(server);
   const file = loginFile(server);
   if (!existsSync(file)) return false;
   rmSync(file);
@@ -105,11 +123,18 @@ export function watchLogins(onChange: (server: string) => void, onError: (err: E
   const dir = oauthDir();
   const timers = new Map<string, NodeJS.Timeout>();
   let watcher: FSWatcher | undefined;
+  let watching = false;
+  const stopCaching = () => {
+    watching = false;
+    if (--watchers === 0) cached.clear();
+  };
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     watcher = watch(dir, (_event, name) => {
       if (!name || !name.endsWith('.json')) return;
       const server = name.slice(0, -'.json'.length);
+      // Read afresh from now on, whoever wrote it.
+      cached.delete(server);
       clearTimeout(timers.get(server));
       const t = setTimeout(() => {
         timers.delete(server);
@@ -122,13 +147,20 @@ export function watchLogins(onChange: (server: string) => void, onError: (err: E
       t.unref();
       timers.set(server, t);
     });
-    watcher.on('error', onError);
+    watcher.on('error', (err) => {
+      // No longer watched: the file is the only truth again.
+      if (watching) stopCaching();
+      onError(err);
+    });
     watcher.unref();
+    watchers++;
+    watching = true;
   } catch (err) {
     onError(err as Error);
   }
   return () => {
     watcher?.close();
+    if (watching) stopCaching();
     for (const t of timers.values()) clearTimeout(t);
   };
 }

@@ -24,9 +24,12 @@ export class OAuthTokens {
   ) {
     this.server = config.name;
     this.url = canonicalResource(config.url);
+    this.usable = !Object.keys(config.headers).some((h) => h.toLowerCase() === 'authorization');
   }
 
   readonly server: string;
+  /** Whether the server's 401 can be answered by a login (no static Authorization header configured). */
+  readonly usable: boolean;
 
   /** client_credentials: mcpmux gets its own token, no person involved. */
   get machine(): boolean {
@@ -90,10 +93,6 @@ export class OAuthTokens {
     return (this.refreshing ??= this.doRefresh().finally(() => (this.refreshing = undefined)));
   }
 
-  /** Whether the server's 401 can be answered by a login (no static Authorization header configured). */
-  get usable(): boolean {
-    return !Object.keys(this.config.headers).some((h) => h.toLowerCase() === 'authorization');
-  }
 
   private async doRefresh(): Promise<boolean> {
     if (this.machine) {
