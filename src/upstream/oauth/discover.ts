@@ -7,6 +7,7 @@
 // no metadata. The scope: the challenge's `scope`, else the resource's `scopes_supported`.
 
 import * as oauth from 'oauth4webapi';
+import { readBody } from '../http.js';
 
 export interface Discovered {
   as: oauth.AuthorizationServer;
@@ -68,11 +69,25 @@ function covers(outer: string, inner: string): boolean {
   return o.pathname === '/' || i.pathname.startsWith(base);
 }
 
+/** Metadata and registration answers are small; a server sending more is not read to the end. */
+const MAX_JSON_BYTES = 256 * 1024;
+
+/** A JSON body of at most MAX_JSON_BYTES; undefined when larger, absent or not JSON. */
+export async function smallJson<T>(res: Response): Promise<T | undefined> {
+  const body = await readBody(res, MAX_JSON_BYTES).catch(() => undefined);
+  if (!body || !('text' in body)) return undefined;
+  try {
+    return JSON.parse(body.text) as T;
+  } catch {
+    return undefined;
+  }
+}
+
 /** RFC 8414 metadata at the origin, read without the issuer check (2025-03-26 servers). */
 async function looseMetadata(issuer: URL): Promise<oauth.AuthorizationServer | undefined> {
   const res = await fetch(new URL('/.well-known/oauth-authorization-server', issuer.origin), { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(15_000) }).catch(() => undefined);
   if (!res?.ok) return undefined;
-  const m = (await res.json().catch(() => undefined)) as oauth.AuthorizationServer | undefined;
+  const m = await smallJson<oauth.AuthorizationServer>(res);
   if (typeof m?.authorization_endpoint !== 'string' || typeof m.token_endpoint !== 'string') return undefined;
   return { ...m, issuer: typeof m.issuer === 'string' ? m.issuer : issuer.origin };
 }
@@ -89,7 +104,7 @@ async function resourceMetadata(server: URL, named: string | undefined): Promise
       await res?.body?.cancel().catch(() => {});
       continue;
     }
-    const body = (await res.json().catch(() => undefined)) as oauth.ResourceServer | undefined;
+    const body = await smallJson<oauth.ResourceServer>(res);
     if (body && typeof body.resource === 'string') return body;
   }
   return undefined;

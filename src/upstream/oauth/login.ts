@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import * as oauth from 'oauth4webapi';
 import type { RemoteServerConfig } from '../../config/types.js';
-import { bearerChallenge, canonicalResource, discover, httpOptions, insecureOk } from './discover.js';
+import { bearerChallenge, canonicalResource, discover, httpOptions, insecureOk, smallJson } from './discover.js';
 import { readChallenge, readLogin, writeLogin } from './store.js';
 import { fetchSameOrigin } from '../http.js';
 import { clientAuth } from './client-auth.js';
@@ -152,7 +152,7 @@ async function clientFor(server: RemoteServerConfig, as: oauth.AuthorizationServ
   );
   // Read leniently: servers in use omit fields RFC 7591 calls required (client_secret_expires_at
   // with a secret), and refusing the login for that helps nobody. client_id is a must.
-  const body = (await res.json().catch(() => undefined)) as oauth.Client | undefined;
+  const body = await smallJson<oauth.Client>(res);
   if (!res.ok || typeof body?.client_id !== 'string') throw new Error(`client registration failed: HTTP ${res.status}${body && 'error' in body ? ` ${String(body.error)}` : ''}`);
   return body;
 }
