@@ -3,9 +3,10 @@
 // servers key changes; everything else in the host's file stays. A timestamped backup is kept
 // beside the file, and the way back is printed. `--dry-run` prints the change and writes nothing.
 
-import { copyFileSync, existsSync, renameSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { writePrivate } from '../files.js';
 import { hostFiles, readHostFile, serversKey, HostFileError, type HostName } from './hosts.js';
 import { UsageError } from './runtime.js';
 
@@ -47,9 +48,7 @@ export async function runInstall(opts: InstallOptions): Promise<number> {
   const backup = `${file}.mcpmux-backup-${new Date().toISOString().replace(/[:.]/g, '-')}`;
   if (existed) copyFileSync(file, backup);
   // Written beside it, then renamed: the host never reads half a file.
-  const tmp = `${file}.mcpmux-tmp-${process.pid}`;
-  writeFileSync(tmp, after + '\n', { mode: 0o600 });
-  renameSync(tmp, file);
+  writePrivate(file, after + '\n');
   process.stdout.write(`mcpmux install: ${file} now runs mcpmux (${configPath}) instead of its ${Object.keys((doc[key] as object | undefined) ?? {}).length} server(s).\n`);
   process.stdout.write(existed ? `To undo: mv ${JSON.stringify(backup)} ${JSON.stringify(file)}\n` : `To undo: rm ${JSON.stringify(file)}\n`);
   process.stdout.write(`Restart ${host} to pick it up.\n`);

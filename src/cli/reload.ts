@@ -3,10 +3,10 @@
 // invalid one is refused with every problem and its JSON path, and the running config stays.
 // A valid one is diffed against the running one (config/diff.ts) and applied by the caller.
 
-import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import path from 'node:path';
 import { inForce, planReload, planIsEmpty, type ReloadPlan } from '../config/diff.js';
 import { loadConfig } from '../config/load.js';
+import { readText, watchFile } from '../files.js';
 import { ConfigError, type Config } from '../config/types.js';
 import { publishConfigReload, type ConfigReloadEvent } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
@@ -44,8 +44,7 @@ export class Reloader {
   last: ReloadRecord | undefined;
   private running: Promise<void> | undefined;
   private again: ReloadTrigger | undefined;
-  private watcher: FSWatcher | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private unwatch: (() => void) | undefined;
   /** The file's text when last loaded: a save that changes nothing is no reason to reload. */
   private loadedText: string | undefined;
   private readonly onHup = (): void => void this.reload('signal');
@@ -57,24 +56,17 @@ export class Reloader {
   /** Reloads on SIGHUP and when the file changes; stop() undoes both. */
   start(): void {
     process.on('SIGHUP', this.onHup);
-    // The folder, not the file: editors that save by writing a new file and renaming it over
-    // the old one would leave a watch on the file itself looking at a file that is gone.
     const dir = path.dirname(this.opts.file);
-    const base = path.basename(this.opts.file);
     try {
-      this.watcher = watch(dir, (_event, name) => {
-        if (name !== null && name !== base) return;
-        clearTimeout(this.timer);
-        this.timer = setTimeout(() => {
-          const text = readText(this.opts.file);
-          // Gone for a moment (mid-rename), or saved unchanged: nothing to do.
-          if (text === undefined || text === this.loadedText) return;
-          void this.reload('file');
-        }, WATCH_DEBOUNCE_MS);
-        this.timer.unref();
-      });
-      this.watcher.on('error', (err) => this.opts.log.warn({ err: err.message, dir }, 'config watch failed; reload with SIGHUP'));
-      this.watcher.unref();
+      this.unwatch = watchFile(
+        this.opts.file,
+        WATCH_DEBOUNCE_MS,
+        (text) => {
+          // Saved unchanged: nothing to do.
+          if (text !== this.loadedText) void this.reload('file');
+        },
+        (err) => this.opts.log.warn({ err: err.message, dir }, 'config watch failed; reload with SIGHUP'),
+      );
     } catch (err) {
       this.opts.log.warn({ err: (err as Error).message, dir }, 'cannot watch the config folder; reload with SIGHUP');
     }
@@ -82,8 +74,7 @@ export class Reloader {
 
   stop(): void {
     process.off('SIGHUP', this.onHup);
-    clearTimeout(this.timer);
-    this.watcher?.close();
+    this.unwatch?.();
   }
 
   /** One reload at a time; one asked for while another runs follows it (with the newest file). */
@@ -145,13 +136,5 @@ export class Reloader {
     this.last = { at: new Date().toISOString(), trigger, result: 'refused', error };
     publishConfigReload({ result: 'refused', trigger, file, error, added: [], removed: [], restarted: [], updated: [], needsRestart: [] });
     log.error({ trigger, file, error }, 'config reload refused; the running config stays');
-  }
-}
-
-function readText(file: string): string | undefined {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch {
-    return undefined;
   }
 }

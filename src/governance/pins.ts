@@ -7,12 +7,12 @@
 // was already pinned. The first time a server is seen at all, its tools are trusted as they are.
 
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { readText, watchFile, writePrivate } from '../files.js';
 import { publishToolChanged } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
 import type { Params } from '../protocol/mcp.js';
-export { stateDir } from '../state.js';
 
 /** The parts of a definition that are hashed and compared. */
 const FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations', '_meta'] as const;
@@ -48,7 +48,7 @@ export class ToolPins {
   /** Servers first seen by this process (trusted on first use). */
   private readonly firstUse = new Set<string>();
   private saveTimer: NodeJS.Timeout | undefined;
-  private watcher: FSWatcher | undefined;
+  private unwatch: (() => void) | undefined;
   private lastWritten = '';
 
   constructor(private readonly opts: PinsOptions) {
@@ -111,16 +111,14 @@ export class ToolPins {
 
   /** Re-reads the file when another process (`mcpmux tools --approve`) changes it. */
   watch(): void {
-    const dir = path.dirname(this.opts.file);
+    const warn = (err: Error, what: string) => this.opts.log.warn({ err: err.message, file: this.opts.file }, what);
     try {
-      mkdirSync(dir, { recursive: true, mode: 0o700 });
-      let timer: NodeJS.Timeout | undefined;
-      this.watcher = watch(dir, (_event, name) => {
-        if (name !== path.basename(this.opts.file)) return;
-        clearTimeout(timer);
-        timer = setTimeout(() => {
-          const text = readText(this.opts.file);
-          if (text === undefined || text === this.lastWritten) return;
+      mkdirSync(path.dirname(this.opts.file), { recursive: true, mode: 0o700 });
+      this.unwatch = watchFile(
+        this.opts.file,
+        100,
+        (text) => {
+          if (text === this.lastWritten) return;
           // Only approvals for servers this process pins change what hosts see; another
           // mcpmux recording its own servers' first use must not make every host re-list.
           const before = this.pinnedState();
@@ -128,12 +126,11 @@ export class ToolPins {
           if (this.pinnedState() === before) return;
           this.opts.log.info({ file: this.opts.file }, 'tool pins changed on disk; lists rebuilt');
           this.opts.onChange?.();
-        }, 100);
-        timer.unref();
-      });
-      this.watcher.unref();
+        },
+        (err) => warn(err, 'the tool pins watch failed; approvals apply on restart'),
+      );
     } catch (err) {
-      this.opts.log.warn({ err: (err as Error).message, file: this.opts.file }, 'cannot watch the tool pins file; approvals apply on restart');
+      warn(err as Error, 'cannot watch the tool pins file; approvals apply on restart');
     }
   }
 
@@ -143,7 +140,7 @@ export class ToolPins {
   }
 
   close(): void {
-    this.watcher?.close();
+    this.unwatch?.();
     if (this.saveTimer) this.saveNow();
   }
 
@@ -187,10 +184,7 @@ export class ToolPins {
     this.saveTimer = undefined;
     const text = JSON.stringify(this.state, null, 2) + '\n';
     try {
-      mkdirSync(path.dirname(this.opts.file), { recursive: true, mode: 0o700 });
-      const tmp = `${this.opts.file}.${process.pid}.tmp`;
-      writeFileSync(tmp, text, { mode: 0o600 });
-      renameSync(tmp, this.opts.file);
+      writePrivate(this.opts.file, text);
       this.lastWritten = text;
     } catch (err) {
       this.opts.log.error({ file: this.opts.file, err: (err as Error).message }, 'cannot write the tool pins file');
@@ -205,7 +199,7 @@ function hashFields(tool: Params): Record<string, string> {
 }
 
 /** JSON with object keys sorted at every level: the same definition always hashes the same. */
-export function canonical(v: unknown): string {
+function canonical(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
   if (v && typeof v === 'object') {
     return `{${Object.keys(v)
@@ -214,14 +208,6 @@ export function canonical(v: unknown): string {
       .join(',')}}`;
   }
   return JSON.stringify(v) ?? 'null';
-}
-
-function readText(file: string): string | undefined {
-  try {
-    return existsSync(file) ? readFileSync(file, 'utf8') : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 function now(): string {

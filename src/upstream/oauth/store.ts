@@ -3,8 +3,9 @@
 // read by the daemon and written by `mcpmux login` (another process). Nothing from these files
 // is ever logged.
 
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
 import path from 'node:path';
+import { readText, writePrivate } from '../../files.js';
 import { stateDir } from '../../state.js';
 
 export interface StoredLogin {
@@ -20,7 +21,7 @@ export interface StoredLogin {
   scopeNeeded?: string;
 }
 
-export function oauthDir(): string {
+function oauthDir(): string {
   return path.join(stateDir(), 'oauth');
 }
 
@@ -61,22 +62,12 @@ const ownWrites = new Map<string, string>();
 
 export function writeLogin(server: string, login: StoredLogin): void {
   const file = loginFile(server);
-  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   const text = JSON.stringify(login, null, 2) + '\n';
-  const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, text, { mode: 0o600 });
-  renameSync(tmp, file);
+  writePrivate(file, text);
   ownWrites.set(file, text);
   if (watchers > 0) cached.set(server, login);
 }
 
-function readText(file: string): string | undefined {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch {
-    return undefined;
-  }
-}
 
 /**
  * The last 401 challenge the daemon got from a server it has no working login for: a server
@@ -94,11 +85,7 @@ export function writeChallenge(server: string, header: string): void {
 }
 
 export function readChallenge(server: string): string | undefined {
-  try {
-    return readFileSync(challengeFile(server), 'utf8');
-  } catch {
-    return undefined;
-  }
+  return readText(challengeFile(server));
 }
 
 export function deleteChallenge(server: string): void {

@@ -1,0 +1,53 @@
+// The three things mcpmux does with files it shares with other processes (its config, tool
+// pins, OAuth logins, a host's config): read one that may be absent, write one so no reader
+// ever sees half of it, and hear when another process changed one.
+
+import { mkdirSync, readFileSync, renameSync, watch, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+/** The file's text; undefined when it is absent or unreadable. */
+export function readText(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Writes `text` beside `file` and renames it over (a reader sees the old file or the new one),
+ * mode 0600; a missing folder is created private (0700). Throws as writeFileSync does.
+ */
+export function writePrivate(file: string, text: string): void {
+  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, text, { mode: 0o600 });
+  renameSync(tmp, file);
+}
+
+/**
+ * Calls `onText` with the file's text once changes to it have been quiet for `quietMs`.
+ * Watches the folder, not the file: a save by writing a new file and renaming it over the old
+ * one would leave a watch on the file looking at one that is gone. A moment without the file
+ * (mid-rename) is no change. Returns the function that stops watching; throws when the folder
+ * cannot be watched, and reports later watch failures to `onError`.
+ */
+export function watchFile(file: string, quietMs: number, onText: (text: string) => void, onError: (err: Error) => void): () => void {
+  const base = path.basename(file);
+  let timer: NodeJS.Timeout | undefined;
+  const watcher = watch(path.dirname(file), (_event, name) => {
+    if (name !== null && name !== base) return;
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      const text = readText(file);
+      if (text !== undefined) onText(text);
+    }, quietMs);
+    timer.unref();
+  });
+  watcher.on('error', onError);
+  watcher.unref();
+  return () => {
+    clearTimeout(timer);
+    watcher.close();
+  };
+}
