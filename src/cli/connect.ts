@@ -130,10 +130,8 @@ class Bridge {
   private async forwardModern(msg: Msg): Promise<void> {
     if (msg.method === 'notifications/cancelled') {
       const id = (msg.params as Msg | undefined)?.requestId;
-      if (typeof id === 'string' || typeof id === 'number') {
-        this.cancelled.add(id);
-        this.modernPosts.get(id)?.abort();
-      }
+      // Aborting its POST is the cancellation (nothing to remember, unlike the legacy path).
+      if (typeof id === 'string' || typeof id === 'number') this.modernPosts.get(id)?.abort();
       return;
     }
     const ids = requestIds(msg);
@@ -267,16 +265,12 @@ class Bridge {
   }
 
   private post(msg: unknown, signal: AbortSignal = this.abort.signal): Promise<Response> {
-    const headers = this.headers({ 'content-type': 'application/json', accept: 'application/json, text/event-stream' });
-    // A 2026-07-28 host's message goes as that revision wants it: no session, its own headers.
+    const headers = new Headers(this.headers({ 'content-type': 'application/json', accept: 'application/json, text/event-stream' }));
+    // A 2026-07-28 host's message goes as that revision wants it: its own headers.
     const version = Array.isArray(msg) ? undefined : declaredVersion((msg as { params?: unknown } | null)?.params);
-    if (version !== undefined) {
-      const h = new Headers(headers);
-      modernHeaders(h, version, msg as { method?: unknown; params?: Record<string, unknown> });
-      return fetch(this.url, { method: 'POST', headers: h, body: encodeMessage(msg), signal });
-    }
+    if (version !== undefined) modernHeaders(headers, version, msg as { method?: unknown; params?: Record<string, unknown> });
     // encodeMessage, not JSON.stringify: the decoder may have kept long values raw (opaque.ts).
-    return fetch(this.url, { method: 'POST', headers, body: encodeMessage(msg), signal: this.abort.signal });
+    return fetch(this.url, { method: 'POST', headers, body: encodeMessage(msg), signal });
   }
 
   private get(lastEventId: string | undefined): Promise<Response> {

@@ -7,6 +7,9 @@ import { ErrorCode, RpcError } from '../jsonrpc/message.js';
 import type { Params } from './mcp.js';
 
 /** Modern revisions mcpmux speaks, newest first. */
+/** Which revision family a peer speaks: 2024-11-05 to 2025-11-25 (legacy), or 2026-07-28 on. */
+export type Era = 'legacy' | 'modern';
+
 export const MODERN_VERSIONS = ['2026-07-28'] as const;
 export type ModernVersion = (typeof MODERN_VERSIONS)[number];
 

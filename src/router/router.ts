@@ -247,9 +247,19 @@ export class Router {
    * before this moment are not announced to it again with list_changed.
    */
   async greet(session: SessionPort): Promise<{ capabilities: Params; instructions: string | undefined }> {
+    await this.admit(session);
+    return this.offer(session);
+  }
+
+  /** Starts the session's own upstreams and waits (bounded) for them; the host may then be told of changes. */
+  async admit(session: SessionPort): Promise<void> {
     const own = this.pool.startFor(session);
     await Promise.all([this.startupWait, boundedAll(own, this.config.timeouts.startupWaitMs)]);
     this.audience.greet(session);
+  }
+
+  /** What the session's live upstreams offer together, as a handshake (or server/discover) says it. */
+  offer(session: SessionPort): { capabilities: Params; instructions: string | undefined } {
     const live = this.resolve.live(session);
     // Upstreams still starting will come with list_changed; the host must know the lists exist.
     const late = this.pool.forSession(session).some((up) => up.state === 'starting');

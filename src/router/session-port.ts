@@ -6,6 +6,7 @@ import type { Result } from '../jsonrpc/endpoint.js';
 import type { JsonRpcId } from '../jsonrpc/message.js';
 import type { HostTransport } from '../observe/events.js';
 import type { LogLevel, Params } from '../protocol/mcp.js';
+import type { Era } from '../protocol/modern.js';
 import type { ProtocolVersion } from '../protocol/versions.js';
 
 export interface SessionPort {
@@ -16,7 +17,7 @@ export interface SessionPort {
   readonly protocolVersion: ProtocolVersion;
   readonly clientCapabilities: Params;
   /** Which revision family the host speaks (undefined until its first request). */
-  readonly era?: 'legacy' | 'modern';
+  readonly era?: Era;
   /** One stateless request (2026-07-28 over HTTP): no `sharing: "session"` servers of its own. */
   readonly stateless?: boolean;
   /** Set by logging/setLevel; undefined means "everything". */

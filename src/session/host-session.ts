@@ -18,7 +18,7 @@ import {
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError, type LogLevel, type Params } from '../protocol/mcp.js';
 import { LATEST_VERSION, negotiateVersion, versionAtLeast, type ProtocolVersion } from '../protocol/versions.js';
-import { declaredVersion } from '../protocol/modern.js';
+import { declaredVersion, type Era } from '../protocol/modern.js';
 import { PASS_THROUGH, type Router, type SessionPort } from '../router/router.js';
 import { ModernHost } from './modern.js';
 import type { ParkedCalls } from './parked.js';
@@ -48,9 +48,6 @@ export interface HostSessionOptions {
    */
   stateless?: boolean;
 }
-
-/** Which revision family a host connection speaks; decided by its first request. */
-export type Era = 'legacy' | 'modern';
 
 export class HostSession implements SessionPort {
   readonly id = randomUUID();

@@ -28,9 +28,6 @@ interface Listen {
 /** How a modern connection sends to its host: a notification, tied to one of its requests. */
 export type SendNotification = (method: string, params: Params, related: JsonRpcId) => void;
 
-/** The requests that may need input from the host on the way (2026-07-28 allows it on these). */
-const INPUT_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read']);
-
 export class ModernHost {
   private readonly listens = new Map<JsonRpcId, Listen>();
   /** How many of this connection's listens want each URI (subscribed upstream while any does). */
@@ -41,7 +38,7 @@ export class ModernHost {
   onIdle?: () => void;
   /** Requests that asked for log messages (`_meta` logLevel), and from which level. */
   private readonly logLevels = new Map<JsonRpcId, LogLevel>();
-  private greeted: Promise<unknown> | undefined;
+  private admitted: Promise<void> | undefined;
 
   constructor(
     private readonly session: SessionPort & { clientCapabilities: Params; clientInfo: Params },
@@ -74,11 +71,6 @@ export class ModernHost {
     for (const call of this.calls.values()) call.abandon(why);
   }
 
-  /** True once the router knows this host (it may then be told of changes). */
-  get ready(): boolean {
-    return this.greeted !== undefined;
-  }
-
   async handle(req: JsonRpcRequest, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
     if (!MODERN_METHODS.has(req.method)) {
       throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${req.method}${req.method === 'initialize' ? ' (this connection speaks 2026-07-28, which has no handshake)' : ''}`);
@@ -92,12 +84,12 @@ export class ModernHost {
     this.session.clientCapabilities = envelope.capabilities;
     if (envelope.clientInfo) this.session.clientInfo = envelope.clientInfo;
     // The first request makes the router wait (bounded) for the upstreams, as initialize does.
-    await (this.greeted ??= this.router.greet(this.session));
+    await (this.admitted ??= this.router.admit(this.session));
     if (typeof level === 'string' && logLevelRank(level) >= 0) this.logLevels.set(req.id, level as LogLevel);
     try {
       switch (req.method) {
         case 'server/discover':
-          return modernResult(req.method, await this.discover(), this.serverInfo);
+          return modernResult(req.method, this.discover(), this.serverInfo);
         case 'subscriptions/listen':
           return await this.listen(req, params, signal, event);
         case 'tools/call':
@@ -140,16 +132,17 @@ export class ModernHost {
       }
       // Its own canceller: the upstream call outlives this request when it is parked.
       const ctl = new Canceller();
-      signal.onCancel(() => ctl.cancel(signal.reason ?? 'cancelled by the host'));
-      call = new BridgedCall(this.router.handle(this.session, req, ctl, event), (why) => ctl.cancel(why));
-      this.calls.set(req.id, call);
+      const started = new BridgedCall(this.router.handle(this.session, req, ctl, event), (why) => ctl.cancel(why));
+      this.calls.set(req.id, started);
       const done = (): void => {
-        this.calls.delete(req.id);
+        // The host may have reused the id for a later call (this one was answered, parked).
+        if (this.calls.get(req.id) === started) this.calls.delete(req.id);
         if (this.calls.size === 0) this.onIdle?.();
       };
-      call.outcome.then(done, done);
+      started.outcome.then(done, done);
+      call = started;
     }
-    // The host giving up on this request gives up the call.
+    // The host giving up on this request gives up the call (a new call's canceller, or a resumed one's).
     signal.onCancel(() => call.cancel(signal.reason ?? 'cancelled by the host'));
     const step = await call.next();
     if (step.done) {
@@ -201,8 +194,8 @@ export class ModernHost {
     this.send(method, { ...params, _meta: { ...(params?._meta as Params | undefined), [META.subscriptionId]: l.id } }, l.id);
   }
 
-  private async discover(): Promise<Params> {
-    const { capabilities, instructions } = await this.router.greet(this.session);
+  private discover(): Params {
+    const { capabilities, instructions } = this.router.offer(this.session);
     return { supportedVersions: [...MODERN_VERSIONS], capabilities, ...(instructions ? { instructions } : {}) };
   }
 

@@ -31,7 +31,6 @@ export type Parked = { call: BridgedCall } | { upstreamState: string | undefined
 interface Entry {
   parked: Parked;
   client: string;
-  target: string;
   timer: NodeJS.Timeout;
 }
 
@@ -52,10 +51,6 @@ export class ParkedCalls {
 
   constructor(private readonly ttlMs = PARKED_TTL_MS) {}
 
-  get size(): number {
-    return this.entries.size;
-  }
-
   /** Parks `call` (or an upstream's state) until the host comes back; returns the token it must bring. */
   park(parked: Parked, client: string, method: string, target: string): string {
     const mine = [...this.entries].filter(([, e]) => e.client === client);
@@ -68,7 +63,7 @@ export class ParkedCalls {
     const digest = targetDigest(method, target);
     const timer = setTimeout(() => this.drop(id, 'the host did not come back with the input in time'), this.ttlMs);
     timer.unref();
-    this.entries.set(id, { parked, client, target: digest, timer });
+    this.entries.set(id, { parked, client, timer });
     const payload = Buffer.from(JSON.stringify({ id, c: client, t: digest, exp: Date.now() + this.ttlMs } satisfies Payload)).toString('base64url');
     return `${PREFIX}${payload}.${this.mac(payload)}`;
   }
@@ -98,11 +93,6 @@ export class ParkedCalls {
     clearTimeout(entry.timer);
     this.entries.delete(p.id);
     return entry.parked;
-  }
-
-  /** Every parked call given up (shutdown). */
-  close(): void {
-    for (const id of [...this.entries.keys()]) this.drop(id, 'mcpmux is stopping');
   }
 
   private drop(id: string, why: string): void {

@@ -8,10 +8,8 @@ import type { Endpoint, Result } from '../jsonrpc/endpoint.js';
 import { RpcError } from '../jsonrpc/message.js';
 import { publishUpstreamRequest, upstreamRequestClock } from '../observe/events.js';
 import type { Params } from '../protocol/mcp.js';
-import { META, MODERN_VERSIONS, ModernError, isModernVersion, type ModernVersion } from '../protocol/modern.js';
+import { META, MODERN_VERSIONS, ModernError, isModernVersion, type Era, type ModernVersion } from '../protocol/modern.js';
 import { LATEST_VERSION, isSupportedVersion, type ProtocolVersion } from '../protocol/versions.js';
-
-export type Era = 'legacy' | 'modern';
 
 export interface ServerInfo {
   era: Era;
