@@ -17,8 +17,12 @@ export class Lists {
   readonly catalogue: Catalogue;
   readonly kinds: Record<ListName, ListKind>;
   private readonly seen = new Map<string, { gov: Governance; version: number; value: boolean }>();
-  /** Per server: the resource URIs listed so far (for status). */
+  /**
+   * Per server, the URIs its lists showed as it wrote them: its resources (for status, and to
+   * route a passthrough URI) and its tools' MCP Apps views (a view reads its own URI).
+   */
   private readonly uris = new Map<string, Set<string>>();
+  private readonly views = new Map<string, Set<string>>();
 
   constructor(
     private readonly names: NameIndex,
@@ -87,10 +91,10 @@ export class Lists {
     return { tools: this.names.publishedBy('tools', server).length, prompts: this.names.publishedBy('prompts', server).length, resources: this.uris.get(server)?.size ?? 0 };
   }
 
-  private resourcesSeen(server: string): Set<string> {
-    let set = this.uris.get(server);
-    if (!set) this.uris.set(server, (set = new Set()));
-    return set;
+  /** A server removed or restarted (reload): what its lists showed is no longer known. */
+  forget(server: string): void {
+    this.uris.delete(server);
+    this.views.delete(server);
   }
 
   /** Every item of a list, all pages walked (name resolution, `mcpmux tools`). */
@@ -115,17 +119,10 @@ export class Lists {
     if (kind !== 'tools') return shown;
     // An MCP Apps view: its URI is shown namespaced like any resource, and remembered so that
     // a view asking for its own URI (it knows no other) finds its server.
-    for (const uri of toolViewUris(item)) this.viewsSeen(up.name).add(uri);
+    const views = toolViewUris(item);
+    if (views.length === 0) return shown;
+    for (const uri of views) remember(this.views, up.name, uri);
     return up.config.resources.namespace === 'prefix' ? wrapToolView(shown, up.name) : shown;
-  }
-
-  /** Original `ui://` URIs each server's tools open, as seen in lists. */
-  private readonly views = new Map<string, Set<string>>();
-
-  private viewsSeen(server: string): Set<string> {
-    let set = this.views.get(server);
-    if (!set) this.views.set(server, (set = new Set()));
-    return set;
   }
 
   /** Whether a server's tools open MCP Apps views (its views call tools by their own names). */
@@ -142,8 +139,17 @@ export class Lists {
     const uri = item[key];
     if (typeof uri !== 'string') return undefined;
     if (!this.governance().serverAllows(up.name, 'resources', uri)) return undefined;
-    if (key === 'uri') this.resourcesSeen(up.name).add(uri);
+    if (key === 'uri') remember(this.uris, up.name, uri);
     if (up.config.resources.namespace === 'passthrough') return item;
     return { ...item, [key]: wrapUri(up.name, uri) };
   }
+}
+
+/** URIs remembered per server at most: a server listing ever-new URIs cannot grow the sets without bound. */
+const MAX_URIS_PER_SERVER = 100_000;
+
+function remember(map: Map<string, Set<string>>, server: string, uri: string): void {
+  let set = map.get(server);
+  if (!set) map.set(server, (set = new Set()));
+  if (set.size < MAX_URIS_PER_SERVER) set.add(uri);
 }

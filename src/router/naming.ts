@@ -135,12 +135,16 @@ export class NameIndex {
 /** MCP Apps views (`ui://`): hosts only treat a resource as a view while its URI keeps the scheme. */
 const UI = 'ui://';
 
+export function isViewUri(uri: string): boolean {
+  return uri.startsWith(UI);
+}
+
 /**
  * `fs` + `file:///a` -> `fs+file:///a`. A view keeps its scheme: `basic` + `ui://get-time/x`
  * -> `ui://basic+get-time/x` (server names are `[A-Za-z0-9_.-]`, so the first `+` splits).
  */
 export function wrapUri(server: string, uri: string): string {
-  return uri.startsWith(UI) ? `${UI}${server}+${uri.slice(UI.length)}` : server + '+' + uri;
+  return isViewUri(uri) ? `${UI}${server}+${uri.slice(UI.length)}` : server + '+' + uri;
 }
 
 /** `<server><mark><rest>` -> { server, rest }, or undefined when there is no server part. */
@@ -152,7 +156,7 @@ export function splitServer(wrapped: string, mark: string): { server: string; re
 
 /** `fs+file:///a` -> { server: 'fs', rest: 'file:///a' }; `ui://basic+get-time/x` -> { server: 'basic', rest: 'ui://get-time/x' }. */
 export function unwrapUri(wrapped: string): { server: string; rest: string } | undefined {
-  if (wrapped.startsWith(UI)) {
+  if (isViewUri(wrapped)) {
     const parts = splitServer(wrapped.slice(UI.length), '+');
     return parts && /^[A-Za-z0-9_.-]+$/.test(parts.server) ? { server: parts.server, rest: UI + parts.rest } : undefined;
   }

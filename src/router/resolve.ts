@@ -7,7 +7,7 @@ import { McpError, MuxError } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
 import type { Governance } from './forward.js';
 import type { Lists } from './lists.js';
-import { unwrapUri, wrapUri, type NameIndex, type NamedKind } from './naming.js';
+import { isViewUri, unwrapUri, wrapUri, type NameIndex, type NamedKind } from './naming.js';
 import type { UpstreamPool } from './pool.js';
 import type { SessionPort } from './session-port.js';
 
@@ -35,6 +35,9 @@ export class Resolver {
 
   async named(session: SessionPort, kind: NamedKind, publicName: string): Promise<Resolved> {
     let owner = this.names.resolve(kind, publicName);
+    // An MCP Apps view's call by its server's own name: known without walking every list.
+    const viewed = owner || kind !== 'tools' ? [] : this.viewOwners(session, publicName);
+    if (viewed.length === 1) return viewed[0]!;
     if (!owner) {
       // Not in any list served so far (say, a host that remembers tools across an mcpmux
       // restart, or a name that does not exist): walk the lists once, then look again.
@@ -47,11 +50,12 @@ export class Resolver {
     // Down, or (unknown name) its prefix names a server that is down: say so rather than "unknown".
     if (up && up.state !== 'ready') this.unavailable(up, `The ${what} ${publicName}`);
     if (owner && up) return { up, name: owner.name };
-    // A name the server's own allow/deny hides is never published, so it has no owner; it still
-    // goes to the forward step, where policy refuses it and says so.
-    if (byPrefix && !this.governance().serverAllows(byPrefix.up.name, kind, byPrefix.rest)) return { up: byPrefix.up, name: byPrefix.rest };
-    // Likewise a tool that pinning holds: the forward step refuses it and says why.
-    if (byPrefix && kind === 'tools' && this.governance().toolHeld?.(byPrefix.up.name, byPrefix.rest)) return { up: byPrefix.up, name: byPrefix.rest };
+    // A name the server's own allow/deny hides, or a tool that pinning holds, is never
+    // published, so it has no owner; it still goes to the forward step, which refuses it and says why.
+    const gov = this.governance();
+    if (byPrefix && (!gov.serverAllows(byPrefix.up.name, kind, byPrefix.rest) || (kind === 'tools' && gov.toolHeld?.(byPrefix.up.name, byPrefix.rest)))) {
+      return { up: byPrefix.up, name: byPrefix.rest };
+    }
     if (!owner && !byPrefix && kind === 'tools') return this.viewCall(session, publicName);
     throw new RpcError(ErrorCode.InvalidParams, `Unknown ${what}: ${publicName}`);
   }
@@ -62,16 +66,21 @@ export class Resolver {
    * name owns the call; several cannot be told apart, and the error names them.
    */
   private viewCall(session: SessionPort, ownName: string): Resolved {
-    const owners = this.live(session).flatMap((up) => {
-      const shown = this.lists.hasViews(up.name) ? this.names.publicNameOf('tools', up.name, ownName) : undefined;
-      return shown === undefined ? [] : [{ up, name: ownName, shown }];
-    });
+    const owners = this.viewOwners(session, ownName);
     if (owners.length === 1) return owners[0]!;
     if (owners.length > 1) {
       const servers = owners.map((o) => o.up.name);
       throw new RpcError(ErrorCode.InvalidParams, `Unknown tool: ${ownName}; servers ${servers.join(', ')} each have a tool of that name, so call it by its namespaced name`, { candidates: owners.map((o) => o.shown) });
     }
     throw new RpcError(ErrorCode.InvalidParams, `Unknown tool: ${ownName}`);
+  }
+
+  /** The live servers that open views and published a tool whose own name is `ownName`. */
+  private viewOwners(session: SessionPort, ownName: string): Array<Resolved & { shown: string }> {
+    return this.live(session).flatMap((up) => {
+      const shown = this.lists.hasViews(up.name) ? this.names.publicNameOf('tools', up.name, ownName) : undefined;
+      return shown === undefined ? [] : [{ up, name: ownName, shown }];
+    });
   }
 
   uri(session: SessionPort, wrapped: string): Resolved {
@@ -85,12 +94,13 @@ export class Resolver {
     // cannot be told apart.
     const live = this.live(session);
     const passthrough = live.filter((u) => u.config.resources.namespace === 'passthrough' && u.capabilities.resources);
-    const among = wrapped.startsWith('ui://') ? live : passthrough;
+    const view = isViewUri(wrapped);
+    const among = view ? live : passthrough;
     const owners = this.lists.ownersOf(wrapped, among.map((u) => u.name));
     const up = owners.length === 1 ? among.find((u) => u.name === owners[0])! : undefined;
     if (up) return { up, name: wrapped, shown: up.config.resources.namespace === 'prefix' ? wrapUri(up.name, wrapped) : wrapped };
     if (owners.length > 1) {
-      const hint = wrapped.startsWith('ui://') ? '; read it by its namespaced URI (ui://<server>+...)' : '';
+      const hint = view ? '; read it by its namespaced URI (ui://<server>+...)' : '';
       throw new RpcError(ErrorCode.InvalidParams, `Resource ${wrapped} is served by several servers (${owners.join(', ')})${hint}`, { uri: wrapped, servers: owners });
     }
     // A URI no list showed (a template's, say) goes to the one passthrough server, if there is one.

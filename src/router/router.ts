@@ -124,8 +124,10 @@ export class Router {
     this.config = next;
     this.rank = new Map(next.servers.map((s, i) => [s.name, i]));
     if (orderChanged) this.names.forget();
-    for (const name of plan.removed) this.names.forget(name);
-    for (const s of plan.restarted) this.names.forget(s.name);
+    for (const name of [...plan.removed, ...plan.restarted.map((s) => s.name)]) {
+      this.names.forget(name);
+      this.lists.forget(name);
+    }
     for (const { server } of plan.updated) if (server.prefix !== this.pool.get(undefined, server.name)?.config.prefix) this.names.forget(server.name);
     for (const up of this.pool.all()) {
       if (!plan.removed.includes(up.name) && !plan.restarted.some((s) => s.name === up.name)) continue;
