@@ -27,7 +27,9 @@ function pinsInterceptor(pins: ToolPins): Interceptor {
 export function createGovernance(config: Pick<Config, 'policy' | 'servers' | 'rateLimits' | 'limits'>, pins?: ToolPins): Governance {
   const policy = new Policy(config);
   const limiter = new RateLimiter(config.rateLimits, config.limits.maxRateLimitKeys);
-  const interceptors = [policy.interceptor(), ...(pins ? [pinsInterceptor(pins)] : []), ...(limiter.active ? [limiter.interceptor()] : [])];
+  // Only a pinned server's tools can be held: with none, calls skip the check.
+  const holds = pins !== undefined && config.servers.some((s) => s.pinTools);
+  const interceptors = [policy.interceptor(), ...(holds ? [pinsInterceptor(pins)] : []), ...(limiter.active ? [limiter.interceptor()] : [])];
   return {
     interceptors,
     ...(pins && { toolVisible: (server: string, tool: Params) => pins.visible(server, tool), toolHeld: (server: string, tool: string) => !pins.callable(server, tool) }),

@@ -17,6 +17,9 @@ import type { Params } from '../protocol/mcp.js';
 /** The parts of a definition that are hashed and compared. */
 const FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations', '_meta'] as const;
 const FILE_VERSION = 1;
+/** Changes remembered as reported at most (see ToolPins.reported). */
+const MAX_REPORTED = 10_000;
+
 
 interface Pinned {
   /** Field -> sha256 (hex, 16 chars) of its canonical JSON; absent fields are absent. */
@@ -29,7 +32,6 @@ interface StateFile {
   servers: Record<string, Record<string, Pinned>>;
 }
 
-
 export interface PinsOptions {
   file: string;
   /** Servers whose changed or new tools are held (pinTools). */
@@ -41,9 +43,16 @@ export interface PinsOptions {
 
 export class ToolPins {
   private state: StateFile = { version: FILE_VERSION, servers: {} };
-  /** The definitions seen last, per server and tool (for approvals). */
-  readonly seen = new Map<string, Map<string, Params>>();
-  /** `server\0tool\0fieldhash` of changes already reported (once each, not on every listing). */
+  /**
+   * The field hashes of the definitions seen last, per server and tool: a call to a pinned
+   * server compares these (it does not hash again), and an approval records them.
+   */
+  readonly seen = new Map<string, Map<string, Record<string, string>>>();
+  /**
+   * `server\0tool\0fieldhash` of changes already reported (once each, not on every listing).
+   * Emptied at MAX_REPORTED: a server inventing definitions cannot grow it without bound (it
+   * is then reported again, which is what it deserves).
+   */
   private readonly reported = new Set<string>();
   /** Servers first seen by this process (trusted on first use). */
   private readonly firstUse = new Set<string>();
@@ -60,8 +69,8 @@ export class ToolPins {
     const name = tool.name as string;
     let mine = this.seen.get(server);
     if (!mine) this.seen.set(server, (mine = new Map()));
-    mine.set(name, tool);
     const fields = hashFields(tool);
+    mine.set(name, fields);
     // Trust on first use: a server with no entry when this process started has its tools
     // recorded as they are, all through this run (a changed one is still caught).
     if (!this.state.servers[server]) this.firstUse.add(server);
@@ -90,8 +99,8 @@ export class ToolPins {
   /** Whether a call to `tool` of `server` may go through (a held tool may not). */
   callable(server: string, tool: string): boolean {
     if (!this.opts.pinned.has(server)) return true;
-    const def = this.seen.get(server)?.get(tool);
-    return def === undefined || this.visibleQuietly(server, def);
+    const fields = this.seen.get(server)?.get(tool);
+    return fields === undefined || this.approved(server, tool, fields);
   }
 
   /** Which servers are pinned from now on (a reload). */
@@ -102,9 +111,9 @@ export class ToolPins {
   /** Records the definitions seen last for these (server, tool) pairs as approved; writes the file now. */
   approve(pairs: readonly { server: string; tool: string }[]): void {
     for (const { server, tool } of pairs) {
-      const def = this.seen.get(server)?.get(tool);
-      if (!def) continue;
-      (this.state.servers[server] ??= {})[tool] = { fields: hashFields(def), approvedAt: now() };
+      const fields = this.seen.get(server)?.get(tool);
+      if (!fields) continue;
+      (this.state.servers[server] ??= {})[tool] = { fields, approvedAt: now() };
     }
     this.saveNow();
   }
@@ -144,16 +153,17 @@ export class ToolPins {
     if (this.saveTimer) this.saveNow();
   }
 
-  private visibleQuietly(server: string, def: Params): boolean {
-    const pin = this.state.servers[server]?.[def.name as string];
+  /** Whether a definition with these field hashes is the approved one (or needs no approval). */
+  private approved(server: string, tool: string, fields: Record<string, string>): boolean {
+    const pin = this.state.servers[server]?.[tool];
     if (!pin) return !this.state.servers[server] || this.firstUse.has(server);
-    const fields = hashFields(def);
     return FIELDS.every((f) => pin.fields[f] === fields[f]);
   }
 
   private report(server: string, tool: string, changed: string[], fields: Record<string, string>, held: boolean): void {
     const key = `${server}\0${tool}\0${JSON.stringify(fields)}`;
     if (this.reported.has(key)) return;
+    if (this.reported.size >= MAX_REPORTED) this.reported.clear();
     this.reported.add(key);
     publishToolChanged({ server, tool, fields: changed, held });
     this.opts.log.warn(
