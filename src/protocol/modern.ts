@@ -94,7 +94,8 @@ export function unsupportedVersion(requested: string): RpcError {
  */
 export function stripEnvelope(params: Params | undefined): void {
   const meta = params?._meta as Params | undefined;
-  if (!meta) return;
+  // Most _meta (a progress token, a trace) carries no envelope: leave it as it is, cheaply.
+  if (!meta || !(META.protocolVersion in meta || META.clientCapabilities in meta || META.clientInfo in meta || META.logLevel in meta)) return;
   delete meta[META.protocolVersion];
   delete meta[META.clientCapabilities];
   delete meta[META.clientInfo];

@@ -127,7 +127,7 @@ async function send(usage: Usage, call: Call): Promise<Result> {
       context: call,
       opaque: call.opaque,
       // A 2026-07-28 server learns, per request, what the host it serves can be asked.
-      ...(call.session && { hostCapabilities: call.session.clientCapabilities }),
+      hostCapabilities: session?.clientCapabilities,
     });
     publishUpstreamRequest(t0, up.name, call.method, session?.id);
     return result;

@@ -70,6 +70,9 @@ function askable(host: Params): Params {
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
+/** Tools remembered per connection for their x-mcp-header specs (and bad ones said): a bound on what a server can make us keep. */
+const MAX_TOOLS_REMEMBERED = 10_000;
+
 /** Server-initiated requests one upstream connection may have waiting at once; beyond, -31003. */
 const MAX_SERVER_REQUESTS = 64;
 
@@ -102,6 +105,8 @@ export class Upstream {
   private listens: ResourceListens | undefined;
   /** A modern HTTP server's tools whose arguments go in Mcp-Param-* headers too (x-mcp-header). */
   private readonly headerParams = new Map<string, { path: string[]; name: string }[]>();
+  /** Tools left out for breaking the x-mcp-header rules, said once each. */
+  private readonly badHeaderTools = new Set<string>();
   private connection: Connection | undefined;
   private started: Promise<void> | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
@@ -330,11 +335,16 @@ export class Upstream {
       if (typeof tool?.name !== 'string') return true;
       const specs = paramHeaders(tool);
       if (specs === undefined) {
-        if (!this.headerParams.has(`invalid\0${tool.name}`)) this.log.warn({ tool: tool.name }, 'tool left out: its x-mcp-header annotations break the 2026-07-28 rules');
-        this.headerParams.set(`invalid\0${tool.name}`, []);
+        this.headerParams.delete(tool.name);
+        if (!this.badHeaderTools.has(tool.name)) {
+          this.log.warn({ tool: tool.name }, 'tool left out: its x-mcp-header annotations break the 2026-07-28 rules');
+          // A server inventing ever-new bad tools is told about again rather than remembered without bound.
+          if (this.badHeaderTools.size >= MAX_TOOLS_REMEMBERED) this.badHeaderTools.clear();
+          this.badHeaderTools.add(tool.name);
+        }
         return false;
       }
-      if (specs.length > 0) this.headerParams.set(tool.name, specs);
+      if (specs.length > 0 && (this.headerParams.size < MAX_TOOLS_REMEMBERED || this.headerParams.has(tool.name))) this.headerParams.set(tool.name, specs);
       else this.headerParams.delete(tool.name);
       return true;
     });
