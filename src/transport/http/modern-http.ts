@@ -11,14 +11,14 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { encodeChunks, type Wire } from '../../jsonrpc/framing.js';
-import { classify, ErrorCode, RpcError, type Incoming, type JsonRpcId } from '../../jsonrpc/message.js';
+import { classify, ErrorCode, errorResponse, RpcError, type Incoming, type JsonRpcId } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import type { Params } from '../../protocol/mcp.js';
-import { MODERN_METHODS, ModernError, NAMED, readEnvelope } from '../../protocol/modern.js';
+import { META, MODERN_METHODS, ModernError, NAMED, readEnvelope } from '../../protocol/modern.js';
 import { maxBacklogBytes } from '../backlog.js';
 import type { FrameError, Transport } from '../transport.js';
 import { header, HttpRpcCode, sendError, sendOverloaded, sendWire } from './respond.js';
-import type { OpenSession, SessionRegistry } from './sessions.js';
+import { ClientCounts, type OpenSession, type SessionRegistry } from './sessions.js';
 import { SseWriter } from './sse-writer.js';
 
 export interface ModernHttpOptions {
@@ -28,13 +28,10 @@ export interface ModernHttpOptions {
   log: Logger;
 }
 
-/** A comment on an open SSE answer this often: keeps proxies from timing out a quiet listen stream, and finds peers gone without a FIN. */
-const KEEPALIVE_MS = 25_000;
-
 export class ModernHttp {
   /** Requests being answered now (listen streams included), and how many per token client. */
   private readonly open = new Set<ModernPost>();
-  private readonly perClient = new Map<string, number>();
+  private readonly perClient = new ClientCounts();
 
   constructor(private readonly opts: ModernHttpOptions) {}
 
@@ -65,20 +62,18 @@ export class ModernHttp {
     } catch (err) {
       return refuse(400, err as RpcError);
     }
-    const full = this.opts.registry.statelessRefusal(this.open.size, client, client === undefined ? 0 : (this.perClient.get(client) ?? 0));
+    const full = this.opts.registry.statelessRefusal(this.open.size, client, this.perClient.get(client));
     if (full) return sendOverloaded(res, full);
-    const post = new ModernPost(res, id, maxBacklogBytes(this.opts.maxMessageBytes));
+    // Keep-alive comments on an open SSE answer, as on sessions' streams: proxies do not time
+    // out a quiet listen stream, and a peer gone without a FIN is found.
+    const post = new ModernPost(res, id, maxBacklogBytes(this.opts.maxMessageBytes), this.opts.registry.keepaliveMs);
     this.open.add(post);
-    if (client !== undefined) this.perClient.set(client, (this.perClient.get(client) ?? 0) + 1);
+    this.perClient.add(client);
     this.opts.open(post, { kind: 'streamable', client, stateless: true });
     const closed = post.onclose;
     post.onclose = (reason) => {
       this.open.delete(post);
-      if (client !== undefined) {
-        const n = (this.perClient.get(client) ?? 1) - 1;
-        if (n > 0) this.perClient.set(client, n);
-        else this.perClient.delete(client);
-      }
+      this.perClient.remove(client);
       closed?.(reason);
     };
     post.deliver(value, bytes);
@@ -88,7 +83,7 @@ export class ModernHttp {
 /** What disagrees between the standard headers and the body, or undefined. */
 function headerMismatch(req: IncomingMessage, method: string, params: Params | undefined): string | undefined {
   const version = header(req, 'mcp-protocol-version');
-  const declared = (params?._meta as Params | undefined)?.['io.modelcontextprotocol/protocolVersion'];
+  const declared = (params?._meta as Params | undefined)?.[META.protocolVersion];
   if (version === undefined) return 'the MCP-Protocol-Version header is required';
   if (version !== declared) return `MCP-Protocol-Version header ${JSON.stringify(version)} does not match the body's ${JSON.stringify(declared)}`;
   const m = header(req, 'mcp-method');
@@ -114,7 +109,7 @@ export function decodeHeaderValue(v: string): string | undefined {
 
 function rpcError(res: ServerResponse, status: number, code: number, message: string, id: JsonRpcId | null = null, data?: unknown): void {
   if (id === null && data === undefined) return sendError(res, status, code === ErrorCode.InvalidRequest ? HttpRpcCode.InvalidRequest : code, message);
-  sendWire(res, status, encodeChunks({ jsonrpc: '2.0', id, error: { code, message, ...(data !== undefined && { data }) } }));
+  sendWire(res, status, encodeChunks(errorResponse(id, { code, message, ...(data !== undefined && { data }) })));
 }
 
 /**
@@ -134,6 +129,7 @@ export class ModernPost implements Transport {
     private readonly res: ServerResponse,
     private readonly id: JsonRpcId,
     private readonly maxBacklog: number,
+    private readonly keepaliveMs: number,
   ) {
     // The host closing the response before the answer is how it cancels (2026-07-28).
     res.on('close', () => this.finish('the host closed the response stream'));
@@ -163,7 +159,7 @@ export class ModernPost implements Transport {
     // Only messages tied to this request reach this transport (HostSession sees to it).
     if (!this.writer) {
       this.writer = new SseWriter(this.res, {}, this.maxBacklog);
-      this.keepalive = setInterval(() => this.writer?.comment('keep-alive'), KEEPALIVE_MS);
+      this.keepalive = setInterval(() => this.writer?.comment('keep-alive'), this.keepaliveMs);
       this.keepalive.unref();
     }
     return this.writer.event(wire) ? wire : undefined;

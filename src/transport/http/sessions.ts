@@ -64,10 +64,30 @@ export interface RegistryOptions {
  */
 export const UNFINISHED_SESSION_MS = 10_000;
 
+/** How many of something each token client holds now (the anonymous client is not counted). */
+export class ClientCounts {
+  private readonly counts = new Map<string, number>();
+
+  get(client: string | undefined): number {
+    return client === undefined ? 0 : (this.counts.get(client) ?? 0);
+  }
+
+  add(client: string | undefined): void {
+    if (client !== undefined) this.counts.set(client, this.get(client) + 1);
+  }
+
+  remove(client: string | undefined): void {
+    if (client === undefined) return;
+    const n = this.get(client) - 1;
+    if (n > 0) this.counts.set(client, n);
+    else this.counts.delete(client);
+  }
+}
+
 export class SessionRegistry {
   private readonly sessions = new Set<RegisteredSession>();
-  /** Token client -> its sessions now (the anonymous client is not counted here). */
-  private readonly perClient = new Map<string, number>();
+  /** Token client -> its sessions now. */
+  private readonly perClient = new ClientCounts();
   private timer: NodeJS.Timeout | undefined;
   private lastKeepalive = Date.now();
 
@@ -77,6 +97,11 @@ export class SessionRegistry {
     return this.sessions.size;
   }
 
+  /** How often a quiet stream gets a keep-alive comment. */
+  get keepaliveMs(): number {
+    return this.opts.keepaliveMs;
+  }
+
   /** New quotas (a reload): they decide new sessions; sessions already open stay. */
   setQuotas(maxSessions: number, maxSessionsPerClient: number): void {
     this.opts.maxSessions = maxSessions;
@@ -84,23 +109,23 @@ export class SessionRegistry {
   }
 
   /** Why no new session may be opened for `client` now (a 503's message), or undefined. */
+  refusal(client: string | undefined): string | undefined {
+    return this.quotaRefusal('sessions', this.sessions.size, client, this.perClient.get(client));
+  }
+
   /**
    * Why no more stateless (2026-07-28) requests may be open now, given `open` of them (and
    * `openForClient` of this token client's): they are no sessions, but a listen stream lives as
    * long as one, so they get pools of the same sizes, apart from the sessions'.
    */
   statelessRefusal(open: number, client: string | undefined, openForClient: number): string | undefined {
-    if (open >= this.opts.maxSessions) return `Service Unavailable: too many open requests without a session (limits.maxSessions = ${this.opts.maxSessions})`;
-    if (client !== undefined && openForClient >= this.opts.maxSessionsPerClient) {
-      return `Service Unavailable: client "${client}" has too many open requests without a session (limits.maxSessionsPerClient = ${this.opts.maxSessionsPerClient})`;
-    }
-    return undefined;
+    return this.quotaRefusal('open requests without a session', open, client, openForClient);
   }
 
-  refusal(client: string | undefined): string | undefined {
-    if (this.sessions.size >= this.opts.maxSessions) return `Service Unavailable: too many sessions (limits.maxSessions = ${this.opts.maxSessions})`;
-    if (client !== undefined && (this.perClient.get(client) ?? 0) >= this.opts.maxSessionsPerClient) {
-      return `Service Unavailable: client "${client}" has too many sessions (limits.maxSessionsPerClient = ${this.opts.maxSessionsPerClient})`;
+  private quotaRefusal(what: string, open: number, client: string | undefined, openForClient: number): string | undefined {
+    if (open >= this.opts.maxSessions) return `Service Unavailable: too many ${what} (limits.maxSessions = ${this.opts.maxSessions})`;
+    if (client !== undefined && openForClient >= this.opts.maxSessionsPerClient) {
+      return `Service Unavailable: client "${client}" has too many ${what} (limits.maxSessionsPerClient = ${this.opts.maxSessionsPerClient})`;
     }
     return undefined;
   }
@@ -117,14 +142,10 @@ export class SessionRegistry {
     const host = open(session, { kind: session.kind, client });
     session.host = host;
     this.add(session);
-    if (client !== undefined) this.perClient.set(client, (this.perClient.get(client) ?? 0) + 1);
+    this.perClient.add(client);
     host.onclose = () => {
       this.delete(session);
-      if (client !== undefined) {
-        const n = (this.perClient.get(client) ?? 1) - 1;
-        if (n > 0) this.perClient.set(client, n);
-        else this.perClient.delete(client);
-      }
+      this.perClient.remove(client);
       onClosed?.();
     };
     return host;
