@@ -48,13 +48,15 @@ interface Payload {
 export class ParkedCalls {
   private readonly key = randomBytes(32);
   private readonly entries = new Map<string, Entry>();
+  /** Each client's parked ids, oldest first (its quota, without scanning every entry). */
+  private readonly byClient = new Map<string, Set<string>>();
 
   constructor(private readonly ttlMs = PARKED_TTL_MS) {}
 
   /** Parks `call` (or an upstream's state) until the host comes back; returns the token it must bring. */
   park(parked: Parked, client: string, method: string, target: string): string {
-    const mine = [...this.entries].filter(([, e]) => e.client === client);
-    if (mine.length >= MAX_PARKED_PER_CLIENT) this.drop(mine[0]![0], `client ${client} has too many calls waiting for input; its oldest was given up`);
+    const held = this.byClient.get(client);
+    if (held && held.size >= MAX_PARKED_PER_CLIENT) this.drop(held.values().next().value!, `client ${client} has too many calls waiting for input; its oldest was given up`);
     else if (this.entries.size >= MAX_PARKED) {
       const [oldest] = this.entries.keys();
       this.drop(oldest!, 'too many calls waiting for their hosts; the oldest was given up');
@@ -64,10 +66,13 @@ export class ParkedCalls {
     const timer = setTimeout(() => this.drop(id, 'the host did not come back with the input in time'), this.ttlMs);
     timer.unref();
     this.entries.set(id, { parked, client, timer });
+    // Looked up after the drops above: one may have emptied (and removed) this client's set.
+    let mine = this.byClient.get(client);
+    if (!mine) this.byClient.set(client, (mine = new Set()));
+    mine.add(id);
     const payload = Buffer.from(JSON.stringify({ id, c: client, t: digest, exp: Date.now() + this.ttlMs } satisfies Payload)).toString('base64url');
     return `${PREFIX}${payload}.${this.mac(payload)}`;
   }
-
 
   /** What a retry's token names, taken out (once); throws -32602 saying why not. */
   redeem(token: string, client: string, method: string, target: string): Parked {
@@ -88,19 +93,26 @@ export class ParkedCalls {
     if (p.exp <= Date.now()) refuse('expired');
     if (p.c !== client) refuse('issued to another client');
     if (p.t !== targetDigest(method, target)) refuse(`issued for another request than this ${method}`);
-    const entry = this.entries.get(p.id);
+    const entry = this.take(p.id);
     if (!entry) return refuse('already used, or its call has ended');
-    clearTimeout(entry.timer);
-    this.entries.delete(p.id);
     return entry.parked;
   }
 
   private drop(id: string, why: string): void {
+    const entry = this.take(id);
+    if (entry && 'call' in entry.parked) entry.parked.call.abandon(why);
+  }
+
+  /** The entry out of every index, its timer stopped. */
+  private take(id: string): Entry | undefined {
     const entry = this.entries.get(id);
-    if (!entry) return;
+    if (!entry) return undefined;
     clearTimeout(entry.timer);
     this.entries.delete(id);
-    if ('call' in entry.parked) entry.parked.call.abandon(why);
+    const mine = this.byClient.get(entry.client);
+    mine?.delete(id);
+    if (mine?.size === 0) this.byClient.delete(entry.client);
+    return entry;
   }
 
   private mac(payload: string): string {
