@@ -5,8 +5,8 @@
 // the answers go back to the upstream on a retry of the same call, with its `requestState`,
 // until the upstream answers for good. The host sees one call and the questions it asked.
 
-import { ErrorCode, RpcError, type JsonRpcResponse } from '../jsonrpc/message.js';
-import type { Result } from '../jsonrpc/endpoint.js';
+import { ErrorCode, errorResponse, RpcError } from '../jsonrpc/message.js';
+import type { IncomingInfo, Result } from '../jsonrpc/endpoint.js';
 import type { Params } from '../protocol/mcp.js';
 import type { Call, Forward } from './forward.js';
 import type { UpstreamPool } from './pool.js';
@@ -32,13 +32,14 @@ export async function fulfilInput(call: Call, first: Result, forward: Forward, p
         throw new RpcError(ErrorCode.InternalError, `Server "${call.upstream.name}" asked for input mcpmux cannot ask a host for: ${JSON.stringify(r?.method ?? null)}`);
       }
       const req = { jsonrpc: '2.0' as const, id: `input-${round}-${key}`, method: r.method, params: (r.params as Params | undefined) ?? {} };
-      const info: { bytes: number; onAnswered?: (response: JsonRpcResponse | undefined, bytesOut: number) => void } = { bytes: 0 };
+      // Observed like any server-initiated request: the listener may ask to hear of the answer.
+      const info: IncomingInfo = { bytes: 0 };
       try {
         inputResponses[key] = await listener.request(call.upstream, req, call.signal, call, info);
         info.onAnswered?.({ jsonrpc: '2.0', id: req.id, result: inputResponses[key] as Result }, 0);
       } catch (err) {
         const e = err instanceof RpcError ? err : new RpcError(ErrorCode.InternalError, (err as Error).message);
-        info.onAnswered?.({ jsonrpc: '2.0', id: req.id, error: e.toJSON() }, 0);
+        info.onAnswered?.(errorResponse(req.id, e.toJSON()), 0);
         throw e;
       }
     }

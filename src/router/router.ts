@@ -106,7 +106,7 @@ export class Router {
    * Puts governance in place, or replaces it (a reload): calls already under way finish under
    * the old rules, lists are rebuilt under the new ones.
    */
-  govern(governance: Governance): void {
+  private govern(governance: Governance): void {
     this.governance = governance;
     this.chain.use(governance.interceptors);
     this.lists.catalogue.reset();
@@ -124,19 +124,14 @@ export class Router {
     this.config = next;
     this.rank = new Map(next.servers.map((s, i) => [s.name, i]));
     if (orderChanged) this.names.forget();
-    for (const name of [...plan.removed, ...plan.restarted.map((s) => s.name)]) {
+    for (const { server } of plan.updated) if (server.prefix !== this.pool.get(undefined, server.name)?.config.prefix) this.names.forget(server.name);
+    const gone = new Set([...plan.removed, ...plan.restarted.map((s) => s.name)]);
+    for (const name of gone) {
       this.names.forget(name);
       this.lists.forget(name);
     }
-    for (const { server } of plan.updated) if (server.prefix !== this.pool.get(undefined, server.name)?.config.prefix) this.names.forget(server.name);
-    for (const up of this.pool.all()) {
-      if (!plan.removed.includes(up.name) && !plan.restarted.some((s) => s.name === up.name)) continue;
-      this.subscriptions.forget(up);
-      this.usage.forgetUpstream(up);
-    }
-    this.governance = governance;
-    this.chain.use(governance.interceptors);
-    this.lists.catalogue.reset();
+    for (const up of this.pool.all()) if (gone.has(up.name)) this.forgetConnection(up);
+    this.govern(governance);
     const greeted = [...this.audience.sessions].filter((s) => this.audience.isGreeted(s) && !s.stateless);
     const applied = this.pool.apply(next, plan, greeted);
     const said = new Set(plan.policyLists);
@@ -234,13 +229,15 @@ export class Router {
     }
     this.usage.forgetSession(session);
     this.owners.forgetSession(session);
-    for (const up of this.pool.forSession(session)) {
-      if (this.pool.ownerOf(up) !== session) continue;
-      this.subscriptions.forget(up);
-      this.usage.forgetUpstream(up);
-    }
+    for (const up of this.pool.forSession(session)) if (this.pool.ownerOf(up) === session) this.forgetConnection(up);
     void this.pool.closeFor(session);
     void this.logLevels.sync();
+  }
+
+  /** A connection that is going away: its subscriptions and usage are no one's any more. */
+  private forgetConnection(up: Upstream): void {
+    this.subscriptions.forget(up);
+    this.usage.forgetUpstream(up);
   }
 
   /**
