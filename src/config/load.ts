@@ -473,7 +473,7 @@ function buildServer(
     if (transport !== 'http') issue(`${at}/oauth`, `applies to Streamable HTTP servers only, not to ${transport} ones`);
     if (Object.keys(headers).some((h) => h.toLowerCase() === 'authorization')) issue(`${at}/oauth`, 'cannot be combined with an Authorization header: the login provides it');
     if (s.oauth.clientSecret !== undefined && s.oauth.clientId === undefined) issue(`${at}/oauth/clientSecret`, 'applies only with oauth.clientId (a registered client)');
-    if (parsed?.protocol === 'http:' && !['127.0.0.1', 'localhost', '[::1]'].includes(parsed.hostname)) {
+    if (parsed?.protocol === 'http:' && !plainHttpAllowed(parsed)) {
       issue(`${at}/url`, 'must be https:// for a server behind OAuth (tokens would cross the network in clear); plain http is for loopback servers only');
     }
     const machine = s.oauth.grant === 'client_credentials';
@@ -533,4 +533,9 @@ function collectSecrets(config: Config, expanded: string[]): string[] {
   for (const t of config.listen.auth.tokens) all.add(t.token);
   all.delete('');
   return [...all];
+}
+
+/** Loopback hosts, the only ones an OAuth server or authorization server may be reached at over plain http (tokens must not cross a network in clear). */
+export function plainHttpAllowed(url: URL): boolean {
+  return ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
 }

@@ -74,8 +74,6 @@ export class StreamableHttpTransport implements RemoteTransport {
   expired = false;
   /** The server refused us with a 401 and no token we have works: a login is needed (`mcpmux login`). */
   needsLogin = false;
-  /** The 401's WWW-Authenticate, for the log line that says what to do. */
-  challenge: string | undefined;
   /** The Authorization header of the login, sent with every request. */
   private bearer: string | undefined;
 
@@ -174,8 +172,9 @@ export class StreamableHttpTransport implements RemoteTransport {
       await res.body?.cancel().catch(() => {});
       // Once per request: a fresh token, then the same message again.
       if (!retried && bearer !== undefined && (await this.opts.auth.refresh())) return this.post(msg, body, true);
-      this.challenge = res.headers.get('www-authenticate') ?? undefined;
-      if (this.challenge) this.opts.auth.challenged(this.challenge);
+      // Kept for `mcpmux login`: the challenge says where to log in.
+      const challenge = res.headers.get('www-authenticate');
+      if (challenge) this.opts.auth.challenged(challenge);
       // A machine client (client_credentials) has no login to wait for: an error, retried with backoff.
       if (this.opts.auth.machine) return this.fail(`the server refused the client-credentials token (401)`);
       this.needsLogin = true;

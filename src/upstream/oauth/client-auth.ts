@@ -20,3 +20,18 @@ function basic(secret: string): oauth.ClientAuth {
     headers.set('authorization', `Basic ${Buffer.from(`${form(client.client_id)}:${form(secret)}`).toString('base64')}`);
   };
 }
+
+/**
+ * How a registered confidential client sends its secret: Basic unless the server lists only
+ * Post (RFC 8414: Basic is the default when it lists nothing).
+ */
+export function secretMethod(as: oauth.AuthorizationServer): 'client_secret_basic' | 'client_secret_post' {
+  const methods = as.token_endpoint_auth_methods_supported;
+  return !methods || methods.includes('client_secret_basic') || !methods.includes('client_secret_post') ? 'client_secret_basic' : 'client_secret_post';
+}
+
+/** Space-separated scope lists as one, each scope once (undefined when there are none). */
+export function mergeScopes(...lists: Array<string | undefined>): string | undefined {
+  const scopes = new Set(lists.flatMap((l) => (l ?? '').split(' ')).filter(Boolean));
+  return scopes.size > 0 ? [...scopes].join(' ') : undefined;
+}

@@ -7,7 +7,10 @@
 // no metadata. The scope: the challenge's `scope`, else the resource's `scopes_supported`.
 
 import * as oauth from 'oauth4webapi';
-import { readBody } from '../http.js';
+import type { RemoteServerConfig } from '../../config/types.js';
+import { plainHttpAllowed } from '../../config/load.js';
+import { fetchSameOrigin, readBody } from '../http.js';
+import { readChallenge } from './store.js';
 
 export interface Discovered {
   as: oauth.AuthorizationServer;
@@ -18,7 +21,7 @@ export interface Discovered {
 
 /** Plain HTTP is allowed for loopback servers only (a local authorization server in tests or dev). */
 export function insecureOk(url: URL): boolean {
-  return url.protocol === 'http:' && ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
+  return url.protocol === 'http:' && plainHttpAllowed(url);
 }
 
 export function httpOptions(url: URL): { [oauth.allowInsecureRequests]?: boolean } {
@@ -126,4 +129,24 @@ async function asMetadata(issuer: URL): Promise<oauth.AuthorizationServer | unde
 function fallbackMetadata(issuer: URL): oauth.AuthorizationServer {
   const at = (p: string) => new URL(p, issuer.origin).href;
   return { issuer: issuer.origin, authorization_endpoint: at('/authorize'), token_endpoint: at('/token'), registration_endpoint: at('/register'), code_challenge_methods_supported: ['S256'] };
+}
+
+/**
+ * The server's 401 challenge, which says where to look (and perhaps which scope): asked with
+ * an initialize, or the one the daemon kept. A server that wants no login is told so (throws).
+ */
+export async function challengeOf(server: RemoteServerConfig): Promise<Record<string, string> | undefined> {
+  // Same origin only: the config's headers must not follow a redirect to another server.
+  const res = await fetchSameOrigin(server.url, {
+    method: 'POST',
+    headers: { ...server.headers, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'mcpmux', version: '0' } } }),
+    signal: AbortSignal.timeout(30_000),
+  });
+  await res.body?.cancel().catch(() => {});
+  if (res.status === 401) return bearerChallenge(res.headers.get('www-authenticate'));
+  // Some servers let initialize through and ask later (tools/list): the daemon kept that challenge.
+  const kept = readChallenge(server.name);
+  if (kept) return bearerChallenge(kept);
+  throw new Error(`login to ${server.name}: the server answered ${res.status}, not 401: it asks for no login`);
 }

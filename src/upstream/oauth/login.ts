@@ -8,11 +8,10 @@ import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import * as oauth from 'oauth4webapi';
 import type { RemoteServerConfig } from '../../config/types.js';
-import { bearerChallenge, canonicalResource, discover, httpOptions, insecureOk, smallJson } from './discover.js';
-import { readChallenge, readLogin, writeLogin } from './store.js';
-import { fetchSameOrigin } from '../http.js';
-import { clientAuth } from './client-auth.js';
-import { describe, tokensOf } from './tokens.js';
+import { canonicalResource, challengeOf, discover, httpOptions, insecureOk, smallJson } from './discover.js';
+import { readLogin, writeLogin } from './store.js';
+import { clientAuth, mergeScopes, secretMethod } from './client-auth.js';
+import { describe, tokensOf } from './responses.js';
 
 /** How long the browser step may take. */
 const LOGIN_TIMEOUT_MS = 5 * 60_000;
@@ -26,12 +25,11 @@ export interface LoginOptions {
 
 export async function login(server: RemoteServerConfig, opts: LoginOptions): Promise<{ scope: string | undefined }> {
   // The server's own challenge says where to look (and perhaps which scope).
-  const challenge = await probe(server);
+  const challenge = await challengeOf(server);
   const found = await discover(server.url, challenge);
   const { as, resource } = found;
   // Step-up: what a server asked for beyond the last login (403 insufficient_scope) is added.
-  const previous = readLogin(server.name)?.scopeNeeded;
-  const scope = [...new Set([...(server.oauth?.scopes?.join(' ') || found.scope || '').split(' '), ...(previous ?? '').split(' ')].filter(Boolean))].join(' ') || undefined;
+  const scope = mergeScopes(server.oauth?.scopes?.join(' ') || found.scope, readLogin(server.name)?.scopeNeeded);
 
   const state = oauth.generateRandomState();
   const callback = await loopback(server.oauth?.redirectPort ?? 0, () => state);
@@ -102,27 +100,6 @@ export async function revoke(serverName: string): Promise<boolean> {
   return revoked;
 }
 
-/** The server's 401 challenge (or none: a server that wants no login is told so). */
-export function challengeOf(server: RemoteServerConfig): Promise<Record<string, string> | undefined> {
-  return probe(server);
-}
-
-async function probe(server: RemoteServerConfig): Promise<Record<string, string> | undefined> {
-  // Same origin only: the config's headers must not follow a redirect to another server.
-  const res = await fetchSameOrigin(server.url, {
-    method: 'POST',
-    headers: { ...server.headers, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'mcpmux', version: '0' } } }),
-    signal: AbortSignal.timeout(30_000),
-  });
-  await res.body?.cancel().catch(() => {});
-  if (res.status === 401) return bearerChallenge(res.headers.get('www-authenticate'));
-  // Some servers let initialize through and ask later (tools/list): the daemon kept that challenge.
-  const kept = readChallenge(server.name);
-  if (kept) return bearerChallenge(kept);
-  throw new Error(`login to ${server.name}: the server answered ${res.status}, not 401: it asks for no login`);
-}
-
 /**
  * The client: the one configured (pre-registered), else a Client ID Metadata Document URL the
  * server takes, else one registered now (its redirect URI is this login's listener).
@@ -132,11 +109,7 @@ async function clientFor(server: RemoteServerConfig, as: oauth.AuthorizationServ
   if (configured) {
     const secret = server.oauth?.clientSecret;
     if (!secret) return { client_id: configured, token_endpoint_auth_method: 'none' };
-    // A registered confidential client authenticates as the server prefers: Basic unless it
-    // lists only Post (RFC 8414: Basic is the default when it lists nothing).
-    const methods = as.token_endpoint_auth_methods_supported;
-    const method = !methods || methods.includes('client_secret_basic') || !methods.includes('client_secret_post') ? 'client_secret_basic' : 'client_secret_post';
-    return { client_id: configured, client_secret: secret, token_endpoint_auth_method: method };
+    return { client_id: configured, client_secret: secret, token_endpoint_auth_method: secretMethod(as) };
   }
   // A Client ID Metadata Document: the client is the URL of a document describing it, which the
   // authorization server fetches; preferred over registering when the server takes such ids.

@@ -6,11 +6,10 @@
 import { createPrivateKey, webcrypto } from 'node:crypto';
 import * as oauth from 'oauth4webapi';
 import type { RemoteServerConfig } from '../../config/types.js';
-import { clientAuth } from './client-auth.js';
-import { canonicalResource, discover, httpOptions } from './discover.js';
-import { challengeOf } from './login.js';
+import { clientAuth, mergeScopes, secretMethod } from './client-auth.js';
+import { canonicalResource, challengeOf, discover, httpOptions } from './discover.js';
+import { tokensOf } from './responses.js';
 import { readLogin, writeLogin, type StoredLogin } from './store.js';
-import { tokensOf } from './tokens.js';
 
 const ALGORITHMS: Record<string, webcrypto.RsaHashedImportParams | webcrypto.EcKeyImportParams> = {
   RS256: { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' },
@@ -21,7 +20,7 @@ export async function clientCredentials(server: RemoteServerConfig): Promise<Sto
   const o = server.oauth!;
   const found = await discover(server.url, await challengeOf(server));
   const { as, resource } = found;
-  const scope = [...new Set([...(o.scopes?.join(' ') || found.scope || '').split(' '), ...(readLogin(server.name)?.scopeNeeded ?? '').split(' ')].filter(Boolean))].join(' ') || undefined;
+  const scope = mergeScopes(o.scopes?.join(' ') || found.scope, readLogin(server.name)?.scopeNeeded);
   let client: oauth.Client = { client_id: o.clientId! };
   let auth: oauth.ClientAuth;
   if (o.privateKey) {
@@ -31,9 +30,7 @@ export async function clientCredentials(server: RemoteServerConfig): Promise<Sto
     auth = oauth.PrivateKeyJwt(key as Parameters<typeof oauth.PrivateKeyJwt>[0]);
     client = { ...client, token_endpoint_auth_method: 'private_key_jwt' };
   } else {
-    const methods = as.token_endpoint_auth_methods_supported;
-    const method = !methods || methods.includes('client_secret_basic') || !methods.includes('client_secret_post') ? 'client_secret_basic' : 'client_secret_post';
-    client = { ...client, client_secret: o.clientSecret, token_endpoint_auth_method: method };
+    client = { ...client, client_secret: o.clientSecret, token_endpoint_auth_method: secretMethod(as) };
     auth = clientAuth(client);
   }
   const params: Record<string, string> = { resource, ...(scope && { scope }) };

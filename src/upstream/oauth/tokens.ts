@@ -8,7 +8,8 @@ import type { RemoteServerConfig } from '../../config/types.js';
 import type { Logger } from '../../observe/logger.js';
 import { clientCredentials } from './machine.js';
 import { bearerChallenge, canonicalResource, httpOptions } from './discover.js';
-import { clientAuth } from './client-auth.js';
+import { clientAuth, mergeScopes } from './client-auth.js';
+import { describe, tokensOf } from './responses.js';
 import { readLogin, writeChallenge, writeLogin, type StoredLogin } from './store.js';
 
 /** Refresh this long before the access token expires (clock skew, the request's own time). */
@@ -76,9 +77,8 @@ export class OAuthTokens {
     this.challenged(challenge);
     const l = readLogin(this.server);
     if (!l || !wanted) return wanted;
-    const scopes = new Set([...(l.scopeNeeded ?? '').split(' '), ...(l.tokens?.scope ?? '').split(' '), ...wanted.split(' ')].filter(Boolean));
     // A machine client asks again itself (the next request); a person logs in again.
-    writeLogin(this.server, { ...l, scopeNeeded: [...scopes].join(' '), ...(this.machine && { tokens: undefined }) });
+    writeLogin(this.server, { ...l, scopeNeeded: mergeScopes(l.scopeNeeded, l.tokens?.scope, wanted), ...(this.machine && { tokens: undefined }) });
     this.log.warn({ scope: wanted }, `the server needs more access; run: mcpmux login ${this.server}`);
     return wanted;
   }
@@ -132,20 +132,4 @@ export class OAuthTokens {
       return false;
     }
   }
-}
-
-/** What a token response says, as stored (`keepRefresh`: the old refresh token when no new one came). */
-export function tokensOf(t: oauth.TokenEndpointResponse, keepRefresh?: string): NonNullable<StoredLogin['tokens']> {
-  return {
-    access_token: t.access_token,
-    ...((t.refresh_token ?? keepRefresh) && { refresh_token: t.refresh_token ?? keepRefresh }),
-    ...(typeof t.expires_in === 'number' && { expires_at: Date.now() + t.expires_in * 1000 }),
-    ...(t.scope && { scope: t.scope }),
-  };
-}
-
-/** An OAuth error in a line: its code and description, never a token. */
-export function describe(err: unknown): string {
-  if (err instanceof oauth.ResponseBodyError) return `${err.error}${err.error_description ? `: ${err.error_description}` : ''}`;
-  return (err as Error)?.message ?? String(err);
 }
