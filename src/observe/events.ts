@@ -306,7 +306,7 @@ export function publishAuditError(ev: AuditErrorEvent): void {
 
 // ---- reloads ----------------------------------------------------------------------------------
 
-/** A reload was tried (SIGHUP, the file changed, or an admin asked): applied, or refused. */
+/** A reload was tried (on SIGHUP, or because the file changed): applied, or refused. */
 export interface ConfigReloadEvent {
   /** `applied`, or `refused` (the new file is invalid; the running config stays). */
   result: 'applied' | 'refused';

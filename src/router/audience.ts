@@ -41,17 +41,20 @@ export class Audience {
   }
 
   /** Greeted sessions that can be asked things (a stateless 2026-07-28 request cannot be, unprompted). */
+  *askable(): Generator<SessionPort> {
+    for (const s of this.greeted.keys()) if (!s.stateless) yield s;
+  }
+
   get greetedCount(): number {
     let n = 0;
-    for (const s of this.greeted.keys()) if (!s.stateless) n++;
+    for (const _ of this.askable()) n++;
     return n;
   }
 
   /** The only greeted session that can be asked things, if there is exactly one. */
   only(): SessionPort | undefined {
     let found: SessionPort | undefined;
-    for (const s of this.greeted.keys()) {
-      if (s.stateless) continue;
+    for (const s of this.askable()) {
       if (found) return undefined;
       found = s;
     }

@@ -132,7 +132,7 @@ export class Router {
     }
     for (const up of this.pool.all()) if (gone.has(up.name)) this.forgetConnection(up);
     this.govern(governance);
-    const greeted = [...this.audience.sessions].filter((s) => this.audience.isGreeted(s) && !s.stateless);
+    const greeted = [...this.audience.askable()];
     const applied = this.pool.apply(next, plan, greeted);
     const said = new Set(plan.policyLists);
     for (const { lists } of plan.updated) for (const kind of lists) said.add(kind);
