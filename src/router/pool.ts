@@ -170,8 +170,8 @@ export class UpstreamPool {
       scrub: this.scrub,
       listener: this.listener,
       maxMessageBytes: this.config.limits.maxMessageBytes,
-      startupMs: this.config.timeouts.startupMs,
-      maxMs: this.config.timeouts.maxMs,
+      // The config in force, not the one this connection was made under (a reload may change them).
+      timeouts: () => this.config.timeouts,
       clientCapabilities,
       clientInfo: CLIENT_INFO,
     });

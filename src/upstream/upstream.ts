@@ -37,8 +37,11 @@ export interface UpstreamDeps {
   scrub?: (text: string) => string;
   listener: UpstreamListener;
   maxMessageBytes: number;
-  startupMs: number;
-  maxMs: number;
+  /**
+   * timeouts.startupMs and timeouts.maxMs as they are now: read at each start and each request,
+   * so a reload's new values reach connections already open.
+   */
+  timeouts: () => { readonly startupMs: number; readonly maxMs: number };
   clientCapabilities: Params;
   clientInfo: Params;
 }
@@ -209,7 +212,7 @@ export class Upstream {
         era: this.config.era,
         clientCapabilities: this.deps.clientCapabilities,
         clientInfo: this.deps.clientInfo,
-        startupMs: this.deps.startupMs,
+        startupMs: this.deps.timeouts().startupMs,
       });
       // Superseded (restarted, closed), or died during the handshake.
       if (epoch !== this.epoch || this.state !== 'starting') return;
@@ -305,7 +308,7 @@ export class Upstream {
     if (modern && (method === 'resources/subscribe' || method === 'resources/unsubscribe')) {
       // 2026-07-28 has no such methods: a subscription is a listen stream for the URI.
       const uri = typeof params?.uri === 'string' ? params.uri : '';
-      this.listens ??= new ResourceListens(this.name, ep, () => envelope(this.deps.clientCapabilities, this.deps.clientInfo), this.deps.startupMs);
+      this.listens ??= new ResourceListens(this.name, ep, () => envelope(this.deps.clientCapabilities, this.deps.clientInfo), this.deps.timeouts().startupMs);
       return method === 'resources/subscribe' ? this.listens.subscribe(uri) : Promise.resolve(this.listens.unsubscribe(uri));
     }
     const id = ep.allocateId();
@@ -330,7 +333,7 @@ export class Upstream {
       context: opts.context,
       opaque: opts.opaque,
       timeoutMs: this.config.timeoutMs,
-      maxTotalMs: this.deps.maxMs,
+      maxTotalMs: this.deps.timeouts().maxMs,
     });
     let pending = modern ? sent.then(fromModern) : sent;
     if (http && method === 'tools/list') pending = pending.then((r) => this.learnHeaderParams(r));
@@ -338,14 +341,14 @@ export class Upstream {
     if (!onProgress || params?.task === undefined) return pending;
     return pending.then((res) => {
       const task = res.task as Params | undefined;
-      if (typeof task?.taskId === 'string') this.keepTaskProgress(id, task.taskId, typeof task.ttl === 'number' ? task.ttl : this.deps.maxMs, onProgress);
+      if (typeof task?.taskId === 'string') this.keepTaskProgress(id, task.taskId, typeof task.ttl === 'number' ? task.ttl : this.deps.timeouts().maxMs, onProgress);
       return res;
     });
   }
 
   private keepTaskProgress(token: JsonRpcId, taskId: string, ttl: number, onProgress: (p: Params) => void): void {
     // Bounded by the task's ttl even if no terminal status ever arrives.
-    const timer = setTimeout(() => this.taskProgress.delete(token), Math.min(ttl, this.deps.maxMs));
+    const timer = setTimeout(() => this.taskProgress.delete(token), Math.min(ttl, this.deps.timeouts().maxMs));
     timer.unref?.();
     this.taskProgress.set(token, { taskId, onProgress, timer });
   }
