@@ -112,3 +112,28 @@ describe('reload applies what it reports applied', () => {
     await d.stop();
   }, 90_000);
 });
+
+describe('reload and limits.maxSessionUpstreams', () => {
+  it('a reload that adds a sharing "session" server opens no more per-session connections than the cap', async () => {
+    const cfg = (servers: object) => ({ mcpServers: { fx: fixture({ name: 'fx' }), ...servers }, limits: { maxSessionUpstreams: 2 } });
+    const file = await writeConfig(cfg({}));
+    const d = await startDaemon(file);
+    const hosts = [await host(d, 'h1'), await host(d, 'h2'), await host(d, 'h3')];
+
+    const last = await reload(d, file, cfg({ mine: { ...fixture({ name: 'mine' }), sharing: 'session' } }));
+    expect(last.added).toEqual(['mine']);
+    const mine = (await status(d)).upstreams.filter((u: any) => u.name === 'mine');
+    expect(mine).toHaveLength(2);
+    await waitFor(() => /"sessions":1,"running":2,"limit":2,"msg":"limits.maxSessionUpstreams reached/.test(d.stderr()), { what: 'the session left without it said' });
+
+    // Two sessions have it (the oldest two: h1 and h2); the third goes without it, and can tell.
+    expect(new Set(mine.map((u: any) => u.session)).size).toBe(2);
+    const names = async (c: Client) => (await c.listTools()).tools.map((t) => t.name);
+    expect(await names(hosts[0])).toContain('mine__echo');
+    expect(await names(hosts[1])).toContain('mine__echo');
+    expect(await names(hosts[2])).not.toContain('mine__echo');
+    expect(await names(hosts[2])).toContain('fx__echo');
+    for (const h of hosts) await h.close();
+    await d.stop();
+  }, 90_000);
+});
