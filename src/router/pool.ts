@@ -74,7 +74,8 @@ export class UpstreamPool {
   /**
    * A reload: removed and restarted servers' connections close (calls in flight to them fail
    * with `why`), updated ones take their new settings, and added and restarted ones start: a
-   * shared server once, a `session` server for each of `sessions` (those already greeted).
+   * shared server once, a `session` server for each of `sessions` (those already greeted)
+   * within limits.maxSessionUpstreams.
    * Resolves when the new connections are ready or failed.
    */
   async apply(next: Config, plan: ReloadPlan, sessions: Iterable<SessionPort>): Promise<void> {
