@@ -43,24 +43,32 @@ const rejection = (p: Promise<unknown>): Promise<string> =>
   );
 
 describe('reload applies what it reports applied', () => {
-  it('limits.maxInFlightPerSession and timeouts.maxMs reach a session that is already open', async () => {
-    const cfg = (over: object) => ({ mcpServers: { fx: fixture({ name: 'fx' }) }, timeouts: { requestMs: 5000, maxMs: 60_000, startupWaitMs: 10_000 }, ...over });
+  /** A daemon with fx, one host session open, then a reload that sets `over` (timeouts and limits). */
+  async function reloadedUnderHost(over: object): Promise<{ d: Daemon; c: Client }> {
+    const cfg = (more: object) => ({ mcpServers: { fx: fixture({ name: 'fx' }) }, timeouts: { requestMs: 5000, maxMs: 60_000, startupWaitMs: 10_000 }, ...more });
     const file = await writeConfig(cfg({}));
     const d = await startDaemon(file);
     const c = await host(d);
+    await reload(d, file, cfg(over));
+    return { d, c };
+  }
 
-    await reload(d, file, cfg({ timeouts: { requestMs: 5000, maxMs: 5000, startupWaitMs: 10_000 }, limits: { maxInFlightPerSession: 1 } }));
-
+  it('limits.maxInFlightPerSession reaches a session that is already open', async () => {
+    const { d, c } = await reloadedUnderHost({ limits: { maxInFlightPerSession: 1 } });
     // One call in flight: the same session's next request is refused at the new limit.
     const first = c.callTool({ name: 'fx__slow', arguments: { ms: 4000 } }, undefined, { timeout: 30_000 });
     await waitFor(async () => (await upstream(d, 'fx'))?.inFlight === 1, { what: 'the slow call in flight' });
     expect(await rejection(c.callTool({ name: 'fx__echo', arguments: {} }))).toMatch(/Too many requests in flight \(limit 1\)/);
     expect((await first).content).toEqual([{ type: 'text', text: 'slept 4000' }]);
+    await c.close();
+    await d.stop();
+  }, 90_000);
 
+  it('timeouts.maxMs reaches an upstream connection that is already open', async () => {
+    const { d, c } = await reloadedUnderHost({ timeouts: { requestMs: 5000, maxMs: 5000, startupWaitMs: 10_000 } });
     // A call that keeps reporting progress (every 100 ms for 10 s) is cut at the new maxMs.
     const long = c.callTool({ name: 'fx__progress', arguments: { steps: 100, delayMs: 100 } }, undefined, { timeout: 60_000, resetTimeoutOnProgress: true, onprogress: () => {} });
     expect(await rejection(long)).toMatch(/maximum total time exceeded/);
-
     await c.close();
     await d.stop();
   }, 90_000);
