@@ -22,6 +22,28 @@ function limiter(rules: RateLimitRule[], maxKeys = 1000): { rl: RateLimiter; adv
 }
 
 describe('RateLimiter', () => {
+  it('a reload (adopt) keeps the buckets of rules it does not change, wherever they move, and starts changed rules afresh', () => {
+    let now = 1_000;
+    const clock = () => now;
+    const kept = rule({ perMinute: 1, burst: 2, server: 'a' });
+    const changed = rule({ perMinute: 1, burst: 1, server: 'b' });
+    const before = new RateLimiter([kept, changed], 1000, clock);
+    for (const server of ['a', 'a', 'b']) expect(before.take('c', server, 'tools/call', 't')).toBeUndefined();
+    expect(before.take('c', 'a', 'tools/call', 't')?.rule).toBe(0);
+    expect(before.take('c', 'b', 'tools/call', 't')?.rule).toBe(1);
+    now += 1000;
+    // The kept rule moves to index 1; the other one gets a new burst.
+    const after = new RateLimiter([{ ...changed, burst: 2 }, kept], 1000, clock).adopt(before);
+    expect(after.take('c', 'a', 'tools/call', 't')?.rule).toBe(1);
+    expect(after.take('c', 'b', 'tools/call', 't')).toBeUndefined();
+    expect(after.take('c', 'b', 'tools/call', 't')).toBeUndefined();
+    expect(after.take('c', 'b', 'tools/call', 't')?.rule).toBe(0);
+    // Refill goes on from where it was: a minute after the drain, one token back.
+    now += 59_000;
+    expect(after.take('c', 'a', 'tools/call', 't')).toBeUndefined();
+    expect(after.take('c', 'a', 'tools/call', 't')?.rule).toBe(1);
+  });
+
   it('lets a burst through, refuses the next with the time to the next token, and refills at perMinute', () => {
     const { rl, advance } = limiter([rule({ perMinute: 60, burst: 3 })]);
     for (let i = 0; i < 3; i++) expect(rl.take('a', 's', 'tools/call', 't')).toBeUndefined();

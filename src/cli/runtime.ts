@@ -77,7 +77,8 @@ export function createRuntime(initial: Config, opts: GlobalOptions): Runtime {
   let router: Router | undefined;
   const pinnedOf = (c: Config) => new Set(c.servers.filter((s) => s.pinTools).map((s) => s.name));
   const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
-  router = new Router(config, log, createGovernance(config, pins));
+  let governance = createGovernance(config, pins);
+  router = new Router(config, log, governance);
   const serverInfo = { name: 'mcpmux', version: VERSION };
   // MCPMUX_INPUT_TTL_MS: how long a call waits for a 2026-07-28 host's retry (tests shorten it).
   const parked = new ParkedCalls(Number(process.env.MCPMUX_INPUT_TTL_MS) > 0 ? Number(process.env.MCPMUX_INPUT_TTL_MS) : undefined);
@@ -86,8 +87,9 @@ export function createRuntime(initial: Config, opts: GlobalOptions): Runtime {
       ...(stateless && { stateless }),
       parked,
       log,
-      maxInFlight: config.limits.maxInFlightPerSession,
-      maxMs: config.timeouts.maxMs,
+      // The config in force at each request, not at the session's start: a reload applies to open sessions.
+      maxInFlight: () => config.limits.maxInFlightPerSession,
+      maxMs: () => config.timeouts.maxMs,
       serverInfo,
       transport: kind,
       ...(client !== undefined && { client }),
@@ -98,7 +100,9 @@ export function createRuntime(initial: Config, opts: GlobalOptions): Runtime {
     // --log-level wins over the file, as at start.
     if (!opts.logLevel) log.level = next.logLevel ?? 'info';
     pins.setPinned(pinnedOf(next));
-    await router.reload(next, createGovernance(next, pins), plan);
+    // Rate-limit buckets of rules the reload leaves alone stay as drained as they are.
+    governance = createGovernance(next, pins, governance.limiter);
+    await router.reload(next, governance, plan);
   };
   return {
     get config() {

@@ -24,13 +24,22 @@ function pinsInterceptor(pins: ToolPins): Interceptor {
   };
 }
 
-export function createGovernance(config: Pick<Config, 'policy' | 'servers' | 'rateLimits' | 'limits'>, pins?: ToolPins): Governance {
+/**
+ * `previous`: the rate limiter of the governance this one replaces (a reload), whose buckets of
+ * unchanged rules carry over. The result's `limiter` is the one to pass at the next reload.
+ */
+export function createGovernance(
+  config: Pick<Config, 'policy' | 'servers' | 'rateLimits' | 'limits'>,
+  pins?: ToolPins,
+  previous?: RateLimiter,
+): Governance & { readonly limiter: RateLimiter } {
   const policy = new Policy(config);
-  const limiter = new RateLimiter(config.rateLimits, config.limits.maxRateLimitKeys);
+  const limiter = new RateLimiter(config.rateLimits, config.limits.maxRateLimitKeys).adopt(previous);
   // Only a pinned server's tools can be held: with none, calls skip the check.
   const holds = pins !== undefined && config.servers.some((s) => s.pinTools);
   const interceptors = [policy.interceptor(), ...(holds ? [pinsInterceptor(pins)] : []), ...(limiter.active ? [limiter.interceptor()] : [])];
   return {
+    limiter,
     interceptors,
     ...(pins && { toolVisible: (server: string, tool: Params) => pins.visible(server, tool), toolHeld: (server: string, tool: string) => !pins.callable(server, tool) }),
     serverAllows: (server, kind, name) => policy.serverAllows(server, kind, name),

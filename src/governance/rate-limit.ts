@@ -12,6 +12,10 @@
 // (default client, server and tool: each its own bucket), refilled lazily, and kept in an LRU
 // with a cap (`limits.maxRateLimitKeys`): the idle ones go first. A bucket that is evicted
 // comes back full, which only errs on the lenient side, and only past the cap.
+//
+// A reload builds a new limiter that adopts the old one's buckets of every rule it did not
+// change (same globs, figures and `per`): a reload that leaves a rule alone leaves its drained
+// buckets drained. A new or changed rule starts with full buckets.
 
 import { performance } from 'node:perf_hooks';
 import { LRUCache } from 'lru-cache';
@@ -27,6 +31,8 @@ export const LIMITED_METHODS: ReadonlySet<string> = new Set(['tools/call', 'prom
 
 interface Rule {
   index: number;
+  /** What the rule is (its settings, and which of identical rules): a reload that keeps it keeps its buckets (adopt). */
+  id: string;
   client: Matcher;
   server: Matcher;
   /** Undefined for "*": the rule also counts methods other than tools/call. */
@@ -62,19 +68,45 @@ export class RateLimiter {
     maxKeys: number,
     private readonly now: () => number = () => performance.now(),
   ) {
-    this.rules = rules.map((r, index) => ({
-      index,
-      client: compileGlobs([r.client]),
-      server: compileGlobs([r.server]),
-      tool: r.tool === '*' ? undefined : compileGlobs([r.tool]),
-      perClient: r.per.includes('client'),
-      perServer: r.per.includes('server'),
-      perTool: r.per.includes('tool'),
-      burst: r.burst,
-      rate: r.perMinute / 60_000,
-      perMinute: r.perMinute,
-    }));
+    const seen = new Map<string, number>();
+    this.rules = rules.map((r, index) => {
+      const same = JSON.stringify([r.client, r.server, r.tool, r.perMinute, r.burst, r.per]);
+      const nth = seen.get(same) ?? 0;
+      seen.set(same, nth + 1);
+      return {
+        index,
+        id: `${same}#${nth}`,
+        client: compileGlobs([r.client]),
+        server: compileGlobs([r.server]),
+        tool: r.tool === '*' ? undefined : compileGlobs([r.tool]),
+        perClient: r.per.includes('client'),
+        perServer: r.per.includes('server'),
+        perTool: r.per.includes('tool'),
+        burst: r.burst,
+        rate: r.perMinute / 60_000,
+        perMinute: r.perMinute,
+      };
+    });
     this.buckets = new LRUCache({ max: maxKeys });
+  }
+
+  /**
+   * Takes over `previous`'s buckets of the rules both have (a reload): least recently used
+   * first, so the LRU order and the key cap hold as before. Returns this limiter.
+   */
+  adopt(previous: RateLimiter | undefined): this {
+    if (!previous) return this;
+    // Bucket keys start with the rule's index (short; the id is not): old index -> new index.
+    const indexOf = new Map(this.rules.map((r) => [r.id, r.index]));
+    const moved = new Map<string, number>();
+    for (const r of previous.rules) if (indexOf.has(r.id)) moved.set(String(r.index), indexOf.get(r.id)!);
+    for (const key of previous.buckets.rkeys()) {
+      const cut = key.indexOf('\0');
+      const index = moved.get(key.slice(0, cut));
+      const bucket = previous.buckets.peek(key);
+      if (index !== undefined && bucket) this.buckets.set(`${index}${key.slice(cut)}`, bucket);
+    }
+    return this;
   }
 
   /** How many buckets are held now. */

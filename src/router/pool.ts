@@ -53,7 +53,7 @@ export class UpstreamPool {
     if (own.length === 0 || session.stateless || this.perSession.has(session)) return [];
     // Each host session forks its own copies: without a bound, any local process could make
     // mcpmux start maxSessions x N children.
-    const running = [...this.perSession.values()].reduce((n, m) => n + m.size, 0);
+    const running = this.sessionConnections();
     const max = this.config.limits.maxSessionUpstreams;
     if (running + own.length > max) {
       throw new RpcError(
@@ -74,7 +74,8 @@ export class UpstreamPool {
   /**
    * A reload: removed and restarted servers' connections close (calls in flight to them fail
    * with `why`), updated ones take their new settings, and added and restarted ones start: a
-   * shared server once, a `session` server for each of `sessions` (those already greeted).
+   * shared server once, a `session` server for each of `sessions` (those already greeted)
+   * within limits.maxSessionUpstreams.
    * Resolves when the new connections are ready or failed.
    */
   async apply(next: Config, plan: ReloadPlan, sessions: Iterable<SessionPort>): Promise<void> {
@@ -100,23 +101,50 @@ export class UpstreamPool {
     const starting: Promise<void>[] = [];
     // A server given up on (a crash loop) gets another chance with every reload.
     for (const up of this.all()) if (up.gaveUp) starting.push(up.restart());
-    for (const c of [...plan.added, ...plan.restarted]) {
-      if (c.sharing === 'shared') {
-        const up = this.create(c, SHARED_CLIENT_CAPABILITIES);
-        this.shared.set(c.name, up);
-        starting.push(up.start());
-        continue;
-      }
+    const fresh = [...plan.added, ...plan.restarted];
+    for (const c of fresh) {
+      if (c.sharing !== 'shared') continue;
+      const up = this.create(c, SHARED_CLIENT_CAPABILITIES);
+      this.shared.set(c.name, up);
+      starting.push(up.start());
+    }
+    // Each greeted session gets all of the new `session` servers or, past
+    // limits.maxSessionUpstreams, none (the same bound a session's initialize meets): oldest first.
+    const own = fresh.filter((c) => c.sharing === 'session');
+    if (own.length > 0) {
+      const max = this.config.limits.maxSessionUpstreams;
+      let running = this.sessionConnections();
+      let without = 0;
       for (const session of sessions) {
+        if (running + own.length > max) {
+          without++;
+          continue;
+        }
+        running += own.length;
         let mine = this.perSession.get(session);
         if (!mine) this.perSession.set(session, (mine = new Map()));
-        const up = this.create(c, session.clientCapabilities);
-        this.owners.set(up, session);
-        mine.set(c.name, up);
-        starting.push(up.start());
+        for (const c of own) {
+          const up = this.create(c, session.clientCapabilities);
+          this.owners.set(up, session);
+          mine.set(c.name, up);
+          starting.push(up.start());
+        }
+      }
+      if (without > 0) {
+        this.log.warn(
+          { servers: own.map((c) => c.name), sessions: without, running, limit: max },
+          'limits.maxSessionUpstreams reached: sessions open before the reload go without these per-session upstream connections (a new session gets them)',
+        );
       }
     }
     await Promise.all(starting);
+  }
+
+  /** Connections of `session` servers open now, over all sessions. */
+  private sessionConnections(): number {
+    let n = 0;
+    for (const m of this.perSession.values()) n += m.size;
+    return n;
   }
 
   /** Closes this session's own connections. */
@@ -170,8 +198,8 @@ export class UpstreamPool {
       scrub: this.scrub,
       listener: this.listener,
       maxMessageBytes: this.config.limits.maxMessageBytes,
-      startupMs: this.config.timeouts.startupMs,
-      maxMs: this.config.timeouts.maxMs,
+      // The config in force, not the one this connection was made under (a reload may change them).
+      timeouts: () => this.config.timeouts,
       clientCapabilities,
       clientInfo: CLIENT_INFO,
     });

@@ -33,9 +33,13 @@ const MAX_REQUESTS_TO_HOST = 64;
 
 export interface HostSessionOptions {
   log: Logger;
-  maxInFlight: number;
-  /** Hard cap on how long a server-initiated request may wait for the host. */
-  maxMs: number;
+  /**
+   * limits.maxInFlightPerSession, and timeouts.maxMs (the hard cap on how long a
+   * server-initiated request may wait for the host): read at each request, so a reload's new
+   * values reach sessions already open.
+   */
+  maxInFlight: () => number;
+  maxMs: () => number;
   serverInfo: Params;
   /** The client its bearer token names (HTTP); `anonymous` without one. */
   client?: string;
@@ -87,7 +91,10 @@ export class HostSession implements SessionPort {
       { request: (req, signal, _related, info) => this.observed(req, signal, info), notification: (n) => this.onNotification(n) },
       {
         cancel: cancelProtocol,
-        maxInFlight: opts.maxInFlight,
+        // A getter: the endpoint reads it at each incoming request, and a reload may change it.
+        get maxInFlight() {
+          return opts.maxInFlight();
+        },
         opaqueRequests: PASS_THROUGH.hostRequests,
         acceptBatch: () => this.acceptBatch(),
         onProtocolError: (what, detail) => this.log.debug({ detail: String(detail) }, what),
@@ -147,7 +154,7 @@ export class HostSession implements SessionPort {
     this.asking++;
     // Only the router asks (sampling, elicitation, roots), and it hands the result back upstream untouched.
     return this.endpoint
-      .request(this.endpoint.allocateId(), method, params, { signal, related, maxTotalMs: this.opts.maxMs, opaque: true })
+      .request(this.endpoint.allocateId(), method, params, { signal, related, maxTotalMs: this.opts.maxMs(), opaque: true })
       .finally(() => this.asking--);
   }
 

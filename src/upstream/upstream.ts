@@ -37,8 +37,11 @@ export interface UpstreamDeps {
   scrub?: (text: string) => string;
   listener: UpstreamListener;
   maxMessageBytes: number;
-  startupMs: number;
-  maxMs: number;
+  /**
+   * timeouts.startupMs and timeouts.maxMs as they are now: read at each start and each request,
+   * so a reload's new values reach connections already open.
+   */
+  timeouts: () => { readonly startupMs: number; readonly maxMs: number };
   clientCapabilities: Params;
   clientInfo: Params;
 }
@@ -107,7 +110,20 @@ export class Upstream {
   private readonly headerParams = new Map<string, { path: string[]; name: string }[]>();
   /** Tools left out for breaking the x-mcp-header rules, said once each. */
   private readonly badHeaderTools = new Set<string>();
+  /**
+   * The one connection that may be live. Whoever replaces or clears it stops it (`drop`): that
+   * is how one upstream never has two children or sessions at once.
+   */
   private connection: Connection | undefined;
+  /**
+   * Which start is current. Every start, admin restart and close takes the next number; a start
+   * whose number is no longer current has been superseded: its handshake's outcome, its
+   * connection's loss and its failure are ignored (the superseder stopped its connection), so
+   * it can neither flip the state nor schedule another run.
+   */
+  private epoch = 0;
+  /** Connections let go and still stopping: a new one is not opened before they are gone. */
+  private stopping: Promise<unknown> = Promise.resolve();
   private started: Promise<void> | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
   private readonly saidProtocolErrors = new Set<string>();
@@ -147,10 +163,33 @@ export class Upstream {
 
   /** Connects and initializes; resolves when ready or failed (never rejects). */
   start(): Promise<void> {
-    return (this.started ??= this.run());
+    return (this.started ??= this.run(this.supersede()));
   }
 
-  private async run(): Promise<void> {
+  /** A new epoch: what the current start (or its pending retry) does from now on is ignored. */
+  private supersede(): number {
+    clearTimeout(this.restartTimer);
+    this.restartTimer = undefined;
+    return ++this.epoch;
+  }
+
+  /**
+   * Stops the connection (if any) and forgets it; resolves once every connection let go so far
+   * has stopped, with this one (for what it knew: needsLogin, expired).
+   */
+  private async drop(): Promise<Connection | undefined> {
+    const conn = this.connection;
+    this.connection = undefined;
+    if (conn) this.stopping = Promise.all([this.stopping, conn.stop()]);
+    await this.stopping;
+    return conn;
+  }
+
+  /** Start number `epoch`: connects and initializes unless superseded first. */
+  private async run(epoch: number): Promise<void> {
+    // Normally nothing is left (a retry follows a stopped connection); never two at once.
+    await this.drop();
+    if (epoch !== this.epoch) return;
     this.state = 'starting';
     this.publish('starting');
     try {
@@ -166,16 +205,18 @@ export class Upstream {
       });
       this.endpoint = ep;
       this.listens = undefined;
-      ep.onclose = (reason) => void this.lost(conn, reason);
+      ep.onclose = (reason) => void this.lost(epoch, reason);
 
-      this.info = await handshake(ep, {
+      const info = await handshake(ep, {
         server: this.name,
         era: this.config.era,
         clientCapabilities: this.deps.clientCapabilities,
         clientInfo: this.deps.clientInfo,
-        startupMs: this.deps.startupMs,
+        startupMs: this.deps.timeouts().startupMs,
       });
-      if (this.state !== 'starting') return; // died during the handshake
+      // Superseded (restarted, closed), or died during the handshake.
+      if (epoch !== this.epoch || this.state !== 'starting') return;
+      this.info = info;
       this.state = 'ready';
       this.reason = '';
       this.log.info({ protocolVersion: this.info.protocolVersion, serverInfo: this.info.serverInfo }, 'upstream ready');
@@ -183,7 +224,7 @@ export class Upstream {
       this.deps.listener.stateChanged(this);
       if (this.info.era === 'modern') this.listen(ep);
     } catch (err) {
-      await this.fail(`initialize failed: ${(err as Error).message}`);
+      await this.fail(epoch, `initialize failed: ${(err as Error).message}`);
     }
   }
 
@@ -193,8 +234,8 @@ export class Upstream {
    * a crash loop (even one whose every start reaches initialize) is left alone until an admin
    * restarts it, instead of being hammered every half second forever.
    */
-  private scheduleRestart(immediately: boolean): void {
-    if (this.connection?.needsLogin) {
+  private scheduleRestart(epoch: number, immediately: boolean, needsLogin: boolean): void {
+    if (needsLogin) {
       // Retrying cannot help: a person must log in. Said once per episode, with what to run.
       if (!this.needsLogin) this.log.warn({ server: this.name }, `server ${this.name} needs a login; run: mcpmux login ${this.name}`);
       this.needsLogin = true;
@@ -222,7 +263,7 @@ export class Upstream {
     this.publish('restarting', { attempt: this.failures.length, delayMs: delay });
     this.restartTimer = setTimeout(() => {
       this.restartTimer = undefined;
-      if (this.state !== 'closed') void this.run();
+      if (epoch === this.epoch && this.state !== 'closed') void this.run(this.supersede());
     }, delay);
     this.restartTimer.unref?.();
   }
@@ -238,21 +279,23 @@ export class Upstream {
     return this.state === 'ready' || this.state === 'starting' ? this.connection?.pid : undefined;
   }
 
-  /** Starts it anew now (an admin's `mcpmux restart`): forgets its failures, ends the current connection. */
+  /**
+   * Starts it anew now (an admin's `mcpmux restart`, a stored login, a reload): forgets its
+   * failures, ends the current connection, whatever state it is in (a start still in its
+   * handshake too). Resolves when this start is ready or failed, or a later one superseded it.
+   */
   async restart(): Promise<void> {
     if (this.state === 'closed') return;
-    clearTimeout(this.restartTimer);
-    this.restartTimer = undefined;
+    const epoch = this.supersede();
     this.failures = [];
     this.gaveUp = false;
     this.needsLogin = false;
-    const conn = this.connection;
-    this.connection = undefined;
     this.setState('starting', 'restarted by an admin');
-    await conn?.stop();
+    await this.drop();
+    if (epoch !== this.epoch) return;
     this.restarts++;
     this.publish('restarting', { attempt: 0, delayMs: 0 });
-    await this.run();
+    await this.run(epoch);
   }
 
   /** Sends a request with a fresh id; the host's progress token, if any, becomes that id. */
@@ -265,7 +308,7 @@ export class Upstream {
     if (modern && (method === 'resources/subscribe' || method === 'resources/unsubscribe')) {
       // 2026-07-28 has no such methods: a subscription is a listen stream for the URI.
       const uri = typeof params?.uri === 'string' ? params.uri : '';
-      this.listens ??= new ResourceListens(this.name, ep, () => envelope(this.deps.clientCapabilities, this.deps.clientInfo), this.deps.startupMs);
+      this.listens ??= new ResourceListens(this.name, ep, () => envelope(this.deps.clientCapabilities, this.deps.clientInfo), this.deps.timeouts().startupMs);
       return method === 'resources/subscribe' ? this.listens.subscribe(uri) : Promise.resolve(this.listens.unsubscribe(uri));
     }
     const id = ep.allocateId();
@@ -290,7 +333,7 @@ export class Upstream {
       context: opts.context,
       opaque: opts.opaque,
       timeoutMs: this.config.timeoutMs,
-      maxTotalMs: this.deps.maxMs,
+      maxTotalMs: this.deps.timeouts().maxMs,
     });
     let pending = modern ? sent.then(fromModern) : sent;
     if (http && method === 'tools/list') pending = pending.then((r) => this.learnHeaderParams(r));
@@ -298,14 +341,14 @@ export class Upstream {
     if (!onProgress || params?.task === undefined) return pending;
     return pending.then((res) => {
       const task = res.task as Params | undefined;
-      if (typeof task?.taskId === 'string') this.keepTaskProgress(id, task.taskId, typeof task.ttl === 'number' ? task.ttl : this.deps.maxMs, onProgress);
+      if (typeof task?.taskId === 'string') this.keepTaskProgress(id, task.taskId, typeof task.ttl === 'number' ? task.ttl : this.deps.timeouts().maxMs, onProgress);
       return res;
     });
   }
 
   private keepTaskProgress(token: JsonRpcId, taskId: string, ttl: number, onProgress: (p: Params) => void): void {
     // Bounded by the task's ttl even if no terminal status ever arrives.
-    const timer = setTimeout(() => this.taskProgress.delete(token), Math.min(ttl, this.deps.maxMs));
+    const timer = setTimeout(() => this.taskProgress.delete(token), Math.min(ttl, this.deps.timeouts().maxMs));
     timer.unref?.();
     this.taskProgress.set(token, { taskId, onProgress, timer });
   }
@@ -385,11 +428,11 @@ export class Upstream {
 
   /** Ends it for good; requests in flight fail with `why` (which hosts read, so it names no secret). */
   async close(why = 'closed by mcpmux'): Promise<void> {
-    clearTimeout(this.restartTimer);
+    this.supersede();
     if (this.state === 'closed') return;
     this.setState('closed', why);
     this.publish('closed');
-    await this.connection?.stop();
+    await this.drop();
   }
 
   private readonly handlers = {
@@ -422,25 +465,28 @@ export class Upstream {
     return related === undefined ? undefined : this.endpoint?.contextOf(related);
   }
 
-  /** The connection ended on its own. A remote session that expired is re-initialized at once. */
-  private async lost(conn: Connection, how: string): Promise<void> {
-    if (conn !== this.connection || this.state === 'closed' || this.state === 'failed') return;
+  /** Start `epoch`'s connection ended on its own. A remote session that expired is re-initialized at once. */
+  private async lost(epoch: number, how: string): Promise<void> {
+    if (epoch !== this.epoch || this.state === 'closed' || this.state === 'failed') return;
     const wasReady = this.state === 'ready';
     this.log.warn({ how }, wasReady ? 'upstream connection lost' : 'upstream failed to start');
     this.setState('failed', how);
     this.publish(wasReady ? 'down' : 'failed', { reason: how });
-    await conn.stop();
-    this.scheduleRestart(wasReady && conn.expired === true);
+    const conn = await this.drop();
+    // Restarted or closed while its connection stopped: that one decides what comes next.
+    if (epoch !== this.epoch) return;
+    this.scheduleRestart(epoch, wasReady && conn?.expired === true, conn?.needsLogin === true);
   }
 
-  private async fail(reason: string): Promise<void> {
-    if (this.state === 'closed' || this.state === 'failed') return;
+  /** Start `epoch` failed (its handshake); a superseded start's failure is nobody's business. */
+  private async fail(epoch: number, reason: string): Promise<void> {
+    if (epoch !== this.epoch || this.state === 'closed' || this.state === 'failed') return;
     this.log.error({ reason }, 'upstream failed');
     this.setState('failed', reason);
     this.publish('failed', { reason });
-    const conn = this.connection;
-    await conn?.stop();
-    this.scheduleRestart(false);
+    const conn = await this.drop();
+    if (epoch !== this.epoch) return;
+    this.scheduleRestart(epoch, false, conn?.needsLogin === true);
   }
 
   private publish(state: UpstreamStateName, more?: { reason?: string; attempt?: number; delayMs?: number }): void {
