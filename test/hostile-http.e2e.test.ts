@@ -154,7 +154,7 @@ describe('clients that vanish', () => {
     // The session itself is fine.
     const ping = await fetch(d.url, { method: 'POST', headers: h, body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping' }) });
     expect(await ping.json()).toEqual({ jsonrpc: '2.0', id: 3, result: {} });
-  }, 30_000);
+  });
 
   it('a WebSocket whose reader stops reading is dropped past the backlog bound, and its session ends', async () => {
     const before = await sessions();
@@ -181,7 +181,7 @@ describe('clients that vanish', () => {
     (ws as unknown as { _socket: Socket })._socket.resume();
     await closed;
     await waitFor(async () => (await sessions()) === before, { what: 'the session gone' });
-  }, 30_000);
+  });
 
   it('after all of it, the daemon still serves a good request', async () => {
     const r = await fetch(d.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream;q=0.5' }, body: INIT });
