@@ -6,8 +6,10 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // Bounds that only a failing test reaches: a test that starts a daemon, an upstream and a
+    // host takes ~20 s on a 2-core machine loaded with other work (10 s under CI's usual load).
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
     // Tests spawn real processes; two cores, so keep parallelism modest.
     maxWorkers: 2,
     reporters: ['default', './test/helpers/summary-reporter.ts'],

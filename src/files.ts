@@ -34,20 +34,46 @@ export function writePrivate(file: string, text: string): void {
  */
 export function watchFile(file: string, quietMs: number, onText: (text: string) => void, onError: (err: Error) => void): () => void {
   const base = path.basename(file);
-  let timer: NodeJS.Timeout | undefined;
-  const watcher = watch(path.dirname(file), (_event, name) => {
-    if (name !== null && name !== base) return;
-    clearTimeout(timer);
-    timer = setTimeout(() => {
+  return watchFolder(path.dirname(file), quietMs, {
+    // A change without a name (some platforms) may be this file's.
+    pick: (name) => (name === null || name === base ? base : undefined),
+    onQuiet: () => {
       const text = readText(file);
       if (text !== undefined) onText(text);
+    },
+    onError,
+  });
+}
+
+/**
+ * Watches a folder for changes to the files in it, each file on its own: `pick` names the file
+ * a change is about (undefined: not one we watch), `onChange` hears of each change at once, and
+ * `onQuiet` once that file's changes have been quiet for `quietMs`. Returns the function that
+ * stops watching; throws when the folder cannot be watched, and reports later watch failures
+ * to `onError`.
+ */
+export function watchFolder(
+  folder: string,
+  quietMs: number,
+  on: { pick(name: string | null): string | undefined; onChange?(name: string): void; onQuiet(name: string): void; onError(err: Error): void },
+): () => void {
+  const timers = new Map<string, NodeJS.Timeout>();
+  const watcher = watch(folder, (_event, changed) => {
+    const name = on.pick(changed);
+    if (name === undefined) return;
+    on.onChange?.(name);
+    clearTimeout(timers.get(name));
+    const timer = setTimeout(() => {
+      timers.delete(name);
+      on.onQuiet(name);
     }, quietMs);
     timer.unref();
+    timers.set(name, timer);
   });
-  watcher.on('error', onError);
+  watcher.on('error', on.onError);
   watcher.unref();
   return () => {
-    clearTimeout(timer);
+    for (const t of timers.values()) clearTimeout(t);
     watcher.close();
   };
 }

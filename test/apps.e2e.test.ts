@@ -179,7 +179,7 @@ describe('extensions in the 2026-07-28 era', () => {
     const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/ui': { mimeTypes: [MIME] } } }, 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' } };
     const discover = await peer.request('server/discover', { _meta: meta });
     expect(discover.result.capabilities.extensions).toEqual(ext);
-  }, 30_000);
+  });
 });
 
 describe('passthrough URIs', () => {

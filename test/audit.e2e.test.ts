@@ -40,7 +40,8 @@ describe('audit log: one line per request', () => {
       await writeConfig({
         mcpServers: {
           fx: { ...fixture({ name: 'fx' }), env: { API_KEY: '${AUDIT_SECRET}' } },
-          tmo: { ...fixture({ name: 'tmo' }), timeoutMs: 300 },
+          // Long enough that its tools/list is not cut on a busy machine; the slow call takes 30 s.
+          tmo: { ...fixture({ name: 'tmo' }), timeoutMs: 3000 },
         },
         policy: { tools: { deny: ['fx__whoami'] } },
         rateLimits: [{ server: 'fx', tool: 'tool_0', perMinute: 1, burst: 1 }],

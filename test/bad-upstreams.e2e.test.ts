@@ -164,7 +164,9 @@ describe('a late answer to a request mcpmux gave up on', () => {
   });
 
   it("timed out (the server's timeoutMs): the host gets -32001, the upstream is told, its late answer is dropped quietly, both upstreams serve", async () => {
-    const { peer, metrics } = await mux({}, { bad: { ...bad(), timeoutMs: 300 }, good: fixture({ name: 'good' }) });
+    // Long enough that its other answers (lists, the control calls) are not cut on a busy machine;
+    // the late call waits for a cancellation, so only the timeout ends it.
+    const { peer, metrics } = await mux({}, { bad: { ...bad(), timeoutMs: 3000 }, good: fixture({ name: 'good' }) });
     const upstreamId = await lateCall(peer, 'slow');
     const r = await peer.next((m) => m.id === 'slow' && !('method' in m), 10_000);
     expect(r.error.code).toBe(-32001);

@@ -642,11 +642,11 @@ describe('core: list_changed, concurrency and failures', () => {
 
   it('an upstream that crashes mid-call fails the host\'s call fast with a clear error; the other upstream keeps working', async () => {
     const { client } = await startMux(config(fixtures('alpha', 'beta')));
-    const started = Date.now();
+    // Fast: the error is mcpmux's (the crash), not the SDK's request timeout, which mcpmux would
+    // reach first if it waited for its own.
     const err = await failure(client.callTool({ name: 'alpha__crash' }, undefined, { timeout: 15_000 }));
     expect(err.code, err.message).not.toBe(-32001); // not the SDK's own request timeout
     expect(err.message).toContain('alpha');
-    expect(Date.now() - started).toBeLessThan(10_000);
     expect(jsonOf(await client.callTool({ name: 'beta__whoami' }))).toMatchObject({ name: 'beta' });
   });
 

@@ -111,7 +111,7 @@ describe('legacy host -> modern upstream', () => {
     for (const region of ['us-west1', 'Zürich ']) {
       expect((await peer.request('tools/call', { name: 'mo__region', arguments: { region } })).result.content[0].text).toBe(`region ${region}`);
     }
-  }, 30_000);
+  });
 
   it('a legacy host that cannot answer elicitations: the server is told so (the host\'s capabilities go with the call) and says it needs them', async () => {
     const events = tempFile('mo.jsonl');
@@ -121,7 +121,7 @@ describe('legacy host -> modern upstream', () => {
     // -32021 MissingRequiredClientCapability, from the server itself: it was never told the host could.
     expect(r.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: expect.any(Object) } } });
     expect(readEvents(events).some((e) => e.tool === 'greet' && e.round === 2)).toBe(false);
-  }, 30_000);
+  });
 });
 
 describe('resource subscriptions between eras', () => {
@@ -138,7 +138,7 @@ describe('resource subscriptions between eras', () => {
     await peer.request('tools/call', { name: 'mo__touch', arguments: {} });
     await peer.request('tools/call', { name: 'mo__echo', arguments: { text: 'after' } });
     expect(peer.messages.filter((m) => m.method === 'notifications/resources/updated')).toHaveLength(1);
-  }, 30_000);
+  });
 
   it('modern host -> legacy stdio upstream: subscriptions/listen with resourceSubscriptions subscribes upstream and relays updates tagged with the subscription', async () => {
     const peer = startRawMux(await writeConfig({ mcpServers: { fx: fixture({ name: 'fx' }) } }));
@@ -149,7 +149,7 @@ describe('resource subscriptions between eras', () => {
     await peer.request('tools/call', { name: 'fx__touch', arguments: { uri: 'fixture://fx/res/0' }, _meta: env });
     const updated = await peer.next((m) => m.method === 'notifications/resources/updated', 10_000);
     expect(updated.params).toEqual({ uri: 'fx+fixture://fx/res/0', _meta: { 'io.modelcontextprotocol/subscriptionId': 'sub' } });
-  }, 30_000);
+  });
 });
 
 describe('two listens of one connection on the same URI', () => {
@@ -165,7 +165,7 @@ describe('two listens of one connection on the same URI', () => {
     await peer.request('tools/call', { name: 'fx__touch', arguments: { uri: 'fixture://fx/res/0' }, _meta: env });
     const updated = await peer.next((m) => m.method === 'notifications/resources/updated', 10_000);
     expect(updated.params._meta['io.modelcontextprotocol/subscriptionId']).toBe('l2');
-  }, 30_000);
+  });
 });
 
 describe('modern host -> modern upstream', () => {
@@ -213,5 +213,5 @@ describe('choosing the era', () => {
     expect(by('forcedLegacy').lastError).toMatch(/initialize failed: .*Unsupported protocol version/);
     expect(by('forcedModern').lastError).toMatch(/initialize failed: .*server\/discover/);
     expect(by('ok').state).toBe('ready');
-  }, 30_000);
+  });
 });

@@ -111,7 +111,7 @@ async function waitForTool(client: Client, name: string): Promise<void> {
 // ---- cancellation -------------------------------------------------------------------------------
 
 describe('flows: cancellation', () => {
-  it('a host cancel of a slow tool reaches the owning fixture with ITS request id within 1 s; the other upstream sees none', async () => {
+  it('a host cancel of a slow tool reaches the owning fixture with ITS request id while its call runs; the other upstream sees none', async () => {
     const { events, servers } = withEvents();
     const { client } = await startMux(config(servers));
     // Both upstreams have a slow call in flight (typically under the same upstream-side id); only alpha's is cancelled.
@@ -120,13 +120,13 @@ describe('flows: cancellation', () => {
     client.callTool({ name: 'beta__slow', arguments: { ms: 60_000 } }, undefined, { timeout: 120_000 }).catch(() => {});
     const [alphaReq] = await Promise.all([slowRequest(events.alpha!), slowRequest(events.beta!)]);
 
-    const t0 = Date.now();
     ac.abort('host cancels');
     await expect(alphaCall).rejects.toThrow();
-    const cancel = await waitForEvent(events.alpha!, (e) => e.type === 'notification' && e.method === 'notifications/cancelled', 1000);
-    expect(Date.now() - t0).toBeLessThan(1000);
+    // Forwarded at once, not when the 60 s call ends: the fixture aborts the call it is running.
+    const cancel = await waitForEvent(events.alpha!, (e) => e.type === 'notification' && e.method === 'notifications/cancelled');
     expect(cancel.params.requestId).toBe(alphaReq.id);
     await waitForEvent(events.alpha!, (e) => e.type === 'aborted' && e.id === alphaReq.id);
+    expect(readEvents(events.alpha!).some((e) => e.type === 'sent_response' && e.id === alphaReq.id)).toBe(false);
 
     expect(jsonOf(await client.callTool({ name: 'beta__whoami' }))).toMatchObject({ name: 'beta' }); // a round-trip after the cancel
     expect(cancellationsIn(events.beta!)).toEqual([]);
@@ -139,7 +139,7 @@ describe('flows: cancellation', () => {
     peer.send({ jsonrpc: '2.0', id: 'host-req-1', method: 'tools/call', params: { name: 'alpha__slow', arguments: { ms: 60_000 } } });
     const req = await slowRequest(events.alpha!);
     peer.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'host-req-1', reason: 'raw cancel' } });
-    const cancel = await waitForEvent(events.alpha!, (e) => e.type === 'notification' && e.method === 'notifications/cancelled', 1000);
+    const cancel = await waitForEvent(events.alpha!, (e) => e.type === 'notification' && e.method === 'notifications/cancelled');
     expect(cancel.params.requestId).toBe(req.id);
     expect((await peer.request('ping')).result).toEqual({});
     expect(peer.messages.some((m) => m.id === 'host-req-1')).toBe(false);
@@ -333,20 +333,21 @@ describe('flows: logging', () => {
 // ---- timeouts -----------------------------------------------------------------------------------------------
 
 describe('flows: timeouts', () => {
-  it('a server timeoutMs of 500 on a 5 s slow call: the host has an error within 1.5 s and the fixture saw the cancellation', async () => {
+  it('a server timeoutMs of 500 on a 60 s slow call: the host has a timeout error and the fixture saw the cancellation while the call ran', async () => {
     const { events, servers } = withEvents(['alpha']);
     const { client } = await startMux(config({ alpha: { ...servers.alpha!, timeoutMs: 500 } }));
-    const t0 = Date.now();
-    const err: any = await client.callTool({ name: 'alpha__slow', arguments: { ms: 5000 } }, undefined, { timeout: 10_000 }).then(
+    // The fixture answers after 60 s, the SDK gives up after 30 s: an error before either is mcpmux's timeout.
+    const err: any = await client.callTool({ name: 'alpha__slow', arguments: { ms: 60_000 } }, undefined, { timeout: 30_000 }).then(
       () => undefined,
       (e) => e,
     );
-    const elapsed = Date.now() - t0;
     expect(err, 'the call must fail').toBeDefined();
-    expect(elapsed).toBeLessThan(1500);
+    expect(err.code).toBe(-32001);
+    expect(err.message).toMatch(/500 ms/);
     const req = await slowRequest(events.alpha!);
-    const cancel = await waitForEvent(events.alpha!, (e) => e.type === 'notification' && e.method === 'notifications/cancelled', 1000);
+    const cancel = await waitForEvent(events.alpha!, (e) => e.type === 'notification' && e.method === 'notifications/cancelled');
     expect(cancel.params.requestId).toBe(req.id);
+    await waitForEvent(events.alpha!, (e) => e.type === 'aborted' && e.id === req.id);
   });
 });
 

@@ -7,6 +7,7 @@ import http from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import WebSocket from 'ws';
+import { HEADERS_TIMEOUT_MS as DEFAULT_HEADERS_MS, REQUEST_TIMEOUT_MS as DEFAULT_REQUEST_MS } from '../src/transport/http/timeouts.js';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
 import { fixture, waitFor } from './helpers/harness.js';
 import { scrape, total } from './helpers/prom.js';
@@ -48,20 +49,24 @@ const HEAD = (length: number) =>
   `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: ${length}\r\n\r\n`;
 
 describe('slow and oversized requests', () => {
-  it('headers that never finish get 408 and the connection closed, within the headers timeout', async () => {
+  // No upper bound near the limit (a busy machine fires timers late): not before the configured
+  // limit, and long before the default one, so the configured limit is the one that acted.
+  it('headers that never finish get 408 and the connection closed, after the headers timeout', async () => {
     const c = rawConnection(d.port);
     c.socket.write('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n');
     const ms = await c.closed;
     expect(statusOf(c.answer())).toBe(408);
-    expect(ms).toBeLessThan(HEADERS_TIMEOUT_MS + 3000);
+    expect(ms).toBeGreaterThanOrEqual(HEADERS_TIMEOUT_MS);
+    expect(ms).toBeLessThan(DEFAULT_HEADERS_MS);
   });
 
-  it('a body that never finishes gets 408 and the connection closed, within the request timeout', async () => {
+  it('a body that never finishes gets 408 and the connection closed, after the request timeout', async () => {
     const c = rawConnection(d.port);
     c.socket.write(HEAD(INIT.length) + INIT.slice(0, 10));
     const ms = await c.closed;
     expect(statusOf(c.answer())).toBe(408);
-    expect(ms).toBeLessThan(REQUEST_TIMEOUT_MS + 3000);
+    expect(ms).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS);
+    expect(ms).toBeLessThan(DEFAULT_REQUEST_MS);
   });
 
   it('headers over 16 KB get 431', async () => {
@@ -154,7 +159,7 @@ describe('clients that vanish', () => {
     // The session itself is fine.
     const ping = await fetch(d.url, { method: 'POST', headers: h, body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping' }) });
     expect(await ping.json()).toEqual({ jsonrpc: '2.0', id: 3, result: {} });
-  }, 30_000);
+  });
 
   it('a WebSocket whose reader stops reading is dropped past the backlog bound, and its session ends', async () => {
     const before = await sessions();
@@ -181,7 +186,7 @@ describe('clients that vanish', () => {
     (ws as unknown as { _socket: Socket })._socket.resume();
     await closed;
     await waitFor(async () => (await sessions()) === before, { what: 'the session gone' });
-  }, 30_000);
+  });
 
   it('after all of it, the daemon still serves a good request', async () => {
     const r = await fetch(d.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream;q=0.5' }, body: INIT });

@@ -130,7 +130,7 @@ describe.each(HOSTS)('$label', (host) => {
   let h: Host;
   beforeAll(async () => {
     h = await host.connect();
-  }, 30_000);
+  });
   afterAll(() => h?.close());
 
   it.each(UPSTREAMS)(`${host.label} -> $label: lists, calls, reads, gets a prompt`, async (u) => {

@@ -105,7 +105,7 @@ describe('modern host over stdio -> legacy stdio upstream', () => {
     // A resource that does not exist is invalid params in this revision (-32002 before).
     expect((await peer.request('resources/read', { uri: 'nope+x://y', _meta: envelope() })).error).toMatchObject({ code: -32602 });
     expect(peer.child.exitCode).toBeNull();
-  }, 30_000);
+  });
 
   it('raw: the envelope stays between host and mcpmux; the legacy upstream gets its own request', async () => {
     const events = tempFile('fx.jsonl');
@@ -114,7 +114,7 @@ describe('modern host over stdio -> legacy stdio upstream', () => {
     expect(r.result).toMatchObject({ resultType: 'complete', structuredContent: { a: 1 } });
     const call = readEvents(events).find((e) => e.type === 'request' && e.method === 'tools/call');
     expect(call.params._meta).toEqual({ trace: 'kept' });
-  }, 30_000);
+  });
 });
 
 describe('modern host over Streamable HTTP -> legacy stdio upstream', () => {
@@ -173,7 +173,7 @@ describe('modern host over Streamable HTTP -> legacy stdio upstream', () => {
     } finally {
       await c.close();
     }
-  }, 30_000);
+  });
 
   it('closing the response stream cancels the request upstream', async () => {
     const c = modernClient();
@@ -185,7 +185,7 @@ describe('modern host over Streamable HTTP -> legacy stdio upstream', () => {
     expect(await slow).toBeInstanceOf(Error);
     await waitFor(() => readEvents(events).some((e) => e.type === 'aborted' && e.tool === 'slow'), { what: 'the upstream told to stop', timeoutMs: 10_000 });
     await c.close();
-  }, 30_000);
+  });
 
   describe('raw POSTs: the transport rules, each refused before anything runs', () => {
     const post = (body: unknown, headers: Record<string, string> = {}) =>
@@ -268,7 +268,8 @@ describe('legacy upstream asks, modern host answers: the input_required bridge',
       events = tempFile('fx.jsonl');
       d = await startDaemon(
         { mcpServers: { fx: fixture({ name: 'fx', events }) }, listen: { auth: { tokens: [{ client: 'a', tokenEnv: 'MUX_A' }, { client: 'b', tokenEnv: 'MUX_B' }] } } },
-        { ...tokens, MCPMUX_INPUT_TTL_MS: '3000' },
+        // Long enough for the refusals and the retry below on a busy machine; the expiry is waited for.
+        { ...tokens, MCPMUX_INPUT_TTL_MS: '10000' },
       );
     });
     const call = async (token: string, name: string, extra: object = {}) => {
@@ -311,12 +312,12 @@ describe('legacy upstream asks, modern host answers: the input_required bridge',
       expect(elicitAnswered()).toBe(answeredBefore + 1);
       expect(await refusal(tokens.MUX_A, 'fx__elicit', state)).toEqual({ code: -32602, message: 'Invalid requestState: already used, or its call has ended' });
 
-      // Not coming back in time (3 s here): the upstream's question fails, and the token is spent.
+      // Not coming back in time (10 s here): the upstream's question fails, and the token is spent.
       const late = (await call(tokens.MUX_A, 'fx__elicit')).result.requestState as string;
       const failed = () => readEvents(events).filter((e) => e.type === 'response' && e.error).length;
-      await waitFor(() => failed() === failedBefore + 1, { what: 'the question failed upstream after the wait', timeoutMs: 10_000 });
+      await waitFor(() => failed() === failedBefore + 1, { what: 'the question failed upstream after the wait', timeoutMs: 30_000 });
       expect(await refusal(tokens.MUX_A, 'fx__elicit', late)).toEqual({ code: -32602, message: 'Invalid requestState: expired' });
-    }, 30_000);
+    }, 60_000);
   });
 });
 
@@ -343,7 +344,7 @@ describe('modern host -> legacy HTTP upstream: log messages', () => {
     } finally {
       await web.close();
     }
-  }, 30_000);
+  });
 });
 
 describe('modern host over Streamable HTTP: open requests are bounded', () => {
@@ -369,7 +370,7 @@ describe('modern host over Streamable HTTP: open requests are bounded', () => {
     ac.abort();
     await waitFor(async () => (await list()).status === 200, { what: 'requests accepted again' });
     await d.stop();
-  }, 30_000);
+  });
 });
 
 describe('legacy host -> mcpmux stdio still starts with initialize', () => {
@@ -380,7 +381,7 @@ describe('legacy host -> mcpmux stdio still starts with initialize', () => {
     const list = await peer.request('tools/list');
     expect(list.result.resultType).toBeUndefined();
     expect(list.result.tools.length).toBeGreaterThan(0);
-  }, 30_000);
+  });
 });
 
 describe('the SDK 2.x stdio client probes with a throw-away copy first', () => {

@@ -13,7 +13,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { awaitJsonLine, fixture, MUX_BIN, readEvents, ROOT, tempDir, tempFile, waitFor, writeConfig } from './helpers/harness.js';
+import { awaitJsonLine, fixture, MUX_BIN, readEvents, ROOT, runMux, tempDir, tempFile, waitFor, writeConfig } from './helpers/harness.js';
 
 const OAUTH = path.join(ROOT, 'test/fixtures/oauth-upstream.mjs');
 const BROWSER = `${process.execPath} ${path.join(ROOT, 'test/fixtures/headless-browser.mjs')}`;
@@ -35,15 +35,16 @@ beforeAll(async () => {
   state = tempDir();
   config = await writeConfig({ mcpServers: { secure: { url }, fx: fixture({ name: 'fx' }) } });
   d = await startDaemon(config, { MCPMUX_STATE_DIR: state });
-}, 30_000);
+});
 
 afterAll(async () => {
   await stopAllDaemons();
   server?.kill('SIGKILL');
 });
 
-const cli = (args: string[]) =>
-  spawnSync(process.execPath, [MUX_BIN, ...args, '--config', config], { env: { ...process.env, MCPMUX_STATE_DIR: state, BROWSER }, encoding: 'utf8', timeout: 60_000 });
+// Not spawnSync, which stops this process's event loop while the CLI runs: the host's keep-alive
+// sockets to the daemon would not be seen closing meanwhile, and the next request on one fails.
+const cli = (args: string[]) => runMux([...args, '--config', config], { env: { MCPMUX_STATE_DIR: state, BROWSER } });
 const status = async () => (await fetch(`${d.base}/status`)).json() as Promise<any>;
 const secure = async () => (await status()).upstreams.find((u: any) => u.name === 'secure');
 const admin = (what: 'revoke-access' | 'revoke-all') => fetch(new URL(`/admin/${what}`, url), { method: 'POST' });
@@ -67,7 +68,7 @@ describe('OAuth upstreams', () => {
     expect(refused).toMatch(/needs a login: run mcpmux login secure/);
 
     // 2. The login, with the browser step done headlessly.
-    const login = cli(['login', 'secure']);
+    const login = await cli(['login', 'secure']);
     expect(login.status, login.stderr).toBe(0);
     expect(login.stdout).toMatch(/^logged in to secure \(scope: mcp:tools\); the login is stored in .*secure\.json\n$/);
     expect(login.stderr).toMatch(/code_challenge_method=S256/);
@@ -105,12 +106,12 @@ describe('OAuth upstreams', () => {
     for (const t of tokens) for (const text of written) expect(text.includes(t)).toBe(false);
 
     // 7. Logout forgets the login.
-    const out = cli(['logout', 'secure']);
+    const out = await cli(['logout', 'secure']);
     expect(out.status, out.stderr).toBe(0);
     expect(out.stdout).toBe('logged out of secure\n');
     expect(existsSync(file)).toBe(false);
     // check --probe says so too.
-    const probe = cli(['check', '--probe']);
+    const probe = await cli(['check', '--probe']);
     expect(probe.stdout + probe.stderr).toMatch(/secure.*needs a login: run mcpmux login secure/);
     await host.close();
   }, 90_000);
@@ -124,14 +125,14 @@ describe('OAuth upstreams', () => {
     expect(up.lastError).toMatch(/401/);
     expect(k.stderr()).not.toContain('needs a login');
     await k.stop();
-  }, 30_000);
+  });
 
   it('login refuses a server that is not a URL server, or one that asks for no login', async () => {
-    const notRemote = cli(['login', 'fx']);
+    const notRemote = await cli(['login', 'fx']);
     expect(notRemote.status).toBe(2);
     expect(notRemote.stderr).toMatch(/not a Streamable HTTP server/);
     const open = await writeConfig({ mcpServers: { plain: { url: `${d.url}` } } });
-    const r = spawnSync(process.execPath, [MUX_BIN, 'login', 'plain', '--config', open, '--no-browser'], { env: { ...process.env, MCPMUX_STATE_DIR: state }, encoding: 'utf8', timeout: 60_000 });
+    const r = await runMux(['login', 'plain', '--config', open, '--no-browser'], { env: { MCPMUX_STATE_DIR: state } });
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/asks for no login/);
   }, 60_000);

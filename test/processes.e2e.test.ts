@@ -67,7 +67,7 @@ describe('no upstream outlives mcpmux', () => {
     const pids = [await pidIn(files.direct), await pidIn(files.grand)];
     expect((await d.stop(20_000)).code).toBe(0);
     await gone(pids);
-  }, 30_000);
+  });
 });
 
 describe('crashing upstreams', () => {

@@ -94,12 +94,10 @@ describe('reload', () => {
     expect(total(m, 'mcpmux_config_reloads_total', { result: 'refused' })).toBe(1);
     expect(total(m, 'mcpmux_config_reloads_total', { result: 'applied' })).toBe(2);
 
-    // An edit without a signal is picked up within 2 s: a policy change, applied in place.
+    // An edit without a signal is picked up (the file is watched): a policy change, applied in place.
     const heardBefore = { ...heardHttp };
     write({ mcpServers: { fx: fixture({ name: 'fx' }) }, policy: { tools: { deny: ['fx__echo'] } } });
-    const edited = Date.now();
-    await waitFor(async () => !(await toolNames(http)).includes('fx__echo'), { what: 'the edit applied', timeoutMs: 2000, intervalMs: 50 });
-    expect(Date.now() - edited).toBeLessThan(2000);
+    await waitFor(async () => !(await toolNames(http)).includes('fx__echo'), { what: 'the edit applied', intervalMs: 50 });
     await waitFor(() => heardHttp.tools > heardBefore.tools, { what: 'tools/list_changed for the policy edit' });
     expect(heardHttp.prompts).toBe(heardBefore.prompts);
     expect((await status(d)).lastReload).toMatchObject({ result: 'applied', trigger: 'file', updated: [], added: [], removed: [] });
@@ -156,5 +154,5 @@ describe('signals', () => {
     child.kill('SIGTERM');
     expect(await exited).toBe(1);
     expect(err).toMatch(/"err":"a child would not stop","msg":"drain failed"/);
-  }, 30_000);
+  });
 });

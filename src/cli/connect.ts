@@ -15,7 +15,7 @@ import { DEFAULTS } from '../config/types.js';
 import { UsageError } from './runtime.js';
 import { backoffDelay } from '../backoff.js';
 import { declaredVersion } from '../protocol/modern.js';
-import { modernHeaders } from '../upstream/http.js';
+import { modernHeaders } from '../upstream/modern-headers.js';
 
 export const DEFAULT_CONNECT_URL = `http://127.0.0.1:${DEFAULTS.port}/mcp`;
 export const TOKEN_ENV = 'MCPMUX_TOKEN';

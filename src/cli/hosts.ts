@@ -10,6 +10,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { isObject } from '../objects.js';
 
 export const HOSTS = ['claude', 'claude-code', 'cursor', 'vscode', 'windsurf'] as const;
 export type HostName = (typeof HOSTS)[number];
@@ -138,10 +139,6 @@ export function parseLenientJson(text: string): unknown {
   } catch (err) {
     throw new HostFileError(`not valid JSON: ${(err as Error).message}`);
   }
-}
-
-export function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function str(v: unknown): string | undefined {

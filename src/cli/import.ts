@@ -10,7 +10,8 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { entriesOf, hostFiles, HOSTS, isObject, readHostFile, HostFileError, type HostEntry, type HostName } from './hosts.js';
+import { isObject } from '../objects.js';
+import { entriesOf, hostFiles, HOSTS, readHostFile, HostFileError, type HostEntry, type HostName } from './hosts.js';
 import { UsageError } from './runtime.js';
 
 /** This installation's config schema, for editors (`$schema`). */

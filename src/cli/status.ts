@@ -3,10 +3,10 @@
 // On the main listener both need a token when `listen.auth.tokens` is set (they name the
 // config's servers and can restart them); on an admin port they are open, like /metrics.
 
-import type { IncomingMessage } from 'node:http';
 import type { Router } from '../router/router.js';
 import type { OperatorRoutes } from '../transport/http/admin.js';
 import { HttpRpcCode, sendError, sendJson } from '../transport/http/respond.js';
+import { queryOf } from '../transport/http/url.js';
 import { VERSION } from '../version.js';
 import type { ReloadRecord } from './reload.js';
 import { UsageError } from './runtime.js';
@@ -47,12 +47,6 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
     },
     { needsToken: true },
   );
-}
-
-function queryOf(req: IncomingMessage): URLSearchParams {
-  const url = req.url ?? '';
-  const q = url.indexOf('?');
-  return new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
 }
 
 export interface StatusOptions {

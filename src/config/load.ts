@@ -9,6 +9,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
+import { isObject } from '../objects.js';
 import {
   ANONYMOUS_CLIENT,
   ConfigError,
@@ -501,10 +502,6 @@ function declaredTransport(s: RawServer, at: string, issue: (p: string, m: strin
     issue(`${at}/transport`, `is ${JSON.stringify(s.transport)} but "type" is ${JSON.stringify(s.type)}`);
   }
   return type ?? transport;
-}
-
-function isObject(v: unknown): v is object {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
 /** The array if it is one (the schema reported it otherwise). */

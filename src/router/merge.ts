@@ -1,6 +1,7 @@
 // What a host is told at initialize: the union of the capabilities its live upstreams offer,
 // and their instructions under a heading each.
 
+import { isObject } from '../objects.js';
 import type { Params } from '../protocol/mcp.js';
 import type { ProtocolVersion } from '../protocol/versions.js';
 import type { Upstream } from '../upstream/upstream.js';
@@ -53,8 +54,4 @@ function mergeDeep(a: Params, b: Params): Params {
     out[k] = isObject(prev) && isObject(v) ? mergeDeep(prev, v) : v;
   }
   return out;
-}
-
-function isObject(v: unknown): v is Params {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

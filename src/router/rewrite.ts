@@ -2,6 +2,7 @@
 // can be read or subscribed to through mcpmux. Objects are modified in place: they were parsed
 // from the upstream's message a moment ago and belong to nobody else.
 
+import { isObject } from '../objects.js';
 import type { Params } from '../protocol/mcp.js';
 import { wrapUri } from './naming.js';
 
@@ -48,8 +49,8 @@ export function rewriteReadResult(result: Params, server: string): Params {
 export function mapBlocks<A>(holder: Params, key: string, fn: (block: Params, arg: A) => Params, arg: A): void {
   const v = holder[key];
   if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) if (isBlock(v[i])) v[i] = fn(v[i], arg);
-  } else if (isBlock(v)) {
+    for (let i = 0; i < v.length; i++) if (isObject(v[i])) v[i] = fn(v[i], arg);
+  } else if (isObject(v)) {
     holder[key] = fn(v, arg);
   }
 }
@@ -57,9 +58,5 @@ export function mapBlocks<A>(holder: Params, key: string, fn: (block: Params, ar
 /** mapBlocks over `result.messages[].content` (prompts/get results). */
 export function mapMessageBlocks<A>(result: Params, fn: (block: Params, arg: A) => Params, arg: A): void {
   const messages = result.messages;
-  if (Array.isArray(messages)) for (const m of messages) if (isBlock(m)) mapBlocks(m, 'content', fn, arg);
-}
-
-function isBlock(v: unknown): v is Params {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
+  if (Array.isArray(messages)) for (const m of messages) if (isObject(m)) mapBlocks(m, 'content', fn, arg);
 }

@@ -58,10 +58,11 @@ export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log:
 }
 
 async function openRemote(cfg: RemoteServerConfig, max: number, log: Logger, link: RemoteLink): Promise<RemoteTransport> {
-  const http = await import('./http.js');
-  log.info({ transport: cfg.transport, url: http.safeUrl(cfg.url) }, 'connecting to upstream');
+  const { safeUrl } = await import('./fetch.js');
+  log.info({ transport: cfg.transport, url: safeUrl(cfg.url) }, 'connecting to upstream');
   switch (cfg.transport) {
     case 'http': {
+      const http = await import('./http.js');
       const { LegacySseTransport } = await import('./sse.js');
       // Every Streamable HTTP server may want a login: its stored tokens (if any) go with each request.
       const { OAuthTokens } = await import('./oauth/tokens.js');

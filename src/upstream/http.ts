@@ -1,14 +1,18 @@
 // Streamable HTTP client transport (MCP 2025-11-25): every message we send is its own POST; the
 // answer to a request comes back as one JSON body or as an SSE stream that may also carry the
 // server's requests and notifications about that request; a GET stream carries what the server
-// says unprompted. Also the small HTTP helpers that the legacy SSE client (sse.ts) shares.
+// says unprompted. What it shares with the legacy SSE client lives beside it: fetch.ts,
+// sse-reader.ts, remote-messages.ts; the 2026-07-28 headers in modern-headers.ts.
 
-import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import type { EventSourceMessage } from 'eventsource-parser';
 import { ErrorCode, errorResponse, type Incoming, type JsonRpcId, type JsonRpcResponse } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
-import { cancelProtocol, MuxError } from '../protocol/mcp.js';
-import { declaredVersion, ModernError, NAMED } from '../protocol/modern.js';
-import { PARAM_HEADERS } from './modern.js';
+import { cancelProtocol } from '../protocol/mcp.js';
+import { declaredVersion, ModernError } from '../protocol/modern.js';
+import { bodyText, describeFetchError, errorExcerpt, excerptOf, fetchSameOrigin, mediaType, readBody, safeUrl } from './fetch.js';
+import { modernHeaders } from './modern-headers.js';
+import { requestIdOf, unavailable } from './remote-messages.js';
+import { readSse, TooLargeError } from './sse-reader.js';
 import { encodeMessage } from '../jsonrpc/framing.js';
 import type { FrameError } from '../transport/transport.js';
 import type { RemoteTransport } from './connect.js';
@@ -26,9 +30,6 @@ const RETRY_MAX_MS = 30_000;
 const MAX_RECONNECTS = 5;
 /** How long close() waits for the DELETE that ends the session. */
 const DELETE_TIMEOUT_MS = 2000;
-const MAX_REDIRECTS = 5;
-/** Characters of an error body quoted in the synthetic error. */
-const EXCERPT_CHARS = 200;
 
 /** Where an HTTP upstream's bearer token comes from (oauth/tokens.ts), when it has a login. */
 export interface TokenSource {
@@ -433,110 +434,7 @@ export class StreamableHttpTransport implements RemoteTransport {
   }
 }
 
-// ---- helpers shared with the legacy SSE client ---------------------------------------------
-
-export class TooLargeError extends Error {
-  constructor(readonly bytes: number) {
-    super(`message of ${bytes} bytes exceeds the limit`);
-  }
-}
-
-/**
- * Reads an SSE body, calling `on.event` per event, until it ends (resolves), breaks (rejects),
- * or `signal` aborts (resolves). An event over `maxBytes` rejects with TooLargeError; the parser's
- * own buffer is capped too, so a never-ending event cannot grow memory without bound.
- */
-export async function readSse(
-  body: ReadableStream<Uint8Array> | null,
-  maxBytes: number,
-  signal: AbortSignal,
-  on: { event(ev: EventSourceMessage): void; retry?(ms: number): void },
-): Promise<void> {
-  if (!body) return;
-  const reader = body.getReader();
-  const cancel = (): void => void reader.cancel().catch(() => {});
-  if (signal.aborted) return cancel();
-  signal.addEventListener('abort', cancel, { once: true });
-  let tooLarge: number | undefined;
-  const parser = createParser({
-    onEvent: (ev) => {
-      if (tooLarge !== undefined || signal.aborted) return;
-      const bytes = Buffer.byteLength(ev.data);
-      if (bytes > maxBytes) tooLarge = bytes;
-      else on.event(ev);
-    },
-    onRetry: (ms) => on.retry?.(ms),
-    onError: (err) => {
-      if (err.type === 'max-buffer-size-exceeded') tooLarge ??= maxBytes + 1;
-    },
-    // Characters, not bytes: a generous bound on buffered text; the byte check is above.
-    maxBufferSize: maxBytes + 4096,
-  });
-  const decoder = new TextDecoder();
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done || signal.aborted) return;
-      parser.feed(decoder.decode(value, { stream: true }));
-      if (tooLarge !== undefined) {
-        cancel();
-        throw new TooLargeError(tooLarge);
-      }
-    }
-  } finally {
-    signal.removeEventListener('abort', cancel);
-  }
-}
-
-/** Reads a whole body up to `maxBytes`; beyond that, stops reading and reports the size seen. */
-export async function readBody(res: Response, maxBytes: number): Promise<{ text: string } | { tooLarge: number }> {
-  const declared = Number(res.headers.get('content-length'));
-  if (declared > maxBytes) {
-    await res.body?.cancel().catch(() => {});
-    return { tooLarge: declared };
-  }
-  const reader = res.body?.getReader();
-  if (!reader) return { text: '' };
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > maxBytes) {
-      await reader.cancel().catch(() => {});
-      return { tooLarge: total };
-    }
-    chunks.push(value);
-  }
-  return { text: Buffer.concat(chunks).toString('utf8') };
-}
-
-/** A short, single-line description of an error body (a JSON-RPC error's message if it is one). */
-export async function errorExcerpt(res: Response): Promise<string> {
-  return excerptOf(await bodyText(res));
-}
-
-/** An error body's text (at most 16 KB; empty when there is none or it is larger). */
-async function bodyText(res: Response): Promise<string> {
-  try {
-    const body = await readBody(res, 16 * 1024);
-    return 'tooLarge' in body ? '' : body.text;
-  } catch {
-    return '';
-  }
-}
-
-/** An error body in a line: its JSON-RPC message if it is one, else its text. */
-function excerptOf(text: string): string {
-  try {
-    const m = (JSON.parse(text) as { error?: { message?: unknown } }).error?.message;
-    if (typeof m === 'string') text = m;
-  } catch {
-    /* not JSON: quote the text */
-  }
-  return text.replace(/\s+/g, ' ').trim().slice(0, EXCERPT_CHARS);
-}
+// ---- helpers ------------------------------------------------------------------------------
 
 /** The JSON-RPC error response in `text` for request `id` (an id-less one is taken as it), or undefined. */
 function jsonRpcError(text: string, id: JsonRpcId): { jsonrpc: '2.0'; id: JsonRpcId; error: { code: number; message: string; data?: unknown } } | undefined {
@@ -553,78 +451,8 @@ function jsonRpcError(text: string, id: JsonRpcId): { jsonrpc: '2.0'; id: JsonRp
 /** The 2026-07-28 error codes (and -32601 with them): a body carrying one is a modern server's answer. */
 const MODERN_CODES: ReadonlySet<number> = new Set([ModernError.HeaderMismatch, ModernError.MissingRequiredClientCapability, ModernError.UnsupportedProtocolVersion]);
 
-/** The headers 2026-07-28 requires on a POST: the version, the method, and the target's name. */
-export function modernHeaders(h: Headers, version: string, msg: { method?: unknown; params?: Record<string, unknown> }): void {
-  h.delete('mcp-session-id');
-  h.set('mcp-protocol-version', version);
-  if (typeof msg.method === 'string') h.set('mcp-method', msg.method);
-  const field = typeof msg.method === 'string' ? NAMED[msg.method] : undefined;
-  const name = field ? msg.params?.[field] : undefined;
-  if (typeof name === 'string') h.set('mcp-name', headerSafe(name));
-  // Tool arguments the server wants mirrored (x-mcp-header), found by the Upstream.
-  const params = (msg.params as { [PARAM_HEADERS]?: Record<string, string> } | undefined)?.[PARAM_HEADERS];
-  for (const [k, v] of Object.entries(params ?? {})) h.set(`mcp-param-${k}`, headerSafe(v));
-}
-
-/** A value as a header may carry it: as it is when plain visible ASCII, else `=?base64?…?=`. */
-export function headerSafe(v: string): string {
-  const plain = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/.test(v) && !(v.startsWith('=?base64?') && v.endsWith('?='));
-  return plain ? v : `=?base64?${Buffer.from(v, 'utf8').toString('base64')}?=`;
-}
-
-/** The synthetic answer that fails a pending request at once (MuxError.UpstreamUnavailable). */
-export function unavailable(id: JsonRpcId, message: string): JsonRpcResponse {
-  return errorResponse(id, { code: MuxError.UpstreamUnavailable, message });
-}
-
 function tooLargeResponse(id: JsonRpcId, bytes: number, max: number): JsonRpcResponse {
   return errorResponse(id, { code: ErrorCode.InternalError, message: `Response too large: upstream message of ${bytes} bytes exceeds the limit of ${max}` });
-}
-
-/**
- * fetch() that follows redirects only within the URL's origin: the config's headers are
- * credentials for that server, and fetch would carry custom ones (X-Api-Key...) anywhere.
- */
-export async function fetchSameOrigin(url: string, init: RequestInit): Promise<Response> {
-  const origin = new URL(url).origin;
-  let target = url;
-  for (let hops = 0; ; hops++) {
-    const res = await fetch(target, { ...init, redirect: 'manual' });
-    const location = res.status >= 300 && res.status < 400 ? res.headers.get('location') : null;
-    if (location === null) return res;
-    await res.body?.cancel().catch(() => {});
-    const next = new URL(location, target);
-    if (next.origin !== origin) throw new Error(`refused a redirect to another origin (${next.origin})`);
-    if (hops >= MAX_REDIRECTS) throw new Error(`more than ${MAX_REDIRECTS} redirects`);
-    target = next.href;
-  }
-}
-
-/** undici's "fetch failed" hides the useful part (ECONNREFUSED ...) in `cause`. */
-export function describeFetchError(err: unknown): string {
-  const e = err as { message?: string; cause?: { message?: string; code?: string } };
-  if (e?.cause?.message) return e.cause.message;
-  return e?.message ?? String(err);
-}
-
-/** The URL without query, fragment or credentials: what we may log. */
-export function safeUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.host}${u.pathname}`;
-  } catch {
-    return '(invalid url)';
-  }
-}
-
-export function mediaType(res: Response): string {
-  return (res.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
-}
-
-/** Id of the request in an outgoing message (mcpmux never sends batches of requests upstream). */
-export function requestIdOf(msg: Incoming): JsonRpcId | undefined {
-  const m = (Array.isArray(msg) ? msg[0] : msg) as { id?: JsonRpcId; method?: unknown } | undefined;
-  return m && typeof m.method === 'string' && m.id !== undefined ? m.id : undefined;
 }
 
 function cancelledId(msg: Incoming): JsonRpcId | undefined {

@@ -9,7 +9,9 @@ import type { Logger } from '../observe/logger.js';
 import { encodeMessage } from '../jsonrpc/framing.js';
 import type { FrameError } from '../transport/transport.js';
 import type { RemoteTransport } from './connect.js';
-import { TooLargeError, describeFetchError, errorExcerpt, fetchSameOrigin, mediaType, readSse, requestIdOf, safeUrl, unavailable } from './http.js';
+import { describeFetchError, errorExcerpt, fetchSameOrigin, mediaType, safeUrl } from './fetch.js';
+import { requestIdOf, unavailable } from './remote-messages.js';
+import { readSse, TooLargeError } from './sse-reader.js';
 import { parseJson } from '../jsonrpc/big-numbers.js';
 
 export class LegacySseTransport implements RemoteTransport {

@@ -7,7 +7,7 @@ import type { Logger } from '../observe/logger.js';
 import type { FrameError } from '../transport/transport.js';
 import { parseWsMessage, sendOverWs, WS_CLOSE_GRACE_MS, WS_SUBPROTOCOL } from '../transport/ws-frames.js';
 import type { RemoteTransport } from './connect.js';
-import { safeUrl } from './http.js';
+import { safeUrl } from './fetch.js';
 
 /** A server that accepts TCP but never completes the upgrade must not hang the startup. */
 const HANDSHAKE_TIMEOUT_MS = 10_000;

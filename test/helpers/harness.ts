@@ -94,10 +94,17 @@ function withFullStartupWait(obj: unknown): unknown {
 
 // ---- polling --------------------------------------------------------------------------------------
 
+/**
+ * How long a wait for an event or a condition may take by default before the test fails. Only
+ * a failing test ever reaches it, so it is generous: on a loaded 2-core machine (a CI run beside
+ * other work), 5 s was passed by waits for things that did happen.
+ */
+export const WAIT_MS = 15_000;
+
 /** Polls `fn` until it returns a truthy value (which is returned); rejects after timeoutMs. */
 export async function waitFor<T>(
   fn: () => T | Promise<T>,
-  { timeoutMs = 5000, intervalMs = 20, what = 'condition' }: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+  { timeoutMs = WAIT_MS, intervalMs = 20, what = 'condition' }: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
 ): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -118,7 +125,7 @@ export function readEvents(file: string): any[] {
 }
 
 /** Waits until an event matching `pred` is in the file, and returns it. */
-export function waitForEvent(file: string, pred: (e: any) => boolean, timeoutMs = 5000): Promise<any> {
+export function waitForEvent(file: string, pred: (e: any) => boolean, timeoutMs = WAIT_MS): Promise<any> {
   return waitFor(() => readEvents(file).find(pred), { timeoutMs, what: `event in ${file}` });
 }
 
@@ -336,7 +343,7 @@ export function startRawMux(target: string | ServerEntry, opts: { env?: Record<s
       const line = typeof msg === 'string' ? msg : JSON.stringify(msg);
       child.stdin!.write(line.endsWith('\n') ? line : line + '\n');
     },
-    next(pred = () => true, timeoutMs = 5000) {
+    next(pred = () => true, timeoutMs = WAIT_MS) {
       const i = unconsumed.findIndex(pred);
       if (i >= 0) return Promise.resolve(unconsumed.splice(i, 1)[0]);
       if (exitInfo) return Promise.reject(new Error(`process already exited; stderr:\n${err}`));
@@ -353,7 +360,7 @@ export function startRawMux(target: string | ServerEntry, opts: { env?: Record<s
         waiters.push(w);
       });
     },
-    request(method, params, timeoutMs = 5000) {
+    request(method, params, timeoutMs = WAIT_MS) {
       const id = nextId++;
       peer.send({ jsonrpc: '2.0', id, method, ...(params && { params }) });
       return peer.next((m) => m.id === id && !('method' in m), timeoutMs);
@@ -400,5 +407,24 @@ export function freePort(): Promise<number> {
       srv.close(() => resolve(port));
     });
     srv.on('error', reject);
+  });
+}
+
+/**
+ * Runs `node bin/mcpmux.js ...args` to its end (SIGKILL past `timeoutMs`) without blocking this
+ * process. Use it instead of spawnSync in any test that also holds HTTP connections: spawnSync
+ * stops the event loop, so a keep-alive socket the daemon closed meanwhile is not seen closing,
+ * and the next fetch reuses it and fails with "other side closed" (seen on a loaded machine).
+ */
+export function runMux(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [MUX_BIN, ...args], { env: { ...process.env, ...opts.env }, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
+  return new Promise((resolve, reject) => {
+    child.once('error', (err) => (clearTimeout(timer), reject(err)));
+    child.once('close', (status) => (clearTimeout(timer), resolve({ status, stdout, stderr })));
   });
 }

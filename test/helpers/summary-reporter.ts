@@ -1,5 +1,6 @@
 // Prints one plain closing line, `N passed, N failed, N skipped`, after vitest's own summary, so
-// tools that read a run's last line (CI) need not parse vitest's coloured table.
+// tools that read a run's last line (CI) need not parse vitest's coloured table. Above it, each
+// distinct reason a test gave for skipping itself (`ctx.skip(note)`), so a skip is never silent.
 
 import type { Reporter, TestModule } from 'vitest/node';
 
@@ -8,14 +9,19 @@ export default class SummaryReporter implements Reporter {
     let passed = 0;
     let failed = unhandled.length;
     let skipped = 0;
+    const notes = new Map<string, number>();
     for (const m of modules) {
       for (const t of m.children.allTests()) {
-        const state = t.result().state;
-        if (state === 'passed') passed++;
-        else if (state === 'failed') failed++;
-        else skipped++;
+        const r = t.result();
+        if (r.state === 'passed') passed++;
+        else if (r.state === 'failed') failed++;
+        else {
+          skipped++;
+          if (r.state === 'skipped' && r.note) notes.set(r.note, (notes.get(r.note) ?? 0) + 1);
+        }
       }
     }
+    for (const [note, n] of notes) process.stdout.write(`\nskipped ${n} test(s): ${note}`);
     process.stdout.write(`\n${passed} passed, ${failed} failed, ${skipped} skipped\n`);
   }
 }

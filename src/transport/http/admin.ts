@@ -10,6 +10,7 @@ import type { Logger } from '../../observe/logger.js';
 import type { AuthResult, Guard } from './guard.js';
 import { HttpRpcCode, sendError, sendJson } from './respond.js';
 import { httpOptions } from './timeouts.js';
+import { pathOf } from './url.js';
 
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
 
@@ -107,12 +108,6 @@ export class AdminListener {
     if (!verdict.ok) return sendError(res, verdict.status, HttpRpcCode.Transport, verdict.message);
     if (!this.routes.serve(pathOf(req), req, res)) sendError(res, 404, HttpRpcCode.Transport, 'Not Found');
   }
-}
-
-export function pathOf(req: IncomingMessage): string {
-  const url = req.url ?? '/';
-  const q = url.indexOf('?');
-  return q < 0 ? url : url.slice(0, q);
 }
 
 export function listenOn(server: Server, port: number, host: string): Promise<number> {

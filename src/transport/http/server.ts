@@ -7,7 +7,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../observe/logger.js';
-import { AdminListener, addHealthRoutes, closeServer, listenOn, OperatorRoutes, pathOf, runRoute, type RouteHandler } from './admin.js';
+import { AdminListener, addHealthRoutes, closeServer, listenOn, OperatorRoutes, runRoute, type RouteHandler } from './admin.js';
+import { pathOf, splitTarget } from './url.js';
 import { httpOptions } from './timeouts.js';
 import { Guard } from './guard.js';
 import { HttpRpcCode, sendError } from './respond.js';
@@ -134,9 +135,7 @@ export class HttpServer {
   // ---- routing -------------------------------------------------------------------------------
 
   private route(req: IncomingMessage, res: ServerResponse, withAdmin: boolean): void {
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = q < 0 ? url : url.slice(0, q);
+    const { path, query } = splitTarget(req.url ?? '/');
     const verdict = this.guard.check(req);
     if (!verdict.ok) return sendError(res, verdict.status, HttpRpcCode.Transport, verdict.message);
 
@@ -155,7 +154,7 @@ export class HttpServer {
       case '/sse':
         return this.sse.open(req, res, auth.client);
       case MESSAGES_PATH:
-        return this.run((rq, rs) => this.sse.post(rq, rs, auth.client, q < 0 ? '' : url.slice(q + 1)), req, res);
+        return this.run((rq, rs) => this.sse.post(rq, rs, auth.client, query), req, res);
       default: // '/ws' without an upgrade
         return sendError(res, 426, HttpRpcCode.Transport, 'Upgrade Required: /ws is a WebSocket endpoint', { upgrade: 'websocket' });
     }

@@ -9,7 +9,7 @@
 import * as oauth from 'oauth4webapi';
 import type { RemoteServerConfig } from '../../config/types.js';
 import { plainHttpAllowed } from '../../config/load.js';
-import { fetchSameOrigin, readBody } from '../http.js';
+import { fetchSameOrigin, readBody } from '../fetch.js';
 import { readChallenge } from './store.js';
 
 export interface Discovered {

@@ -3,9 +3,9 @@
 // read by the daemon and written by `mcpmux login` (another process). Nothing from these files
 // is ever logged.
 
-import { existsSync, mkdirSync, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { readText, writePrivate } from '../../files.js';
+import { readText, watchFolder, writePrivate } from '../../files.js';
 import { stateDir } from '../../state.js';
 
 export interface StoredLogin {
@@ -108,46 +108,39 @@ export function deleteLogin(server: string): boolean {
  */
 export function watchLogins(onChange: (server: string) => void, onError: (err: Error) => void): () => void {
   const dir = oauthDir();
-  const timers = new Map<string, NodeJS.Timeout>();
-  let watcher: FSWatcher | undefined;
+  let unwatch: (() => void) | undefined;
   let watching = false;
   const stopCaching = () => {
     watching = false;
     if (--watchers === 0) cached.clear();
   };
+  const serverOf = (name: string) => name.slice(0, -'.json'.length);
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    watcher = watch(dir, (_event, name) => {
-      if (!name || !name.endsWith('.json')) return;
-      const server = name.slice(0, -'.json'.length);
+    unwatch = watchFolder(dir, 100, {
+      pick: (name) => (name && name.endsWith('.json') ? name : undefined),
       // Read afresh from now on, whoever wrote it.
-      cached.delete(server);
-      clearTimeout(timers.get(server));
-      const t = setTimeout(() => {
-        timers.delete(server);
+      onChange: (name) => void cached.delete(serverOf(name)),
+      onQuiet: (name) => {
         // A refresh this process made is no new login: reacting to it would restart the
         // upstream, which refreshes again... Only another process's write (mcpmux login, logout).
         const file = path.join(dir, name);
         if (ownWrites.has(file) && readText(file) === ownWrites.get(file)) return;
-        onChange(server);
-      }, 100);
-      t.unref();
-      timers.set(server, t);
+        onChange(serverOf(name));
+      },
+      onError: (err) => {
+        // No longer watched: the file is the only truth again.
+        if (watching) stopCaching();
+        onError(err);
+      },
     });
-    watcher.on('error', (err) => {
-      // No longer watched: the file is the only truth again.
-      if (watching) stopCaching();
-      onError(err);
-    });
-    watcher.unref();
     watchers++;
     watching = true;
   } catch (err) {
     onError(err as Error);
   }
   return () => {
-    watcher?.close();
+    unwatch?.();
     if (watching) stopCaching();
-    for (const t of timers.values()) clearTimeout(t);
   };
 }
