@@ -16,6 +16,7 @@ import type { Params } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { decodeCursor, encodeCursor, type CursorState } from './cursor.js';
 import { markStable } from '../jsonrpc/framing.js';
+import { nextCursorOf, walkPages } from '../upstream/paging.js';
 
 export type ListMethod = 'tools/list' | 'prompts/list' | 'resources/list' | 'resources/templates/list' | 'tasks/list';
 
@@ -33,8 +34,11 @@ export interface ListKind {
 export type PageFetch = (up: Upstream, method: ListMethod, params: Params, signal: CancelSignal | undefined) => Promise<Result>;
 
 interface Page {
+  /** What hosts are shown of it. */
   items: Params[];
   next: string | undefined;
+  /** How many items the upstream listed (hidden ones included). */
+  listed: number;
 }
 
 const MAX_CACHED_ITEMS = 200_000;
@@ -162,7 +166,33 @@ export class Catalogue {
       this.saidSkips.add(key);
       up.log.warn({ err: reason, method: kind.method, once: true }, 'list failed; leaving this server out (said once per server and reason)');
     }
-    return { items: [], next: undefined };
+    return { items: [], next: undefined, listed: 0 };
+  }
+
+  /**
+   * Every page of one upstream's list, in order, each page's shown items handed to `each`:
+   * bounded like every walk (upstream/paging.ts), ended by `signal`. Pages come from the cache
+   * where it has them.
+   */
+  walk(kind: ListKind, up: Upstream, signal: CancelSignal, each?: (items: Params[]) => void): Promise<void> {
+    return walkPages(
+      up.name,
+      kind.method,
+      async (cursor) => {
+        const p = await this.page(kind, up, cursor, signal);
+        each?.(p.items);
+        return { items: p.listed, next: p.next };
+      },
+      signal,
+    );
+  }
+
+  /**
+   * What an upstream's list is now, as far as the catalogue knows: changes when the list
+   * changes (list_changed, a restart) and when what is shown of it does (reset).
+   */
+  version(kind: ListKind, up: Upstream): string {
+    return `${this.epoch}.${this.generationsOf(up)[kind.capability] ?? 0}`;
   }
 
   private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal): Promise<Page> {
@@ -202,8 +232,7 @@ export class Catalogue {
       const shown = kind.present(up, item as Params);
       if (shown) items.push(shown);
     }
-    const next = typeof res.nextCursor === 'string' && res.nextCursor !== '' ? res.nextCursor : undefined;
-    return { items, next };
+    return { items, next: nextCursorOf(res), listed: raw.length };
   }
 
   private generationsOf(up: Upstream): Record<string, number> {
