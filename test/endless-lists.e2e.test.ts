@@ -98,6 +98,24 @@ describe('an upstream whose lists never end', () => {
     expect(peer.messages.filter((m) => m.id === 'walk')).toEqual([]);
   }, 120_000);
 
+  it('a host paging through an endless list of large items: the page cache stays within its budget', async () => {
+    // Every page: one item of 100 KB. listChanged, so every page is cacheable.
+    const peer = await mux({ endless: endless({ listChanged: true, perPage: 1, pad: 100_000 }) }, GC_ENV);
+    let cursor: string | undefined;
+    const page = async () => {
+      const r = await peer.request('tools/list', cursor === undefined ? {} : { cursor }, 30_000);
+      expect(r.error, JSON.stringify(r.error)).toBeUndefined();
+      cursor = r.result.nextCursor;
+    };
+    for (let i = 0; i < 50; i++) await page();
+    const before = await liveHeap(peer.child, peer.stderr);
+    // 1500 more pages, 150 MB of items: before the fix the cache kept them all (it counted
+    // items, and allowed 200 000).
+    for (let i = 0; i < 1500; i++) await page();
+    // Measured: about 28 MB (the two budgets, 32 + 16 MB of JSON, are the bound); before: 151 MB.
+    expect((await liveHeap(peer.child, peer.stderr)) - before, 'live heap growth (bytes)').toBeLessThan(80 * MB);
+  }, 180_000);
+
   it('mcpmux check --probe ends with an error naming the server and exits 1', async () => {
     const file = await writeConfig({ mcpServers: { endless: endless(), good: fixture({ name: 'good' }) } });
     const { MCPMUX_CONFIG: _ignored, ...env } = process.env;
