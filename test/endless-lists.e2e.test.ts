@@ -116,14 +116,27 @@ describe('an upstream whose lists never end', () => {
     expect((await liveHeap(peer.child, peer.stderr)) - before, 'live heap growth (bytes)').toBeLessThan(80 * MB);
   }, 180_000);
 
-  it('mcpmux check --probe ends with an error naming the server and exits 1', async () => {
+  /** `mcpmux <args> --config <file>` to completion (killed after 90 s). */
+  async function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
     const file = await writeConfig({ mcpServers: { endless: endless(), good: fixture({ name: 'good' }) } });
     const { MCPMUX_CONFIG: _ignored, ...env } = process.env;
-    const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-      const child = execFile(process.execPath, [MUX_BIN, 'check', '--probe', '--config', file], { env, timeout: 90_000 }, (_err, stdout, stderr) =>
+    return new Promise((resolve) => {
+      const child = execFile(process.execPath, [MUX_BIN, ...args, '--config', file], { env, timeout: 90_000 }, (_err, stdout, stderr) =>
         resolve({ code: child.exitCode, stdout, stderr }),
       );
     });
+  }
+
+  it('mcpmux tools lists the other servers\' tools and says why the endless one is left out', async () => {
+    const r = await cli(['tools']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^good__echo /m);
+    expect(r.stdout).not.toMatch(/^endless__/m);
+    expect(r.stderr).toMatch(/the tools of server endless are left out: server "endless": its tools\/list went on past 1000 pages/);
+  }, 120_000);
+
+  it('mcpmux check --probe ends with an error naming the server and exits 1', async () => {
+    const r = await cli(['check', '--probe']);
     expect(r.code, r.stderr).toBe(1);
     expect(r.stdout).toMatch(/endless: FAILED \(.*tools\/list went on past 1000 pages/);
     expect(r.stdout).toMatch(/good: ok/);
