@@ -1,6 +1,8 @@
 // `mcpmux check [--probe]`: validate the config; with --probe, start every upstream and report.
 
+import { NEVER } from '../jsonrpc/cancel.js';
 import type { Params } from '../protocol/mcp.js';
+import { nextCursorOf, walkPages } from '../upstream/paging.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { loadOrReport, startedRouter, tolerateClosedStdout, type GlobalOptions } from './runtime.js';
 
@@ -16,8 +18,9 @@ export async function runCheck(opts: GlobalOptions & { probe?: boolean }): Promi
   let failed = 0;
   try {
     for (const up of router.list()) {
-      if (up.state !== 'ready') failed++;
-      process.stdout.write(`  ${up.name}: ${await describe(up)}\n`);
+      const line = await describe(up);
+      if (line.startsWith('FAILED')) failed++;
+      process.stdout.write(`  ${up.name}: ${line}\n`);
     }
   } finally {
     await router.close();
@@ -35,7 +38,12 @@ async function describe(up: Upstream): Promise<string> {
     ['prompts', 'prompts/list', 'prompts'],
     ['resources', 'resources/list', 'resources'],
   ] as const) {
-    if (caps[cap]) counts.push(`${await countAll(up.request.bind(up), method, key)} ${key}`);
+    if (!caps[cap]) continue;
+    try {
+      counts.push(`${await countAll(up, method, key)} ${key}`);
+    } catch (err) {
+      return `FAILED (${(err as Error).message})`;
+    }
   }
   const info = up.info!;
   const server = info.serverInfo as Params;
@@ -45,17 +53,19 @@ async function describe(up: Upstream): Promise<string> {
   );
 }
 
-async function countAll(
-  request: (method: string, params: Params) => Promise<Params>,
-  method: string,
-  key: string,
-): Promise<number> {
+/** How many items a list has, every page read: bounded like every walk (upstream/paging.ts). */
+async function countAll(up: Upstream, method: string, key: string): Promise<number> {
   let n = 0;
-  let cursor: unknown;
-  do {
-    const page = await request(method, cursor === undefined ? {} : { cursor });
-    n += Array.isArray(page[key]) ? (page[key] as unknown[]).length : 0;
-    cursor = page.nextCursor;
-  } while (typeof cursor === 'string' && cursor !== '');
+  await walkPages(
+    up.name,
+    method,
+    async (cursor, signal) => {
+      const page = await up.request(method, cursor === undefined ? {} : { cursor }, { signal });
+      const items = Array.isArray(page[key]) ? (page[key] as unknown[]).length : 0;
+      n += items;
+      return { items, next: nextCursorOf(page) };
+    },
+    NEVER,
+  );
   return n;
 }

@@ -25,7 +25,7 @@ export async function runTools(opts: ToolsOptions): Promise<number> {
   if (opts.all) opts.approveAll = true;
   const { router, pins } = await startedRouter(config, opts);
   try {
-    const tools = await router.allTools(client);
+    const { tools, failed: unread } = await router.allTools(client);
     if (opts.approve?.length || opts.approveAll) {
       // Every definition seen while listing, held or not: match NAME as server/tool, as the
       // public name (prefix + separator + tool), or as the tool's own name on any server.
@@ -59,6 +59,7 @@ export async function runTools(opts: ToolsOptions): Promise<number> {
     }
     const failed = router.list().filter((u) => u.state !== 'ready');
     for (const u of failed) process.stderr.write(`mcpmux: server ${u.name} is not available: ${u.reason}\n`);
+    for (const f of unread) process.stderr.write(`mcpmux: the tools of server ${f.server} are left out: ${f.error.message}\n`);
     return 0;
   } finally {
     pins.close();

@@ -6,7 +6,10 @@
 // upstreams are paged through rather than read whole.
 //
 // Upstream pages are cached (already namespaced) for upstreams that promise `listChanged`;
-// the cache key carries a generation that a list_changed notification bumps.
+// the cache key carries a generation that a list_changed notification bumps. The cache and the
+// memo of whole host pages are bounded by what they hold (JSON characters), not by entries: a
+// host paging on through an endless list of large items finds them at their budgets, evicting
+// the oldest pages, never growing with the pages.
 
 import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { Result } from '../jsonrpc/endpoint.js';
@@ -16,6 +19,7 @@ import type { Params } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { decodeCursor, encodeCursor, type CursorState } from './cursor.js';
 import { markStable } from '../jsonrpc/framing.js';
+import { nextCursorOf, walkPages } from '../upstream/paging.js';
 
 export type ListMethod = 'tools/list' | 'prompts/list' | 'resources/list' | 'resources/templates/list' | 'tasks/list';
 
@@ -33,22 +37,29 @@ export interface ListKind {
 export type PageFetch = (up: Upstream, method: ListMethod, params: Params, signal: CancelSignal | undefined) => Promise<Result>;
 
 interface Page {
+  /** What hosts are shown of it. */
   items: Params[];
   next: string | undefined;
+  /** How many items the upstream listed (hidden ones included). */
+  listed: number;
+  /** Its size in the cache (JSON characters of its items and cursors), once cached. */
+  size?: number;
 }
 
-const MAX_CACHED_ITEMS = 200_000;
+/** Upstream pages cached, at most, in JSON characters of what they hold (their cursors included). */
+export const MAX_CACHED_PAGE_CHARS = 32 * 1024 * 1024;
+/** Whole host pages memoised, at most, in JSON characters of the upstream pages they are made of. */
+export const MAX_MEMO_CHARS = 16 * 1024 * 1024;
+/** What an entry costs beyond its contents (key, bookkeeping), so empty pages are not free. */
+const ENTRY_CHARS = 256;
 
 export class Catalogue {
-  private readonly cache = new LRUCache<string, Page>({
-    maxSize: MAX_CACHED_ITEMS,
-    sizeCalculation: (p) => p.items.length + 1,
-  });
+  private readonly cache = new LRUCache<string, Page>({ maxSize: MAX_CACHED_PAGE_CHARS, sizeCalculation: (p) => p.size ?? ENTRY_CHARS });
   private readonly inflight = new Map<string, Promise<Page>>();
   /** Reasons a list left a server out, said already (once each, not on every list). */
   private readonly saidSkips = new Set<string>();
   /** Whole host pages built only from cached upstream pages, by everything they depend on. */
-  private readonly merged = new LRUCache<string, Params>({ max: 64 });
+  private readonly merged = new LRUCache<string, Params>({ max: 64, maxSize: MAX_MEMO_CHARS });
   /** Per upstream connection and list: bumped by list_changed, so old pages are never served. */
   private readonly generations = new WeakMap<Upstream, Record<string, number>>();
   private readonly ids = new WeakMap<Upstream, number>();
@@ -89,10 +100,10 @@ export class Catalogue {
     const memoKey = offering.every((u) => this.cacheable(kind, u)) ? this.memoKey(kind, offering, params?.cursor as string | undefined, visibleKey) : undefined;
     const memo = memoKey === undefined ? undefined : this.merged.get(memoKey);
     if (memo) return memo;
-    const result = await this.build(kind, offering, from, signal, visible);
+    const { result, size } = await this.build(kind, offering, from, signal, visible);
     if (memoKey !== undefined) {
       markStable(result);
-      this.merged.set(memoKey, result);
+      this.merged.set(memoKey, result, { size: size + memoKey.length + ENTRY_CHARS });
     }
     return result;
   }
@@ -113,7 +124,7 @@ export class Catalogue {
     from: CursorState | undefined,
     signal: CancelSignal,
     visible: ((item: Params) => boolean) | undefined,
-  ): Promise<Params> {
+  ): Promise<{ result: Params; size: number }> {
     let start = 0;
     let innerCursor: string | undefined;
     if (from !== undefined) {
@@ -121,7 +132,7 @@ export class Catalogue {
       if (start < 0) throw new RpcError(ErrorCode.InvalidParams, `Invalid cursor: server "${from.server}" is no longer available`);
       innerCursor = from.cursor;
     }
-    if (offering.length === 0) return { [kind.key]: [] };
+    if (offering.length === 0) return { result: { [kind.key]: [] }, size: 0 };
 
     // The cursor's upstream first: if it has more pages, that page is the whole answer.
     const take = (items: Params[]): Params[] => (visible ? items.filter(visible) : items);
@@ -131,7 +142,8 @@ export class Catalogue {
       if (signal.aborted) throw err;
       return this.skip(offering[start]!, kind, err);
     });
-    if (first.next !== undefined) return this.result(kind, take(first.items), offering[start]!, first.next);
+    let size = first.size ?? 0;
+    if (first.next !== undefined) return { result: this.result(kind, take(first.items), offering[start]!, first.next), size };
 
     // Otherwise the following upstreams' first pages, fetched together, until one has more.
     const rest = offering.slice(start + 1);
@@ -139,10 +151,11 @@ export class Catalogue {
     const items = take(first.items).slice();
     for (let i = 0; i < pages.length; i++) {
       const p = pages[i]!;
+      size += p.size ?? 0;
       for (const item of take(p.items)) items.push(item);
-      if (p.next !== undefined) return this.result(kind, items, rest[i]!, p.next);
+      if (p.next !== undefined) return { result: this.result(kind, items, rest[i]!, p.next), size };
     }
-    return { [kind.key]: items };
+    return { result: { [kind.key]: items }, size };
   }
 
   private result(kind: ListKind, items: Params[], up: Upstream, next: string): Params {
@@ -162,7 +175,33 @@ export class Catalogue {
       this.saidSkips.add(key);
       up.log.warn({ err: reason, method: kind.method, once: true }, 'list failed; leaving this server out (said once per server and reason)');
     }
-    return { items: [], next: undefined };
+    return { items: [], next: undefined, listed: 0 };
+  }
+
+  /**
+   * Every page of one upstream's list, in order, each page's shown items handed to `each`:
+   * bounded like every walk (upstream/paging.ts), ended by `signal`. Pages come from the cache
+   * where it has them.
+   */
+  walk(kind: ListKind, up: Upstream, signal: CancelSignal, each?: (items: Params[]) => void): Promise<void> {
+    return walkPages(
+      up.name,
+      kind.method,
+      async (cursor) => {
+        const p = await this.page(kind, up, cursor, signal);
+        each?.(p.items);
+        return { items: p.listed, next: p.next };
+      },
+      signal,
+    );
+  }
+
+  /**
+   * What an upstream's list is now, as far as the catalogue knows: changes when the list
+   * changes (list_changed, a restart) and when what is shown of it does (reset).
+   */
+  version(kind: ListKind, up: Upstream): string {
+    return `${this.epoch}.${this.generationsOf(up)[kind.capability] ?? 0}`;
   }
 
   private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal): Promise<Page> {
@@ -177,7 +216,7 @@ export class Catalogue {
       pending = this.fetch(kind, up, cursor, undefined).then(
         (p) => {
           this.inflight.delete(key);
-          if (epoch === this.epoch) this.cache.set(key, p);
+          if (epoch === this.epoch) this.cache.set(key, p, { size: (p.size = sizeOf(key, p)) });
           return p;
         },
         (err: unknown) => {
@@ -202,8 +241,7 @@ export class Catalogue {
       const shown = kind.present(up, item as Params);
       if (shown) items.push(shown);
     }
-    const next = typeof res.nextCursor === 'string' && res.nextCursor !== '' ? res.nextCursor : undefined;
-    return { items, next };
+    return { items, next: nextCursorOf(res), listed: raw.length };
   }
 
   private generationsOf(up: Upstream): Record<string, number> {
@@ -217,4 +255,9 @@ export class Catalogue {
     if (id === undefined) this.ids.set(up, (id = this.nextId++));
     return id;
   }
+}
+
+/** A page's cost in the cache: JSON characters of its items, its cursors and its key. */
+function sizeOf(key: string, p: Page): number {
+  return JSON.stringify(p.items).length + key.length + (p.next?.length ?? 0) + ENTRY_CHARS;
 }

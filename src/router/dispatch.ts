@@ -120,7 +120,7 @@ export class Dispatch {
   /** tools/call and prompts/get: resolve the public name, forward, rewrite the result. */
   private async callNamed(session: SessionPort, hostRequestId: JsonRpcId, kind: NamedKind, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
     const asked = requireString(params, 'name');
-    const { up, name, shown: publicName = asked } = await this.resolve.named(session, kind, asked);
+    const { up, name, shown: publicName = asked } = await this.resolve.named(session, kind, asked, signal);
     params.name = name;
     const method = kind === 'tools' ? 'tools/call' : 'prompts/get';
     const call = this.call(session, hostRequestId, up, method, params, signal, event, { kind, name: publicName, upstreamName: name });
@@ -219,7 +219,7 @@ export class Dispatch {
     let owner: Resolved;
     let target: Target;
     if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
-      owner = await this.resolve.named(session, 'prompts', ref.name);
+      owner = await this.resolve.named(session, 'prompts', ref.name, signal);
       target = { kind: 'prompts', name: ref.name, upstreamName: owner.name };
       params.ref = { ...ref, name: owner.name };
     } else if (ref?.type === 'ref/resource' && typeof ref.uri === 'string') {

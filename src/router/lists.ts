@@ -2,7 +2,7 @@
 // the server's prefix, URIs namespaced, items a server's own allow/deny hides left out, and
 // (after the shared page cache) what each client's policy hides.
 
-import { NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
+import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import type { Params } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
@@ -10,12 +10,14 @@ import { Catalogue, type ListKind, type PageFetch } from './catalogue.js';
 import type { Governance, ItemKind } from './forward.js';
 import { wrapId } from './ids.js';
 import { toolViewUris, wrapToolView, wrapUri, type NameIndex, type NamedKind } from './naming.js';
+import { Walks, type WalkFailure } from './walks.js';
 
 export type ListName = 'tools' | 'prompts' | 'resources' | 'templates' | 'tasks';
 
 export class Lists {
   readonly catalogue: Catalogue;
   readonly kinds: Record<ListName, ListKind>;
+  private readonly walks: Walks;
   private readonly seen = new Map<string, { gov: Governance; version: number; value: boolean }>();
   /**
    * Per server, the URIs its lists showed as it wrote them: its resources (for status, and to
@@ -30,6 +32,7 @@ export class Lists {
     fetch: PageFetch,
   ) {
     this.catalogue = new Catalogue(fetch);
+    this.walks = new Walks(this.catalogue, (kind, up) => (kind.key === 'tools' || kind.key === 'prompts' ? this.names.publishedBy(kind.key, up.name).length : 0));
     this.kinds = {
       tools: { method: 'tools/list', key: 'tools', capability: 'tools', present: (up, item) => this.presentNamed('tools', up, item) },
       prompts: { method: 'prompts/list', key: 'prompts', capability: 'prompts', present: (up, item) => this.presentNamed('prompts', up, item) },
@@ -97,17 +100,37 @@ export class Lists {
     this.views.delete(server);
   }
 
-  /** Every item of a list, all pages walked (name resolution, `mcpmux tools`). */
-  async walk(list: ListName, ups: () => readonly Upstream[]): Promise<Params[]> {
+  /**
+   * Name resolution: every live upstream's list walked lately, so that every name it has is in
+   * the index (walks.ts says how often that reads the lists). Says which could not be read to the end.
+   */
+  search(list: NamedKind, ups: readonly Upstream[], signal: CancelSignal): Promise<WalkFailure[]> {
+    return this.walks.ensure(this.kinds[list], ups, signal);
+  }
+
+  /**
+   * Every item of a list as hosts are shown it, all pages of every live upstream walked, in
+   * config order (`mcpmux tools`). A server whose list cannot be read to its end is left out
+   * and said in `failed`.
+   */
+  async all(list: ListName, ups: readonly Upstream[], signal: CancelSignal): Promise<{ items: Params[]; failed: WalkFailure[] }> {
     const kind = this.kinds[list];
-    const items: Params[] = [];
-    let cursor: unknown;
-    do {
-      const page = await this.catalogue.list(kind, ups(), cursor === undefined ? {} : { cursor }, NEVER);
-      items.push(...(page[kind.key] as Params[]));
-      cursor = page.nextCursor;
-    } while (cursor !== undefined);
-    return items;
+    const offering = ups.filter((u) => u.state === 'ready' && u.capabilities[kind.capability] !== undefined);
+    const walked = await Promise.all(
+      offering.map(async (up) => {
+        const items: Params[] = [];
+        try {
+          await this.catalogue.walk(kind, up, signal, (page) => {
+            for (const item of page) items.push(item);
+          });
+          return { items };
+        } catch (err) {
+          if (signal.aborted) throw err;
+          return { items: [], failed: { server: up.name, error: err as Error } };
+        }
+      }),
+    );
+    return { items: walked.flatMap((w) => w.items), failed: walked.flatMap((w) => (w.failed ? [w.failed] : [])) };
   }
 
   private presentNamed(kind: NamedKind, up: Upstream, item: Params): Params | undefined {

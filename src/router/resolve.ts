@@ -2,11 +2,13 @@
 // upstream knows it by. Errors say what is wrong: unknown, or owned by a server that is down.
 
 import type { Config } from '../config/types.js';
+import type { CancelSignal } from '../jsonrpc/cancel.js';
 import { ErrorCode, RpcError } from '../jsonrpc/message.js';
 import { McpError, MuxError } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
 import type { Governance } from './forward.js';
 import type { Lists } from './lists.js';
+import type { WalkFailure } from './walks.js';
 import { isViewUri, unwrapUri, wrapUri, type NameIndex, type NamedKind } from './naming.js';
 import type { UpstreamPool } from './pool.js';
 import type { SessionPort } from './session-port.js';
@@ -33,15 +35,18 @@ export class Resolver {
     return this.pool.forSession(session).filter((u) => u.state === 'ready');
   }
 
-  async named(session: SessionPort, kind: NamedKind, publicName: string): Promise<Resolved> {
+  /** `signal`: the host's request; cancelling it ends a walk of the lists no other call waits on. */
+  async named(session: SessionPort, kind: NamedKind, publicName: string, signal: CancelSignal): Promise<Resolved> {
     let owner = this.names.resolve(kind, publicName);
     // An MCP Apps view's call by its server's own name: known without walking every list.
     const viewed = owner || kind !== 'tools' ? [] : this.viewOwners(session, publicName);
     if (viewed.length === 1) return viewed[0]!;
+    let unread: WalkFailure[] = [];
     if (!owner) {
       // Not in any list served so far (say, a host that remembers tools across an mcpmux
-      // restart, or a name that does not exist): walk the lists once, then look again.
-      await this.lists.walk(kind, () => this.live(session));
+      // restart, or a name that does not exist): have the lists walked (or walked lately,
+      // walks.ts), then look again.
+      unread = await this.lists.search(kind, this.live(session), signal);
       owner = this.names.resolve(kind, publicName);
     }
     const what = kind === 'tools' ? 'tool' : 'prompt';
@@ -56,8 +61,10 @@ export class Resolver {
     if (byPrefix && (!gov.serverAllows(byPrefix.up.name, kind, byPrefix.rest) || (kind === 'tools' && gov.toolHeld?.(byPrefix.up.name, byPrefix.rest)))) {
       return { up: byPrefix.up, name: byPrefix.rest };
     }
-    if (!owner && !byPrefix && kind === 'tools') return this.viewCall(session, publicName);
-    throw new RpcError(ErrorCode.InvalidParams, `Unknown ${what}: ${publicName}`);
+    // A list read only in part may hold the name past where reading stopped: say which.
+    const partly = unread.length === 0 ? '' : `; not every list could be read: ${unread.map((f) => f.error.message).join('; ')}`;
+    if (!owner && !byPrefix && kind === 'tools') return this.viewCall(session, publicName, partly);
+    throw new RpcError(ErrorCode.InvalidParams, `Unknown ${what}: ${publicName}${partly}`);
   }
 
   /**
@@ -65,14 +72,14 @@ export class Resolver {
    * host passes them on as they are. Among servers that open views, one with a tool of that own
    * name owns the call; several cannot be told apart, and the error names them.
    */
-  private viewCall(session: SessionPort, ownName: string): Resolved {
+  private viewCall(session: SessionPort, ownName: string, partly: string): Resolved {
     const owners = this.viewOwners(session, ownName);
     if (owners.length === 1) return owners[0]!;
     if (owners.length > 1) {
       const servers = owners.map((o) => o.up.name);
       throw new RpcError(ErrorCode.InvalidParams, `Unknown tool: ${ownName}; servers ${servers.join(', ')} each have a tool of that name, so call it by its namespaced name`, { candidates: owners.map((o) => o.shown) });
     }
-    throw new RpcError(ErrorCode.InvalidParams, `Unknown tool: ${ownName}`);
+    throw new RpcError(ErrorCode.InvalidParams, `Unknown tool: ${ownName}${partly}`);
   }
 
   /** The live servers that open views and published a tool whose own name is `ownName`. */

@@ -7,7 +7,7 @@
 // Every request to an upstream goes through `forward` (forward.ts); what upstreams say
 // unprompted is the Reverse side's (reverse.ts).
 
-import type { CancelSignal } from '../jsonrpc/cancel.js';
+import { NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
 import type { ReloadPlan } from '../config/diff.js';
 import type { Config } from '../config/types.js';
 import type { Result } from '../jsonrpc/endpoint.js';
@@ -29,6 +29,7 @@ import { Resolver } from './resolve.js';
 import { Reverse } from './reverse.js';
 import type { SessionPort } from './session-port.js';
 import { Subscriptions } from './subscriptions.js';
+import type { WalkFailure } from './walks.js';
 
 export type { Call, Forward, Governance, Interceptor } from './forward.js';
 export type { SessionPort } from './session-port.js';
@@ -270,10 +271,13 @@ export class Router {
     for (const up of this.resolve.live(session)) up.notify('notifications/roots/list_changed');
   }
 
-  /** Every tool as `client` would see it, all pages walked (for `mcpmux tools`). */
-  async allTools(client: string): Promise<Params[]> {
-    const tools = await this.lists.walk('tools', () => this.resolve.live(undefined));
-    return tools.filter((t) => this.governance.clientAllows(client, 'tools', t.name as string));
+  /**
+   * Every tool as `client` would see it, all pages walked (for `mcpmux tools`), and the servers
+   * whose lists could not be read to the end (bounded walks, upstream/paging.ts).
+   */
+  async allTools(client: string): Promise<{ tools: Params[]; failed: WalkFailure[] }> {
+    const { items, failed } = await this.lists.all('tools', this.resolve.live(undefined), NEVER);
+    return { tools: items.filter((t) => this.governance.clientAllows(client, 'tools', t.name as string)), failed };
   }
 
   // ---- host requests ------------------------------------------------------------------
