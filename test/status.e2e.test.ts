@@ -2,13 +2,18 @@
 // looks like there and in /readyz. Plus the one backoff every retry uses.
 
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { networkInterfaces } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { backoffDelay } from '../src/backoff.js';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { fixture, MUX_BIN, ROOT, waitFor } from './helpers/harness.js';
+import { closeAll, fixture, freePort, MUX_BIN, ROOT, startRawMux, tempDir, waitFor, writeConfig } from './helpers/harness.js';
 
-afterAll(stopAllDaemons);
+afterAll(async () => {
+  await stopAllDaemons();
+  await closeAll();
+});
 
 const BAD = path.join(ROOT, 'test/fixtures/bad-upstream.mjs');
 const cli = (args: string[], env: NodeJS.ProcessEnv = {}) => {
@@ -66,6 +71,101 @@ describe('status', () => {
     expect(cli(['status', '--url', d.base]).code).toBe(1);
     expect(cli(['status', '--url', d.base], { MCPMUX_TOKEN: 'ops-token-123' }).code).toBe(0);
     await d.stop();
+  });
+
+  it('the admin port binds listen.adminHost (loopback), not a public listen.host; /status there needs the token, /metrics and health stay open', async () => {
+    const adminPort = await freePort();
+    const d = await startDaemon(
+      { mcpServers: { fx: fixture({ name: 'fx' }) }, listen: { host: '0.0.0.0', adminPort, auth: { tokens: [{ client: 'host', tokenEnv: 'MUX_T_HOST' }] } } },
+      { MUX_T_HOST: 'host-token-456' },
+    );
+    expect(d.stderr()).toMatch(new RegExp(`"adminPort":${adminPort},"adminHost":"127.0.0.1"`));
+    const admin = `http://127.0.0.1:${adminPort}`;
+    // Reached from another interface of this machine, the main listener answers (404: the
+    // operator routes moved); the admin port is not there at all. (Without such an interface,
+    // the log line above is what says where it is bound.)
+    const outside = Object.values(networkInterfaces()).flat().find((i) => i && !i.internal && i.family === 'IPv4')?.address;
+    if (outside) {
+      expect((await fetch(`http://${outside}:${d.port}/healthz`)).status).toBe(404);
+      await expect(fetch(`http://${outside}:${adminPort}/healthz`)).rejects.toThrow();
+    }
+    expect((await fetch(`${admin}/status`)).status).toBe(401);
+    expect((await fetch(`${admin}/status`, { headers: { authorization: 'Bearer wrong-token-000' } })).status).toBe(401);
+    expect((await fetch(`${admin}/status/restart?server=fx`, { method: 'POST' })).status).toBe(401);
+    expect((await fetch(`${admin}/status`, { headers: { authorization: 'Bearer host-token-456' } })).status).toBe(200);
+    for (const open of ['/metrics', '/healthz']) expect((await fetch(`${admin}${open}`)).status, open).toBe(200);
+    await waitFor(async () => (await fetch(`${admin}/readyz`)).status === 200, { what: '/readyz open and ready' });
+    // The CLI against the admin port: refused without a token (and says what to do), fine with one.
+    const refused = cli(['status', '--url', admin]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/answered 401.*MCPMUX_TOKEN/);
+    expect(cli(['status', '--url', admin, '--token-env', 'MUX_T_HOST'], { MUX_T_HOST: 'host-token-456' }).code).toBe(0);
+    await d.stop();
+  });
+
+  it('a restart needs a client marked "admin" (403 for a host\'s token); every attempt and the reload are in the audit log', async () => {
+    const audit = path.join(tempDir(), 'audit.jsonl');
+    const config = {
+      mcpServers: { fx: fixture({ name: 'fx' }) },
+      listen: { auth: { tokens: [{ client: 'host', tokenEnv: 'MUX_T_HOST' }, { client: 'ops', tokenEnv: 'MUX_T_OPS', admin: true }] } },
+      audit: { path: audit },
+    };
+    const file = await writeConfig(config);
+    const d = await startDaemon(file, { MUX_T_HOST: 'host-token-456', MUX_T_OPS: 'ops-token-123' });
+    const restart = (server: string, token?: string) =>
+      fetch(`${d.base}/status/restart?server=${server}`, { method: 'POST', headers: token ? { authorization: `Bearer ${token}` } : {} });
+    const pidOf = async () => (await status(d, { headers: { authorization: 'Bearer ops-token-123' } })).upstreams[0].pid as number;
+    await waitFor(async () => (await pidOf()) > 0, { what: 'fx up' });
+    const before = await pidOf();
+
+    expect((await restart('fx')).status).toBe(401);
+    const denied = await restart('fx', 'host-token-456');
+    expect(denied.status).toBe(403);
+    expect((await denied.json()).error.message).toMatch(/client "host" may not restart upstreams.*"admin": true/);
+    // A non-operator learns nothing of which servers exist: the same 403 for a name that is none.
+    expect((await restart('nope', 'host-token-456')).status).toBe(403);
+    expect(await pidOf()).toBe(before);
+    expect((await restart('nope', 'ops-token-123')).status).toBe(404);
+    expect((await restart('fx', 'ops-token-123')).status).toBe(202);
+    await waitFor(async () => { const p = await pidOf(); return p > 0 && p !== before; }, { what: 'fx restarted' });
+
+    // The CLI: --token-env names the variable; a host's token is told why not.
+    const asHost = cli(['restart', 'fx', '--url', d.base], { MCPMUX_TOKEN: 'host-token-456' });
+    expect(asHost.code).toBe(1);
+    expect(asHost.stderr).toMatch(/answered 403.*"admin": true/);
+    const asOps = cli(['restart', 'fx', '--url', d.base, '--token-env', 'MUX_T_OPS'], { MUX_T_OPS: 'ops-token-123' });
+    expect(asOps.code, asOps.stderr).toBe(0);
+
+    // A reload is an operator action too (the file or SIGHUP: whoever could do it is the operator).
+    d.child.kill('SIGHUP');
+    await waitFor(() => d.stderr().includes('config reloaded'), { what: 'the reload' });
+    expect((await d.stop()).code).toBe(0);
+
+    const lines = readFileSync(audit, 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((l) => l.direction === 'operator');
+    expect(lines.map(({ client, action, server, outcome, status }) => ({ client, action, server, outcome, status }))).toEqual([
+      { client: 'host', action: 'restart', server: 'fx', outcome: 'denied', status: 403 },
+      { client: 'host', action: 'restart', server: 'nope', outcome: 'denied', status: 403 },
+      { client: 'ops', action: 'restart', server: 'nope', outcome: 'error', status: 404 },
+      { client: 'ops', action: 'restart', server: 'fx', outcome: 'ok', status: 202 },
+      { client: 'host', action: 'restart', server: 'fx', outcome: 'denied', status: 403 },
+      { client: 'ops', action: 'restart', server: 'fx', outcome: 'ok', status: 202 },
+      { client: undefined, action: 'reload', server: undefined, outcome: 'ok', status: undefined },
+    ]);
+    expect(lines[0]).toMatchObject({ v: 1, time: expect.any(String), remote: expect.stringMatching(/127\.0\.0\.1/) });
+    expect(lines[6]).toMatchObject({ trigger: 'signal', file });
+  });
+
+  it('stdio --admin-port: loopback, and /status needs the token when tokens are configured', async () => {
+    const peer = startRawMux(await writeConfig({ mcpServers: { fx: fixture({ name: 'fx' }) }, listen: { auth: { tokens: [{ client: 'ops', tokenEnv: 'MUX_T_OPS', admin: true }] } } }), {
+      args: ['--admin-port', '0'],
+      env: { MUX_T_OPS: 'ops-token-123' },
+    });
+    const port = await waitFor(() => /"port":(\d+)[^\n]*"msg":"admin listening"/.exec(peer.stderr())?.[1], { what: 'the admin port' });
+    const admin = `http://127.0.0.1:${port}`;
+    expect((await fetch(`${admin}/status`)).status).toBe(401);
+    expect((await fetch(`${admin}/status`, { headers: { authorization: 'Bearer ops-token-123' } })).status).toBe(200);
+    expect((await fetch(`${admin}/metrics`)).status).toBe(200);
+    await peer.close();
   });
 
   it('mcpmux status says clearly when no daemon answers', () => {

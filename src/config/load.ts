@@ -52,8 +52,8 @@ interface RawConfig {
   mcpServers?: Record<string, RawServer>;
   namespace?: { separator?: string; maxNameLength?: number };
   listen?: {
-    host?: string; port?: number; allowedOrigins?: string[]; adminPort?: number;
-    auth?: { tokens?: { client: string; tokenEnv: string }[] };
+    host?: string; port?: number; allowedOrigins?: string[]; adminPort?: number; adminHost?: string;
+    auth?: { tokens?: { client: string; tokenEnv: string; admin?: boolean }[] };
   };
   policy?: { tools?: RawGlobList; prompts?: RawGlobList; resources?: RawGlobList; clients?: Record<string, RawClientPolicy> };
   rateLimits?: { client?: string; server?: string; tool?: string; perMinute: number; burst?: number; per?: ('client' | 'server' | 'tool')[] }[];
@@ -290,7 +290,7 @@ function build(
       issue(`${at}/client`, `"${ANONYMOUS_CLIENT}" is the name of sessions without a token; give this client another name`);
       return;
     }
-    tokens.push({ client: t.client, tokenEnv: t.tokenEnv, token });
+    tokens.push({ client: t.client, tokenEnv: t.tokenEnv, token, admin: t.admin === true });
   });
   // A client name in a policy or a rate limit must name a client that can exist.
   const clients = new Set([ANONYMOUS_CLIENT, ...arrayOf(raw.listen?.auth?.tokens).map((t) => t?.client)]);
@@ -305,6 +305,9 @@ function build(
   const adminPort = raw.listen?.adminPort;
   if (clean('/listen') && adminPort !== undefined && adminPort !== 0 && adminPort === port) {
     issue('/listen/adminPort', `must differ from listen.port (${port})`);
+  }
+  if (clean('/listen') && raw.listen?.adminHost !== undefined && !adminPort) {
+    issue('/listen/adminHost', 'applies only when listen.adminPort is set (without it the operator routes are on the main listener, at listen.host)');
   }
 
   // -- rate limits: a plain (non-glob) server or client name must exist --
@@ -350,6 +353,7 @@ function build(
       allowedOrigins: raw.listen?.allowedOrigins ?? [],
       auth: { tokens },
       ...(adminPort !== undefined ? { adminPort } : {}),
+      adminHost: raw.listen?.adminHost ?? DEFAULTS.adminHost,
     },
     policy: {
       ...itemLists(raw.policy?.tools, raw.policy?.prompts, raw.policy?.resources),
