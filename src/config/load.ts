@@ -9,6 +9,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
+import { secretArgs } from './secret-args.js';
 import {
   ANONYMOUS_CLIENT,
   ConfigError,
@@ -528,11 +529,16 @@ function isGlob(s: string): boolean {
   return /[*?]/.test(s);
 }
 
-/** Expanded values, header and env values of every server, and every client token. */
+/**
+ * Expanded values, header and env values of every server, secret-looking arguments written as
+ * they are (secret-args.ts), OAuth client secrets and keys, and every client token.
+ */
 function collectSecrets(config: Config, expanded: string[]): string[] {
   const all = new Set(expanded);
   for (const s of config.servers) {
     for (const v of Object.values(s.transport === 'stdio' ? s.env : s.headers)) all.add(v);
+    if (s.transport === 'stdio') for (const v of secretArgs(s.args)) all.add(v);
+    else for (const v of [s.oauth?.clientSecret, s.oauth?.privateKey]) if (v) all.add(v);
   }
   for (const t of config.listen.auth.tokens) all.add(t.token);
   all.delete('');
