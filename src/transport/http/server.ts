@@ -11,6 +11,7 @@ import type { ClientToken } from '../../config/types.js';
 import type { Logger } from '../../observe/logger.js';
 import { AdminListener, addHealthRoutes, closeServer, listenOn, OperatorRoutes, pathOf, runRoute, type RouteHandler } from './admin.js';
 import { httpOptions } from './timeouts.js';
+import { bodyBudgetFor } from './body-budget.js';
 import { Guard } from './guard.js';
 import { HttpRpcCode, sendError } from './respond.js';
 import { DEFAULT_IDLE_SESSION_MS, DEFAULT_KEEPALIVE_MS, SessionRegistry, type OpenSession } from './sessions.js';
@@ -82,7 +83,8 @@ export class HttpServer {
       keepaliveMs: opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS,
       log,
     });
-    const common = { registry: this.registry, open: opts.open, maxMessageBytes: opts.maxMessageBytes, log };
+    // One budget for the bodies being read on every MCP route (/mcp, /messages).
+    const common = { registry: this.registry, open: opts.open, maxMessageBytes: opts.maxMessageBytes, bodies: bodyBudgetFor(opts.maxMessageBytes), log };
     this.streamable = new StreamableHttp(common);
     this.sse = new LegacySse(common);
     this.ws = new WsEndpoint({ ...common, guard: this.guard });
@@ -96,6 +98,10 @@ export class HttpServer {
 
     this.server = createServer(httpOptions(opts.headersTimeoutMs, opts.requestTimeoutMs), (req, res) => this.route(req, res, !this.admin));
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(req, socket, head));
+    // `Expect: 100-continue`: Node would say "continue" before anyone looked at the request. Routed
+    // like any request instead; the body reader says it once the body is going to be read, so a
+    // body that is too large, unauthenticated or refused is never sent at all.
+    this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.route(req, res, !this.admin));
     // No 'clientError' listener: Node's own answers malformed requests with 400, oversized
     // headers with 431 and slow ones with 408, then closes the connection.
     if (opts.adminPort) {
