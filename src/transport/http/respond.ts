@@ -2,6 +2,7 @@
 // reading a body under a size limit, and single-valued header access.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { encodeChunks, parseBytes, wireBytes, writeWire, type Wire } from '../../jsonrpc/framing.js';
 import { BODY_BUDGET_MESSAGES, type BodyBudget } from './body-budget.js';
 import { mediaType } from './media.js';
@@ -36,6 +37,7 @@ export function sendError(
   }
   const body = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } });
   const unread = res.req !== undefined && hasBody(res.req) && !res.req.complete;
+  if (unread) lingerThenClose(res.req.socket);
   res.writeHead(status, { ...headers, ...(unread && { connection: 'close' }), 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }
@@ -50,6 +52,27 @@ export function sendWire(res: ServerResponse, status: number, body: Wire, header
   res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': wireBytes(body) });
   writeWire(res, body);
   res.end();
+}
+
+/**
+ * How long a connection refused before its body was read stays open after the answer (what
+ * still arrives is thrown away) before it is reset.
+ */
+export const LINGER_MS = 500;
+
+/**
+ * Node ends the socket of a `connection: close` answer with destroySoon(): end, then destroy as
+ * soon as the answer is flushed. A client still sending its body then gets a reset, and one
+ * busy writing loses the answer it has not read yet. This socket is ended the same way but
+ * destroyed LINGER_MS later, which lets the answer (and the end) reach the client first.
+ */
+function lingerThenClose(socket: Socket): void {
+  socket.destroySoon = function (this: Socket): void {
+    this.end();
+    const timer = setTimeout(() => this.destroy(), LINGER_MS);
+    timer.unref();
+    this.once('close', () => clearTimeout(timer));
+  };
 }
 
 /** A request that comes with a body (a length other than 0, or chunks). */
