@@ -20,9 +20,9 @@ export const HttpRpcCode = {
 
 /**
  * Ends `res` with a JSON-RPC error response that has no id (the spec's shape for HTTP errors).
- * A refusal of a request whose body was not read closes the connection: keeping it would
- * mean reading (and throwing away) whatever the client still sends, up to any length it
- * declared, before the next request.
+ * A refusal of a request whose body was not read closes the connection (after LINGER_MS):
+ * keeping it would mean reading (and throwing away) whatever the client still sends, up to
+ * any length it declared, before the next request.
  */
 export function sendError(
   res: ServerResponse,
