@@ -2,7 +2,8 @@
 // outcome, arguments per mode, secrets nowhere, complete after SIGTERM, rotation on SIGUSR2,
 // and a disk that refuses writes costing lines (counted) but never the daemon.
 
-import { readFileSync, renameSync } from 'node:fs';
+import { readFileSync, renameSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -155,8 +156,8 @@ describe('audit log: files and signals', () => {
     expect(calls.every((l) => l.outcome === 'ok' && l.transport === 'http')).toBe(true);
   });
 
-  it('SIGUSR2 after a rename starts a new file, and no line is lost', async () => {
-    const path = tempFile('audit.jsonl');
+  it('SIGUSR2 after a rename starts a new file, and no line is lost; both files (and a folder mcpmux made) are private, 0600', async () => {
+    const path = join(tempFile('logs'), 'mcpmux', 'audit.jsonl');
     const d = await startDaemon({ mcpServers: { fx: fixture({ name: 'fx' }) }, audit: { path } });
     const client = await httpHost(d);
     const batch = (from: number, n: number) => Promise.all(Array.from({ length: n }, (_, i) => client.callTool({ name: 'fx__echo', arguments: { i: from + i } })));
@@ -174,6 +175,10 @@ describe('audit log: files and signals', () => {
     expect(before).toHaveLength(20);
     expect(after).toHaveLength(10);
     expect(auditLines(path).every((l) => l.method === 'tools/call')).toBe(true);
+    // Audit lines name clients, tools and arguments: readable by mcpmux's own user only.
+    expect((statSync(`${path}.1`).mode & 0o777).toString(8)).toBe('600');
+    expect((statSync(path).mode & 0o777).toString(8)).toBe('600');
+    expect((statSync(dirname(path)).mode & 0o777).toString(8)).toBe('700');
   });
 
   it('a disk that refuses every write is logged and counted, and the daemon carries on', async () => {

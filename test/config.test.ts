@@ -103,7 +103,8 @@ describe('loadConfig: the DESIGN example', () => {
       host: '127.0.0.1',
       port: 7330,
       allowedOrigins: [],
-      auth: { tokens: [{ client: 'ci', tokenEnv: 'MCPMUX_CI_TOKEN', token: 'ci-secret' }] },
+      auth: { tokens: [{ client: 'ci', tokenEnv: 'MCPMUX_CI_TOKEN', token: 'ci-secret', admin: false }] },
+      adminHost: '127.0.0.1',
     });
     const all = { allow: ['*'], deny: [] };
     expect(c.policy).toEqual({
@@ -124,7 +125,7 @@ describe('loadConfig: the DESIGN example', () => {
     const c = await load({ mcpServers: {} });
     expect(c.servers).toEqual([]);
     expect(c.namespace).toEqual({ separator: '__', maxNameLength: 64 });
-    expect(c.listen).toEqual({ host: '127.0.0.1', port: 7330, allowedOrigins: [], auth: { tokens: [] } });
+    expect(c.listen).toEqual({ host: '127.0.0.1', port: 7330, allowedOrigins: [], auth: { tokens: [] }, adminHost: '127.0.0.1' });
     const all = { allow: ['*'], deny: [] };
     expect(c.policy).toEqual({ tools: all, prompts: all, resources: all, clients: {} });
     expect(c.rateLimits).toEqual([]);
@@ -528,6 +529,17 @@ describe('loadConfig: listen.adminPort', () => {
     expect(c.listen).toMatchObject({ port: 8000, adminPort: 8001 });
     const issues = await issuesOf({ mcpServers: {}, listen: { port: 8000, adminPort: 8000 } });
     expect(issues).toEqual([{ path: '/listen/adminPort', message: 'must differ from listen.port (8000)' }]);
+  });
+
+  it('binds loopback unless listen.adminHost says otherwise, which needs an adminPort; tokens may be marked admin', async () => {
+    const c = await load({ mcpServers: {}, listen: { host: '0.0.0.0', adminPort: 8001 } });
+    expect(c.listen).toMatchObject({ host: '0.0.0.0', adminHost: '127.0.0.1' });
+    expect((await load({ mcpServers: {}, listen: { adminPort: 8001, adminHost: '::1' } })).listen.adminHost).toBe('::1');
+    expect(await issuesOf({ mcpServers: {}, listen: { adminHost: '0.0.0.0' } })).toEqual([
+      { path: '/listen/adminHost', message: 'applies only when listen.adminPort is set (without it the operator routes are on the main listener, at listen.host)' },
+    ]);
+    expect((await issuesOf({ mcpServers: {}, listen: { adminPort: 8001, adminHost: '' } }))[0]!.path).toBe('/listen/adminHost');
+    expect((await issuesOf({ mcpServers: {}, listen: { auth: { tokens: [{ client: 'ops', tokenEnv: 'X', admin: 'yes' }] } } }))[0]!.path).toBe('/listen/auth/tokens/0/admin');
   });
 });
 

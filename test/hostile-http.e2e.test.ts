@@ -83,6 +83,42 @@ describe('slow and oversized requests', () => {
     expect(statusOf(c.answer())).toBe(413);
   });
 
+  it('a POST declaring 100 MB is refused at once: 413 before any "100 Continue", the connection closed, the body never read', async () => {
+    const c = rawConnection(d.port);
+    c.socket.write(HEAD(104_857_600).replace('\r\n\r\n', '\r\nExpect: 100-continue\r\n\r\n'));
+    await c.closed;
+    // Node says "100 Continue" to every such request unless told otherwise: the client would
+    // then start sending its 100 MB.
+    expect(c.answer()).not.toContain('100 Continue');
+    expect(statusOf(c.answer())).toBe(413);
+  });
+
+  it.each([
+    ['413 (too large)', (h: string) => h, 413],
+    ['406 (it does not accept SSE)', (h: string) => h.replace('Accept: application/json, text/event-stream', 'Accept: text/html'), 406],
+    ['415 (not JSON)', (h: string) => h.replace('Content-Type: application/json', 'Content-Type: text/plain'), 415],
+    ['404 (no such route)', (h: string) => h.replace('POST /mcp', 'POST /nowhere'), 404],
+  ])('a client sending a 100 MB body refused with %s gets the answer, and the connection ends before the body is read', async (_what, edit, status) => {
+    const DECLARED = 104_857_600;
+    const c = rawConnection(d.port);
+    c.socket.write(edit(HEAD(DECLARED)));
+    // It keeps sending for as long as the daemon reads.
+    let sent = 0;
+    const chunk = Buffer.alloc(65_536, 0x20);
+    const pump = (): void => {
+      while (c.socket.writable && sent < DECLARED) {
+        sent += chunk.length;
+        if (!c.socket.write(chunk)) return void c.socket.once('drain', pump);
+      }
+    };
+    pump();
+    await c.closed;
+    expect(statusOf(c.answer())).toBe(status);
+    expect(c.answer().split('\r\n\r\n')[0]!.toLowerCase()).toContain('connection: close');
+    // Kept alive, the connection would have read (and thrown away) all of it first.
+    expect(sent, 'bytes the client got to send').toBeLessThan(DECLARED);
+  });
+
   it.each([
     ['a malformed request line', 'GARBAGE\r\n\r\n'],
     ['Content-Length and Transfer-Encoding together (smuggling)', `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`],
@@ -94,6 +130,33 @@ describe('slow and oversized requests', () => {
     c.socket.write(bytes);
     await c.closed;
     expect(statusOf(c.answer())).toBe(400);
+  });
+});
+
+describe('POST bodies being read at once', () => {
+  it('hold at most 4 x limits.maxMessageBytes together: past that a POST gets 503 at once, and passes again once one ends', async () => {
+    const MAX = 65536;
+    const e = await startDaemon({ mcpServers: { fx: fixture({ name: 'fx' }) }, limits: { maxMessageBytes: MAX } });
+    // Four clients each declare a maximal body and send only its first bytes.
+    const holders = Array.from({ length: 4 }, () => {
+      const c = rawConnection(e.port);
+      c.socket.write(HEAD(MAX) + '{"jsonrpc":');
+      return c;
+    });
+    onTestFinished(() => holders.forEach((h) => h.socket.destroy()));
+    // A whole, maximal body: read and answered (400: it is no initialize) while there is room.
+    const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+    const probe = async () =>
+      (await fetch(e.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: ping.padEnd(MAX, ' ') })).status;
+    // Once the server holds the four (they arrive in any order), the next one does not fit.
+    await waitFor(async () => (await probe()) === 503, { what: 'a POST refused for the bodies being read' });
+    const refused = await fetch(e.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: ping.padEnd(MAX, ' ') });
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect((await refused.json()).error.message).toMatch(/request bodies being read already hold 262144 bytes \(4 x limits.maxMessageBytes\)/);
+    // A client that goes away gives its share back.
+    holders[0]!.socket.destroy();
+    await waitFor(async () => (await probe()) === 400, { what: 'POSTs read again' });
+    await e.stop();
   });
 });
 

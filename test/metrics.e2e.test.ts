@@ -14,6 +14,8 @@ import { scrape, total, type Sample } from './helpers/prom.js';
 afterEach(closeAll);
 afterAll(stopAllDaemons);
 
+const MODERN = '2026-07-28';
+
 async function httpHost(d: Daemon): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const client = new Client({ name: 'metrics-test', version: '0.0.0' });
   const transport = new StreamableHTTPClientTransport(new URL(d.url));
@@ -81,6 +83,32 @@ describe('metrics on mcpmux serve', () => {
     expect(total(m, 'mcpmux_requests_total', { method: 'other', outcome: 'error' })).toBe(2);
     expect(m.some((s) => Object.values(s.labels).some((v) => v.startsWith('made/')))).toBe(false);
     expect(calls(m, 'fx', 'unavailable')).toBe(1);
+  });
+
+  it('2026-07-28 methods (server/discover, subscriptions/listen) have their own method label, not "other"', async () => {
+    const d = await startDaemon({ mcpServers: { fx: fixture({ name: 'fx' }) } });
+    const envelope = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' } };
+    const post = (method: string, params: object, signal?: AbortSignal) =>
+      fetch(d.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': method },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: envelope } }),
+        signal,
+      });
+    expect((await post('server/discover', {})).status).toBe(200);
+    // A listen stream is a request that lasts: it is counted when the host ends it.
+    const ac = new AbortController();
+    const listen = await post('subscriptions/listen', { notifications: { toolsListChanged: true } }, ac.signal);
+    const reader = listen.body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain('notifications/subscriptions/acknowledged');
+    ac.abort();
+    const m = await waitFor(async () => {
+      const { samples } = await scrape(`${d.base}/metrics`);
+      return total(samples, 'mcpmux_requests_total', { method: 'subscriptions/listen' }) === 1 && samples;
+    }, { what: 'the listen request counted' });
+    expect(total(m, 'mcpmux_requests_total', { method: 'server/discover', outcome: 'ok' })).toBe(1);
+    expect(total(m, 'mcpmux_requests_total', { method: 'other' })).toBe(0);
+    await d.stop();
   });
 
   it('metrics.toolLabel adds the public tool name, up to toolLabelLimit names, then "other"', async () => {

@@ -1,13 +1,17 @@
 // Seeing the daemon: GET /status, `mcpmux status`, `mcpmux restart`, and what a crash loop
 // looks like there and in /readyz. Plus the one backoff every retry uses.
 
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { backoffDelay } from '../src/backoff.js';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { fixture, ROOT, runMux, waitFor } from './helpers/harness.js';
+import { closeAll, fixture, freePort, ROOT, runMux, startRawMux, tempDir, waitFor, writeConfig } from './helpers/harness.js';
 
-afterAll(stopAllDaemons);
+afterAll(async () => {
+  await stopAllDaemons();
+  await closeAll();
+});
 
 const BAD = path.join(ROOT, 'test/fixtures/bad-upstream.mjs');
 // Not spawnSync: it would stop this process's event loop while the CLI runs, and a keep-alive
@@ -73,6 +77,97 @@ describe('status', () => {
     await d.stop();
   });
 
+  it('the admin port binds listen.adminHost (loopback), not a public listen.host; /status there needs the token, /metrics and health stay open', async () => {
+    const adminPort = await freePort();
+    const d = await startDaemon(
+      { mcpServers: { fx: fixture({ name: 'fx' }) }, listen: { host: '0.0.0.0', adminPort, auth: { tokens: [{ client: 'host', tokenEnv: 'MUX_T_HOST' }] } } },
+      { MUX_T_HOST: 'host-token-456' },
+    );
+    expect(d.stderr()).toMatch(new RegExp(`"adminPort":${adminPort},"adminHost":"127.0.0.1"`));
+    const admin = `http://127.0.0.1:${adminPort}`;
+    // Where the kernel says it listens: the admin port on 127.0.0.1 only, the main one on every
+    // address (read from /proc, so the test sends nothing to an address outside loopback).
+    expect(listeningOn(adminPort)).toEqual(['127.0.0.1']);
+    expect(listeningOn(d.port)).toEqual(['0.0.0.0']);
+    expect((await fetch(`${admin}/status`)).status).toBe(401);
+    expect((await fetch(`${admin}/status`, { headers: { authorization: 'Bearer wrong-token-000' } })).status).toBe(401);
+    expect((await fetch(`${admin}/status/restart?server=fx`, { method: 'POST' })).status).toBe(401);
+    expect((await fetch(`${admin}/status`, { headers: { authorization: 'Bearer host-token-456' } })).status).toBe(200);
+    for (const open of ['/metrics', '/healthz']) expect((await fetch(`${admin}${open}`)).status, open).toBe(200);
+    await waitFor(async () => (await fetch(`${admin}/readyz`)).status === 200, { what: '/readyz open and ready' });
+    // The CLI against the admin port: refused without a token (and says what to do), fine with one.
+    const refused = await cli(['status', '--url', admin]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/answered 401.*MCPMUX_TOKEN/);
+    expect((await cli(['status', '--url', admin, '--token-env', 'MUX_T_HOST'], { MUX_T_HOST: 'host-token-456' })).code).toBe(0);
+    await d.stop();
+  });
+
+  it('a restart needs a client marked "admin" (403 for a host\'s token); every attempt and the reload are in the audit log', async () => {
+    const audit = path.join(tempDir(), 'audit.jsonl');
+    const config = {
+      mcpServers: { fx: fixture({ name: 'fx' }) },
+      listen: { auth: { tokens: [{ client: 'host', tokenEnv: 'MUX_T_HOST' }, { client: 'ops', tokenEnv: 'MUX_T_OPS', admin: true }] } },
+      audit: { path: audit },
+    };
+    const file = await writeConfig(config);
+    const d = await startDaemon(file, { MUX_T_HOST: 'host-token-456', MUX_T_OPS: 'ops-token-123' });
+    const restart = (server: string, token?: string) =>
+      fetch(`${d.base}/status/restart?server=${server}`, { method: 'POST', headers: token ? { authorization: `Bearer ${token}` } : {} });
+    const pidOf = async () => (await status(d, { headers: { authorization: 'Bearer ops-token-123' } })).upstreams[0].pid as number;
+    await waitFor(async () => (await pidOf()) > 0, { what: 'fx up' });
+    const before = await pidOf();
+
+    expect((await restart('fx')).status).toBe(401);
+    const denied = await restart('fx', 'host-token-456');
+    expect(denied.status).toBe(403);
+    expect((await denied.json()).error.message).toMatch(/client "host" may not restart upstreams.*"admin": true/);
+    // A non-operator learns nothing of which servers exist: the same 403 for a name that is none.
+    expect((await restart('nope', 'host-token-456')).status).toBe(403);
+    expect(await pidOf()).toBe(before);
+    expect((await restart('nope', 'ops-token-123')).status).toBe(404);
+    expect((await restart('fx', 'ops-token-123')).status).toBe(202);
+    await waitFor(async () => { const p = await pidOf(); return p > 0 && p !== before; }, { what: 'fx restarted' });
+
+    // The CLI: --token-env names the variable; a host's token is told why not.
+    const asHost = await cli(['restart', 'fx', '--url', d.base], { MCPMUX_TOKEN: 'host-token-456' });
+    expect(asHost.code).toBe(1);
+    expect(asHost.stderr).toMatch(/answered 403.*"admin": true/);
+    const asOps = await cli(['restart', 'fx', '--url', d.base, '--token-env', 'MUX_T_OPS'], { MUX_T_OPS: 'ops-token-123' });
+    expect(asOps.code, asOps.stderr).toBe(0);
+
+    // A reload is an operator action too (the file or SIGHUP: whoever could do it is the operator).
+    d.child.kill('SIGHUP');
+    await waitFor(() => d.stderr().includes('config reloaded'), { what: 'the reload' });
+    expect((await d.stop()).code).toBe(0);
+
+    const lines = readFileSync(audit, 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((l) => l.direction === 'operator');
+    expect(lines.map(({ client, action, server, outcome, status }) => ({ client, action, server, outcome, status }))).toEqual([
+      { client: 'host', action: 'restart', server: 'fx', outcome: 'denied', status: 403 },
+      { client: 'host', action: 'restart', server: 'nope', outcome: 'denied', status: 403 },
+      { client: 'ops', action: 'restart', server: 'nope', outcome: 'error', status: 404 },
+      { client: 'ops', action: 'restart', server: 'fx', outcome: 'ok', status: 202 },
+      { client: 'host', action: 'restart', server: 'fx', outcome: 'denied', status: 403 },
+      { client: 'ops', action: 'restart', server: 'fx', outcome: 'ok', status: 202 },
+      { client: undefined, action: 'reload', server: undefined, outcome: 'ok', status: undefined },
+    ]);
+    expect(lines[0]).toMatchObject({ v: 1, time: expect.any(String), remote: expect.stringMatching(/127\.0\.0\.1/) });
+    expect(lines[6]).toMatchObject({ trigger: 'signal', file });
+  });
+
+  it('stdio --admin-port: loopback, and /status needs the token when tokens are configured', async () => {
+    const peer = startRawMux(await writeConfig({ mcpServers: { fx: fixture({ name: 'fx' }) }, listen: { auth: { tokens: [{ client: 'ops', tokenEnv: 'MUX_T_OPS', admin: true }] } } }), {
+      args: ['--admin-port', '0'],
+      env: { MUX_T_OPS: 'ops-token-123' },
+    });
+    const port = await waitFor(() => /"port":(\d+)[^\n]*"msg":"admin listening"/.exec(peer.stderr())?.[1], { what: 'the admin port' });
+    const admin = `http://127.0.0.1:${port}`;
+    expect((await fetch(`${admin}/status`)).status).toBe(401);
+    expect((await fetch(`${admin}/status`, { headers: { authorization: 'Bearer ops-token-123' } })).status).toBe(200);
+    expect((await fetch(`${admin}/metrics`)).status).toBe(200);
+    await peer.close();
+  });
+
   it('mcpmux status says clearly when no daemon answers', async () => {
     const r = await cli(['status', '--url', 'http://127.0.0.1:1']);
     expect(r.code).toBe(2);
@@ -88,3 +183,17 @@ describe('backoff', () => {
     expect(backoffDelay(1, { baseMs: 1000, factor: 1.5, maxMs: 30_000 }, () => 1)).toBe(1500);
   });
 });
+
+/** The IPv4 addresses on which something listens on `port`, from /proc/net/tcp (state 0A). */
+function listeningOn(port: number): string[] {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  return readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .slice(1)
+    .map((line) => line.trim().split(/\s+/))
+    .filter((f) => f[3] === '0A' && f[1]?.endsWith(`:${hexPort}`))
+    .map((f) => {
+      const hex = f[1]!.split(':')[0]!;
+      return [3, 2, 1, 0].map((i) => parseInt(hex.slice(i * 2, i * 2 + 2), 16)).join('.');
+    });
+}

@@ -71,6 +71,7 @@ export async function main(argv: string[]): Promise<number> {
     .description("show a running daemon's upstreams and sessions (GET /status)")
     .option('--url <base>', "the daemon's base URL, or its admin port's (default http://127.0.0.1:7330)")
     .option('--json', 'print the JSON as the daemon sent it')
+    .option('--token-env <var>', 'the environment variable holding a bearer token from listen.auth.tokens (default MCPMUX_TOKEN)')
     .action(async (o: import('./status.js').StatusOptions) => {
       const { runStatus } = await import('./status.js');
       result = runStatus(o);
@@ -81,7 +82,8 @@ export async function main(argv: string[]): Promise<number> {
     .description('restart one upstream of a running daemon now (forgets its failures)')
     .argument('<server>', 'the server name in the config')
     .option('--url <base>', "the daemon's base URL, or its admin port's (default http://127.0.0.1:7330)")
-    .action(async (name: string, o: { url?: string }) => {
+    .option('--token-env <var>', 'the environment variable holding the bearer token of a client with "admin": true (default MCPMUX_TOKEN)')
+    .action(async (name: string, o: { url?: string; tokenEnv?: string }) => {
       const { runRestart } = await import('./status.js');
       result = runRestart(name, o);
     });

@@ -49,6 +49,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     host,
     port: port ?? config.listen.port,
     adminPort: config.listen.adminPort,
+    adminHost: config.listen.adminHost,
     allowedOrigins: config.listen.allowedOrigins,
     tokens: config.listen.auth.tokens,
     maxMessageBytes: config.limits.maxMessageBytes,
@@ -60,7 +61,8 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     requestTimeoutMs: envMs(REQUEST_TIMEOUT_ENV),
     log,
     open: (transport, { kind, client, stateless }) => openSession(transport, TRANSPORT[kind], client, stateless),
-    // Counts only: the operator routes need no token, so they name nothing of the config.
+    // Counts only: /healthz and /readyz need no token, so they name nothing of the config
+    // (/status, which names servers, pids and errors, needs one when tokens are configured).
     readiness: () => {
       const upstreams: Record<string, number> = {};
       for (const u of router.list()) {
@@ -91,7 +93,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   const base = `http://${host.includes(':') ? `[${host}]` : host}:${bound.port}`;
   // Tests (and people) look for this line: msg "listening", the /mcp url and the bound port.
   log.info(
-    { url: `${base}/mcp`, port: bound.port, host, sse: `${base}/sse`, ws: `${base.replace('http', 'ws')}/ws`, adminPort: bound.adminPort },
+    { url: `${base}/mcp`, port: bound.port, host, sse: `${base}/sse`, ws: `${base.replace('http', 'ws')}/ws`, adminPort: bound.adminPort, adminHost: bound.adminHost },
     'listening',
   );
 

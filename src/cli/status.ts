@@ -1,8 +1,11 @@
 // Seeing the daemon: `GET /status` (and `POST /status/restart?server=NAME`) on the operator
 // routes, and the `mcpmux status` / `mcpmux restart` commands that read and use them.
-// On the main listener both need a token when `listen.auth.tokens` is set (they name the
-// config's servers and can restart them); on an admin port they are open, like /metrics.
+// Both need a token when `listen.auth.tokens` is set, on the main listener and on an admin port
+// alike (they name the config's servers, pids and errors, and restart them). A restart is an
+// operator action: only a client marked `"admin": true` may (403 otherwise), and every attempt
+// by a known client is published (mcpmux:operator:action), so the audit log records it.
 
+import { publishOperatorAction, type OperatorActionEvent } from '../observe/events.js';
 import type { Router } from '../router/router.js';
 import type { OperatorRoutes } from '../transport/http/admin.js';
 import { HttpRpcCode, sendError, sendJson } from '../transport/http/respond.js';
@@ -38,30 +41,59 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
   );
   routes.set(
     '/status/restart',
-    (req, res) => {
+    (req, res, caller) => {
       if (req.method !== 'POST') return sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'POST' });
-      const server = queryOf(req).get('server');
-      if (!server) return sendError(res, 400, HttpRpcCode.Transport, 'Bad Request: ?server=NAME is required');
-      if (!router.restart(server)) return sendError(res, 404, HttpRpcCode.Transport, `Not Found: no shared upstream named ${JSON.stringify(server)}`);
+      const server = queryOf(req).get('server') ?? undefined;
+      const audit = (outcome: OperatorActionEvent['outcome'], status: number): void =>
+        publishOperatorAction({ action: 'restart', client: caller.client, target: server, outcome, status, remote: req.socket.remoteAddress });
+      // Before anything that would tell a non-operator which servers exist.
+      if (!caller.admin) {
+        audit('denied', 403);
+        return sendError(res, 403, HttpRpcCode.Transport, `Forbidden: client ${JSON.stringify(caller.client)} may not restart upstreams (only a client with "admin": true in listen.auth.tokens may)`);
+      }
+      if (!server) {
+        audit('error', 400);
+        return sendError(res, 400, HttpRpcCode.Transport, 'Bad Request: ?server=NAME is required');
+      }
+      if (!router.restart(server)) {
+        audit('error', 404);
+        return sendError(res, 404, HttpRpcCode.Transport, `Not Found: no shared upstream named ${JSON.stringify(server)}`);
+      }
+      audit('ok', 202);
       sendJson(res, 202, { server, restarting: true });
     },
     { needsToken: true },
   );
 }
 
+/** Where `mcpmux status` and `mcpmux restart` find the bearer token, unless `--token-env` names another variable. */
+export const TOKEN_ENV = 'MCPMUX_TOKEN';
+
 export interface StatusOptions {
   url?: string;
   json?: boolean;
+  /** The environment variable holding the token (never the token itself: a command line is public). */
+  tokenEnv?: string;
 }
 
-function headers(): Record<string, string> {
-  const token = process.env.MCPMUX_TOKEN;
+function headers(tokenEnv = TOKEN_ENV): Record<string, string> {
+  const token = process.env[tokenEnv];
+  if (token === undefined && tokenEnv !== TOKEN_ENV) throw new UsageError(`--token-env ${tokenEnv}: that environment variable is not set`);
   return token ? { authorization: `Bearer ${token}` } : {};
 }
 
-async function call(base: string, path: string, init: RequestInit = {}): Promise<Response> {
+/** What to say beside a refusal, so the fix is in the message. */
+function hint(status: number, tokenEnv = TOKEN_ENV): string {
+  if (status === 401) return ` (the daemon wants a token: set $${tokenEnv} to one of listen.auth.tokens, or pass --token-env VAR)`;
+  if (status === 403) return ' (this token\'s client is not marked "admin": true in listen.auth.tokens)';
+  if (status === 404) return ' (with listen.adminPort set, these routes are on the admin port: --url http://127.0.0.1:<adminPort>)';
+  return '';
+}
+
+async function call(base: string, path: string, init: RequestInit = {}, tokenEnv?: string): Promise<Response> {
+  const auth = headers(tokenEnv);
   try {
-    return await fetch(new URL(path, base.endsWith('/') ? base : `${base}/`), { ...init, headers: { ...headers(), ...(init.headers as object) }, signal: AbortSignal.timeout(10_000) });
+    return await fetch(new URL(path, base.endsWith('/') ? base : `${base}/`), { ...init, headers: { ...auth, ...(init.headers as object) }, signal: AbortSignal.timeout(10_000) });
   } catch (err) {
     throw new UsageError(`cannot reach the daemon at ${base}: ${(err as Error).cause ? String((err as Error & { cause: Error }).cause.message) : (err as Error).message}`);
   }
@@ -70,10 +102,10 @@ async function call(base: string, path: string, init: RequestInit = {}): Promise
 /** `mcpmux status [--json] [--url BASE]`. */
 export async function runStatus(opts: StatusOptions): Promise<number> {
   const base = opts.url ?? DEFAULT_BASE;
-  const res = await call(base, 'status');
+  const res = await call(base, 'status', {}, opts.tokenEnv);
   const body = await res.text();
   if (!res.ok) {
-    process.stderr.write(`mcpmux status: ${base} answered ${res.status}: ${body.slice(0, 300)}\n`);
+    process.stderr.write(`mcpmux status: ${base} answered ${res.status}: ${body.slice(0, 300)}${hint(res.status, opts.tokenEnv)}\n`);
     return 1;
   }
   if (opts.json) {
@@ -106,13 +138,15 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
   return 0;
 }
 
-/** `mcpmux restart NAME [--url BASE]`. */
-export async function runRestart(name: string, opts: { url?: string }): Promise<number> {
+/** `mcpmux restart NAME [--url BASE] [--token-env VAR]`. */
+export async function runRestart(name: string, opts: { url?: string; tokenEnv?: string }): Promise<number> {
   const base = opts.url ?? DEFAULT_BASE;
-  const res = await call(base, `status/restart?server=${encodeURIComponent(name)}`, { method: 'POST' });
+  const res = await call(base, `status/restart?server=${encodeURIComponent(name)}`, { method: 'POST' }, opts.tokenEnv);
   const body = await res.text();
   if (res.status !== 202) {
-    process.stderr.write(`mcpmux restart: ${base} answered ${res.status}: ${body.slice(0, 300)}\n`);
+    // A 404 naming the server is about the server, not about where the routes are.
+    const why = res.status === 404 && body.includes('no shared upstream') ? '' : hint(res.status, opts.tokenEnv);
+    process.stderr.write(`mcpmux restart: ${base} answered ${res.status}: ${body.slice(0, 300)}${why}\n`);
     return 1;
   }
   process.stdout.write(`mcpmux restart: ${name} is restarting\n`);

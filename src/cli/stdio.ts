@@ -1,7 +1,8 @@
 // `mcpmux stdio`: one host session on stdin/stdout, upstreams started in-process.
 // stdout carries MCP messages only; logs go to stderr. With an admin port (`--admin-port` or
-// `listen.adminPort`), /metrics, /healthz and /readyz are served on it, so a desktop host's
-// mcpmux can be scraped too.
+// `listen.adminPort`, bound to `listen.adminHost`), the operator routes are served on it, so a
+// desktop host's mcpmux can be scraped too; /status and restart there need a token when
+// `listen.auth.tokens` is set, as under serve.
 
 import { Guard } from '../transport/http/guard.js';
 import { AdminListener, addHealthRoutes, OperatorRoutes } from '../transport/http/admin.js';
@@ -27,18 +28,21 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   const unwatchLogins = await watchLoginsFor(runtime);
   const observers = startObservers(config, log, adminPort !== undefined);
   if (!observers) return 1;
-  const reloader = reloaderFor(runtime, observers);
+  let guard: Guard | undefined;
+  // A reload's tokens and origins apply to the admin listener at once, as under serve.
+  const reloader = reloaderFor(runtime, observers, (next) => guard?.admit({ allowedOrigins: next.listen.allowedOrigins, tokens: next.listen.auth.tokens }));
 
   let admin: AdminListener | undefined;
   let started = false;
   let connected = true;
   if (adminPort !== undefined) {
-    const host = config.listen.host;
+    const host = config.listen.adminHost;
     const routes = new OperatorRoutes(log);
     addHealthRoutes(routes, () => ({ ready: started && connected, status: connected ? (started ? 'ready' : 'starting') : 'draining', sessions: connected ? 1 : 0 }));
     addMetricsRoute(routes, observers.metrics!);
     addStatusRoutes(routes, router, { configPath: config.path, lastReload: () => reloader.last });
-    admin = new AdminListener(host, adminPort, routes, new Guard({ host, allowedOrigins: config.listen.allowedOrigins, tokens: [] }));
+    guard = new Guard({ host, allowedOrigins: config.listen.allowedOrigins, tokens: config.listen.auth.tokens });
+    admin = new AdminListener(host, adminPort, routes, guard);
     try {
       const port = await admin.listen();
       log.info({ url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/metrics`, port }, 'admin listening');

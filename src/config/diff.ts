@@ -32,6 +32,7 @@ const RESTART_ONLY: [string, (c: Config) => unknown][] = [
   ['listen.host', (c) => c.listen.host],
   ['listen.port', (c) => c.listen.port],
   ['listen.adminPort', (c) => c.listen.adminPort ?? 0],
+  ['listen.adminHost', (c) => c.listen.adminHost],
   ['limits.maxMessageBytes', (c) => c.limits.maxMessageBytes],
   ['namespace', (c) => c.namespace],
   ['metrics', (c) => c.metrics],
@@ -88,7 +89,7 @@ function same(a: unknown, b: unknown): boolean {
 export function inForce(old: Config, next: Config): Config {
   return {
     ...next,
-    listen: { ...next.listen, host: old.listen.host, port: old.listen.port, adminPort: old.listen.adminPort },
+    listen: { ...next.listen, host: old.listen.host, port: old.listen.port, adminPort: old.listen.adminPort, adminHost: old.listen.adminHost },
     limits: { ...next.limits, maxMessageBytes: old.limits.maxMessageBytes },
     namespace: old.namespace,
     metrics: old.metrics,

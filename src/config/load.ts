@@ -10,6 +10,7 @@ import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
 import { isObject } from '../objects.js';
+import { secretArgs } from './secret-args.js';
 import {
   ANONYMOUS_CLIENT,
   ConfigError,
@@ -53,8 +54,8 @@ interface RawConfig {
   mcpServers?: Record<string, RawServer>;
   namespace?: { separator?: string; maxNameLength?: number };
   listen?: {
-    host?: string; port?: number; allowedOrigins?: string[]; adminPort?: number;
-    auth?: { tokens?: { client: string; tokenEnv: string }[] };
+    host?: string; port?: number; allowedOrigins?: string[]; adminPort?: number; adminHost?: string;
+    auth?: { tokens?: { client: string; tokenEnv: string; admin?: boolean }[] };
   };
   policy?: { tools?: RawGlobList; prompts?: RawGlobList; resources?: RawGlobList; clients?: Record<string, RawClientPolicy> };
   rateLimits?: { client?: string; server?: string; tool?: string; perMinute: number; burst?: number; per?: ('client' | 'server' | 'tool')[] }[];
@@ -291,7 +292,7 @@ function build(
       issue(`${at}/client`, `"${ANONYMOUS_CLIENT}" is the name of sessions without a token; give this client another name`);
       return;
     }
-    tokens.push({ client: t.client, tokenEnv: t.tokenEnv, token });
+    tokens.push({ client: t.client, tokenEnv: t.tokenEnv, token, admin: t.admin === true });
   });
   // A client name in a policy or a rate limit must name a client that can exist.
   const clients = new Set([ANONYMOUS_CLIENT, ...arrayOf(raw.listen?.auth?.tokens).map((t) => t?.client)]);
@@ -306,6 +307,9 @@ function build(
   const adminPort = raw.listen?.adminPort;
   if (clean('/listen') && adminPort !== undefined && adminPort !== 0 && adminPort === port) {
     issue('/listen/adminPort', `must differ from listen.port (${port})`);
+  }
+  if (clean('/listen') && raw.listen?.adminHost !== undefined && !adminPort) {
+    issue('/listen/adminHost', 'applies only when listen.adminPort is set (without it the operator routes are on the main listener, at listen.host)');
   }
 
   // -- rate limits: a plain (non-glob) server or client name must exist --
@@ -351,6 +355,7 @@ function build(
       allowedOrigins: raw.listen?.allowedOrigins ?? [],
       auth: { tokens },
       ...(adminPort !== undefined ? { adminPort } : {}),
+      adminHost: raw.listen?.adminHost ?? DEFAULTS.adminHost,
     },
     policy: {
       ...itemLists(raw.policy?.tools, raw.policy?.prompts, raw.policy?.resources),
@@ -521,11 +526,16 @@ function isGlob(s: string): boolean {
   return /[*?]/.test(s);
 }
 
-/** Expanded values, header and env values of every server, and every client token. */
+/**
+ * Expanded values, header and env values of every server, secret-looking arguments written as
+ * they are (secret-args.ts), OAuth client secrets and keys, and every client token.
+ */
 function collectSecrets(config: Config, expanded: string[]): string[] {
   const all = new Set(expanded);
   for (const s of config.servers) {
     for (const v of Object.values(s.transport === 'stdio' ? s.env : s.headers)) all.add(v);
+    if (s.transport === 'stdio') for (const v of secretArgs(s.args)) all.add(v);
+    else for (const v of [s.oauth?.clientSecret, s.oauth?.privateKey]) if (v) all.add(v);
   }
   for (const t of config.listen.auth.tokens) all.add(t.token);
   all.delete('');

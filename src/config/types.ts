@@ -99,6 +99,8 @@ export interface ClientToken {
   tokenEnv: string;
   /** The token's value, read from `tokenEnv` at load time. A secret. */
   token: string;
+  /** May take operator actions over HTTP (restart an upstream); other clients get 403. */
+  admin: boolean;
 }
 
 export type RateLimitKey = 'client' | 'server' | 'tool';
@@ -125,8 +127,10 @@ export interface Config {
     port: number;
     allowedOrigins: string[];
     auth: { tokens: ClientToken[] };
-    /** A separate listener for /metrics, /healthz, /readyz (0 or undefined: served on `port`). */
+    /** A separate listener for the operator routes (0 or undefined: served on `port`). */
     adminPort?: number;
+    /** The address the admin listener binds to (loopback by default, whatever `host` is). */
+    adminHost: string;
   };
   /** Global lists match public names and host-visible URIs; so do the per-client ones. */
   policy: ItemLists & { clients: Record<string, ItemLists> };
@@ -179,6 +183,7 @@ export const DEFAULTS = {
   maxNameLength: 64,
   host: '127.0.0.1',
   port: 7330,
+  adminHost: '127.0.0.1',
   requestMs: 60_000,
   maxMs: 600_000,
   startupMs: 10_000,

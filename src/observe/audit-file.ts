@@ -36,7 +36,13 @@ const DEFAULT_MAX_QUEUED = 16 * 1024 * 1024;
 const CHUNK_BYTES = 256 * 1024;
 /** A line waits at most this long for others to share its write. */
 const FLUSH_MS = 20;
-const MODE = 0o640;
+/**
+ * Private, like the state files (files.ts): audit lines name clients, tools and arguments. A
+ * file that already exists keeps the mode it has (an operator may have opened it to a group);
+ * folders mcpmux creates for it are private too.
+ */
+const MODE = 0o600;
+const DIR_MODE = 0o700;
 
 export class AuditFile {
   private fd: number;
@@ -200,13 +206,13 @@ export class AuditFile {
  */
 function makeDirs(dir: string): void {
   try {
-    fs.mkdirSync(dir);
+    fs.mkdirSync(dir, DIR_MODE);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EEXIST') return;
     const parent = path.dirname(dir);
     if (code !== 'ENOENT' || parent === dir) throw err;
     makeDirs(parent);
-    fs.mkdirSync(dir);
+    fs.mkdirSync(dir, DIR_MODE);
   }
 }

@@ -1,6 +1,7 @@
-// The audit log: one JSON line per host request and per server-initiated request, written by
-// pino to its own file (audit-file.ts), never to the log. It listens on the bus (events.ts);
-// nothing on the data path calls it. Every field is documented in the README ("Audit log").
+// The audit log: one JSON line per host request and per server-initiated request, and one per
+// operator action (a restart asked over HTTP, a config reload), written by pino to its own file
+// (audit-file.ts), never to the log. It listens on the bus (events.ts); nothing on the data path
+// calls it. Every field is documented in the README ("Audit log").
 //
 // Arguments (of tools/call and prompts/get) are left out by default; `redacted` keeps their
 // keys and replaces every value; `full` keeps them but replaces the values at `redact` paths.
@@ -9,9 +10,10 @@
 
 import dc from 'node:diagnostics_channel';
 import { pino, type Logger as Pino } from 'pino';
+import { ANONYMOUS_CLIENT } from '../config/types.js';
 import { materialise } from '../jsonrpc/opaque.js';
 import { AuditFile } from './audit-file.js';
-import { CHANNEL, publishAuditError, type RequestEvent } from './events.js';
+import { CHANNEL, publishAuditError, type ConfigReloadEvent, type OperatorActionEvent, type RequestEvent } from './events.js';
 import { makeScrubber, type Logger } from './logger.js';
 
 export interface AuditOptions {
@@ -35,6 +37,8 @@ export class AuditLog {
   private readonly out: Pino;
   private readonly redactPaths: string[][];
   private readonly onEnd = (msg: unknown): void => this.record(msg as RequestEvent);
+  private readonly onAction = (msg: unknown): void => this.operator(msg as OperatorActionEvent);
+  private readonly onReload = (msg: unknown): void => this.reload(msg as ConfigReloadEvent);
   private lost = 0;
   private lastLossLog = 0;
   private isoMs = -1;
@@ -60,6 +64,8 @@ export class AuditLog {
 
   start(): void {
     dc.subscribe(CHANNEL.requestEnd, this.onEnd);
+    dc.subscribe(CHANNEL.operatorAction, this.onAction);
+    dc.subscribe(CHANNEL.configReload, this.onReload);
   }
 
   /** For logrotate: a renamed file is left behind complete, and a new one started. */
@@ -71,6 +77,8 @@ export class AuditLog {
   /** Stops listening and writes out every line still queued. */
   async close(): Promise<void> {
     dc.unsubscribe(CHANNEL.requestEnd, this.onEnd);
+    dc.unsubscribe(CHANNEL.operatorAction, this.onAction);
+    dc.unsubscribe(CHANNEL.configReload, this.onReload);
     await this.file.close();
   }
 
@@ -94,6 +102,43 @@ export class AuditLog {
         ...(ev.direction === 'host-to-server' && { bytesIn: ev.bytesIn, bytesOut: ev.bytesOut }),
         arguments: this.argumentsOf(ev),
       });
+    } catch (err) {
+      this.loss(`cannot write an audit line: ${(err as Error).message}`, 1);
+    }
+  }
+
+  /** An operator action asked over HTTP: who, what, on which server, and the answer. */
+  private operator(ev: OperatorActionEvent): void {
+    this.write({
+      time: this.iso(Date.now()),
+      direction: 'operator',
+      // No tokens configured: the caller is `anonymous`, as hosts are then.
+      client: ev.client ?? ANONYMOUS_CLIENT,
+      action: ev.action,
+      server: ev.target,
+      outcome: ev.outcome,
+      status: ev.status,
+      remote: ev.remote,
+    });
+  }
+
+  /** A reload (SIGHUP or the watched file): the operator's change of the config, applied or refused. */
+  private reload(ev: ConfigReloadEvent): void {
+    const applied = ev.result === 'applied';
+    this.write({
+      time: this.iso(Date.now()),
+      direction: 'operator',
+      action: 'reload',
+      trigger: ev.trigger,
+      outcome: applied ? 'ok' : 'error',
+      file: ev.file,
+      ...(applied ? { added: ev.added, removed: ev.removed, restarted: ev.restarted, updated: ev.updated, needsRestart: ev.needsRestart } : { error: ev.error }),
+    });
+  }
+
+  private write(line: Record<string, unknown>): void {
+    try {
+      this.out.info(line);
     } catch (err) {
       this.loss(`cannot write an audit line: ${(err as Error).message}`, 1);
     }

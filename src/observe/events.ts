@@ -27,6 +27,7 @@ export const CHANNEL = {
   rateLimited: 'mcpmux:ratelimit:limited',
   auditError: 'mcpmux:audit:error',
   configReload: 'mcpmux:config:reload',
+  operatorAction: 'mcpmux:operator:action',
 } as const;
 
 // Module-level references: a channel nobody holds could be collected along with its subscribers.
@@ -42,6 +43,7 @@ const policyDenied = dc.channel(CHANNEL.policyDenied);
 const rateLimited = dc.channel(CHANNEL.rateLimited);
 const auditError = dc.channel(CHANNEL.auditError);
 const configReload = dc.channel(CHANNEL.configReload);
+const operatorAction = dc.channel(CHANNEL.operatorAction);
 
 /** How a host is connected. `http` is Streamable HTTP; `sse` the legacy HTTP+SSE transport. */
 export type HostTransport = 'stdio' | 'http' | 'sse' | 'ws';
@@ -325,4 +327,28 @@ export interface ConfigReloadEvent {
 
 export function publishConfigReload(ev: ConfigReloadEvent): void {
   if (configReload.hasSubscribers) configReload.publish(ev);
+}
+
+// ---- operator actions -------------------------------------------------------------------------
+
+/**
+ * An operator action asked over HTTP (today: restarting an upstream), by a caller whose token
+ * was good: done, refused (403: the token's client is not `admin`), or failed (no such server).
+ * Requests without a valid token are answered 401 and not published, like every other route.
+ */
+export interface OperatorActionEvent {
+  action: 'restart';
+  /** The token's client; undefined when no tokens are configured (everyone is the operator). */
+  client: string | undefined;
+  /** What it acts on: the server name asked for (as given, when there is no such server). */
+  target: string | undefined;
+  outcome: 'ok' | 'denied' | 'error';
+  /** The HTTP status of the answer (202, 403, 404...). */
+  status: number;
+  /** The peer's address. */
+  remote: string | undefined;
+}
+
+export function publishOperatorAction(ev: OperatorActionEvent): void {
+  if (operatorAction.hasSubscribers) operatorAction.publish(ev);
 }

@@ -12,11 +12,26 @@ export type { Logger };
  */
 const MAX_QUEUED_LOG_BYTES = 4 * 1024 * 1024;
 
-/** Each logger's scrubber, replaceable when a reload brings new secrets. */
-const scrubbers = new WeakMap<Logger, { scrub: ((s: string) => string) | undefined; all?: string[] }>();
+/**
+ * Secrets learnt at run time, per source (an OAuth login's tokens, per server): the newest few
+ * of each are scrubbed, so a daemon that refreshes a token every hour for a year does not
+ * scrub every line for thousands of dead ones.
+ */
+const RUNTIME_SECRETS_PER_SOURCE = 4;
+
+interface ScrubHolder {
+  scrub: ((s: string) => string) | undefined;
+  /** The config's secrets (every reload's: none is dropped). */
+  all: string[];
+  /** Run-time secrets by source, newest last. */
+  runtime: Map<string, string[]>;
+}
+
+/** Each logger's scrubber, replaceable when a reload or a login brings new secrets. */
+const scrubbers = new WeakMap<Logger, ScrubHolder>();
 
 export function createLogger(level = 'info', secrets: readonly string[] = []): Logger {
-  const holder: { scrub: ((s: string) => string) | undefined; all?: string[] } = { scrub: makeScrubber(secrets), all: [...secrets] };
+  const holder: ScrubHolder = { scrub: makeScrubber(secrets), all: [...secrets], runtime: new Map() };
   const dest = pino.destination({ dest: 2, sync: false, minLength: 0, maxLength: MAX_QUEUED_LOG_BYTES });
   let dropped = 0;
   dest.on('drop', () => dropped++);
@@ -46,10 +61,39 @@ export function createLogger(level = 'info', secrets: readonly string[] = []): L
  * config may still be written). Children of `log` share its stream hook, so they follow.
  */
 export function addLogSecrets(log: Logger, secrets: readonly string[]): void {
-  const holder = scrubbers.get(log);
+  const holder = holderOf(log);
   if (!holder) return;
-  holder.all = [...new Set([...(holder.all ?? []), ...secrets])];
-  holder.scrub = makeScrubber(holder.all);
+  holder.all = [...new Set([...holder.all, ...secrets])];
+  rebuild(holder);
+}
+
+/**
+ * Secrets obtained at run time (an OAuth access or refresh token, a registered client's
+ * secret) join the scrubber of `log` (or of the logger it is a child of). `source` groups them
+ * (`oauth:github`): only its newest RUNTIME_SECRETS_PER_SOURCE values are kept. Cheap when they
+ * are known already (every request asks).
+ */
+export function addRuntimeSecrets(log: Logger, source: string, secrets: readonly (string | undefined)[]): void {
+  const holder = holderOf(log);
+  if (!holder) return;
+  const known = holder.runtime.get(source) ?? [];
+  const fresh = secrets.filter((s): s is string => s !== undefined && s !== '' && !known.includes(s));
+  if (fresh.length === 0) return;
+  holder.runtime.set(source, [...known, ...fresh].slice(-RUNTIME_SECRETS_PER_SOURCE));
+  rebuild(holder);
+}
+
+/** A child logger (pino's `child`) has its root on its prototype chain. */
+function holderOf(log: Logger): ScrubHolder | undefined {
+  for (let l: object | null = log; l !== null; l = Object.getPrototypeOf(l) as object | null) {
+    const h = scrubbers.get(l as Logger);
+    if (h) return h;
+  }
+  return undefined;
+}
+
+function rebuild(holder: ScrubHolder): void {
+  holder.scrub = makeScrubber([...holder.all, ...[...holder.runtime.values()].flat()]);
 }
 
 /** Waits (at most `ms`) for queued log lines to reach stderr; for just before process.exit. */

@@ -6,6 +6,7 @@
 
 import dc from 'node:diagnostics_channel';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { MODERN_METHODS } from '../protocol/modern.js';
 import {
   CHANNEL,
   type AuditErrorEvent,
@@ -22,12 +23,13 @@ import {
 import type { Logger } from './logger.js';
 import { FastCounter, FastHistogram } from './series.js';
 
-/** Every method MCP defines that a host or an upstream may send as a request. */
+/** Every method MCP defines that a host or an upstream may send as a request (2026-07-28's too). */
 const KNOWN_METHODS = new Set([
   'initialize', 'ping', 'tools/list', 'tools/call', 'prompts/list', 'prompts/get', 'resources/list',
   'resources/templates/list', 'resources/read', 'resources/subscribe', 'resources/unsubscribe',
   'completion/complete', 'logging/setLevel', 'tasks/get', 'tasks/result', 'tasks/cancel', 'tasks/list',
   'sampling/createMessage', 'elicitation/create', 'roots/list',
+  ...MODERN_METHODS,
 ]);
 
 /** From sub-millisecond proxy work to ten-minute tools (timeouts.maxMs defaults to 600 s). */

@@ -2,6 +2,7 @@
 // stdin as the MCP stream, its stderr into our logs, and the spec's shutdown order on close.
 
 import { execa, type ResultPromise } from 'execa';
+import { maskSecretArgs } from '../config/secret-args.js';
 import type { StdioServerConfig } from '../config/types.js';
 import type { Logger } from '../observe/logger.js';
 import { StreamTransport } from '../transport/stream.js';
@@ -36,7 +37,9 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
   });
   const pgid = GROUPS ? proc.pid : undefined;
   if (pgid !== undefined) guardGroup(pgid);
-  log.info({ command: cfg.command, args: cfg.args, childPid: proc.pid }, 'spawned upstream');
+  // Arguments may hold secrets written as they are (`--api-key sk-…`): shown masked (and the
+  // loader made every log line's scrubber know them, for what the server itself prints).
+  log.info({ command: cfg.command, args: maskSecretArgs(cfg.args), childPid: proc.pid }, 'spawned upstream');
 
   const exited = proc.then((r) => {
     // execa's messages quote the whole command line, whose arguments may hold secrets: hosts

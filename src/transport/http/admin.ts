@@ -1,7 +1,10 @@
-// The operator routes (/healthz, /readyz, /metrics): no token (they carry no host data), but the
-// same Host and Origin checks as every route. `OperatorRoutes` answers them on whichever
-// listener serves them; `AdminListener` is a listener of their own: `listen.adminPort` under
-// `mcpmux serve`, and the only HTTP listener of `mcpmux stdio` (so a desktop setup can be scraped).
+// The operator routes: /healthz, /readyz and /metrics need no token (counts only, nothing of the
+// config or of hosts), /status and /status/restart do when tokens are configured (they name the
+// servers, their pids and errors, and change them), on whichever listener serves them. Every
+// route gets the same Host and Origin checks. `OperatorRoutes` answers them; `AdminListener` is a
+// listener of their own, bound to `listen.adminHost` (loopback unless said otherwise):
+// `listen.adminPort` under `mcpmux serve`, and the only HTTP listener of `mcpmux stdio` (so a
+// desktop setup can be scraped).
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,14 +17,25 @@ import { pathOf } from './url.js';
 
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
 
+/** Who called an operator route: a token's client (undefined: no token needed or none configured). */
+export interface Caller {
+  client: string | undefined;
+  /** May take operator actions (see Guard.authenticate). False on routes that need no token. */
+  admin: boolean;
+}
+
+export type OperatorHandler = (req: IncomingMessage, res: ServerResponse, caller: Caller) => void | Promise<void>;
+
+const NOBODY: Caller = { client: undefined, admin: false };
+
 export class OperatorRoutes {
-  private readonly routes = new Map<string, RouteHandler>();
-  /** Routes that show or change the daemon's state: on the main listener they need a token. */
+  private readonly routes = new Map<string, OperatorHandler>();
+  /** Routes that show or change the daemon's state: they need a token (when tokens are configured). */
   private readonly guarded = new Set<string>();
 
   constructor(private readonly log: Logger) {}
 
-  set(path: string, handler: RouteHandler, opts: { needsToken?: boolean } = {}): void {
+  set(path: string, handler: OperatorHandler, opts: { needsToken?: boolean } = {}): void {
     this.routes.set(path, handler);
     if (opts.needsToken) this.guarded.add(path);
   }
@@ -31,20 +45,23 @@ export class OperatorRoutes {
   }
 
   /**
-   * Answers `path` if it is an operator route (true), else leaves the request alone. With
-   * `authenticate` (the main listener's tokens), routes that need a token are checked first.
+   * Answers `path` if it is an operator route (true), else leaves the request alone. Routes
+   * that need a token are checked with `authenticate` (the listener's guard) first, on every
+   * listener: an admin port is no reason to trust whoever reaches it.
    */
-  serve(path: string, req: IncomingMessage, res: ServerResponse, authenticate?: (req: IncomingMessage) => AuthResult): boolean {
+  serve(path: string, req: IncomingMessage, res: ServerResponse, authenticate: (req: IncomingMessage) => AuthResult): boolean {
     const handler = this.routes.get(path);
     if (!handler) return false;
-    if (authenticate && this.guarded.has(path)) {
+    let caller = NOBODY;
+    if (this.guarded.has(path)) {
       const auth = authenticate(req);
       if (!auth.ok) {
         sendError(res, auth.status, HttpRpcCode.Transport, auth.message, { 'www-authenticate': auth.challenge });
         return true;
       }
+      caller = { client: auth.client, admin: auth.admin };
     }
-    runRoute(handler, req, res, this.log);
+    runRoute((rq, rs) => handler(rq, rs, caller), req, res, this.log);
     return true;
   }
 }
@@ -106,7 +123,7 @@ export class AdminListener {
   private route(req: IncomingMessage, res: ServerResponse): void {
     const verdict = this.guard.check(req);
     if (!verdict.ok) return sendError(res, verdict.status, HttpRpcCode.Transport, verdict.message);
-    if (!this.routes.serve(pathOf(req), req, res)) sendError(res, 404, HttpRpcCode.Transport, 'Not Found');
+    if (!this.routes.serve(pathOf(req), req, res, (rq) => this.guard.authenticate(rq))) sendError(res, 404, HttpRpcCode.Transport, 'Not Found');
   }
 }
 

@@ -9,7 +9,8 @@ import type { ClientToken } from '../../config/types.js';
 
 export type Verdict = { ok: true } | { ok: false; status: 403; message: string };
 export type AuthResult =
-  | { ok: true; client: string | undefined }
+  /** `admin`: may take operator actions (its token is marked `admin`, or no tokens are configured). */
+  | { ok: true; client: string | undefined; admin: boolean }
   | { ok: false; status: 401; message: string; challenge: string };
 
 export interface GuardOptions {
@@ -46,7 +47,7 @@ export class Guard {
   private anyOrigin = false;
   private origins = new Set<string>();
   private readonly originCache = new Map<string, boolean>();
-  private tokens: { client: string; digest: Buffer }[] = [];
+  private tokens: { client: string; admin: boolean; digest: Buffer }[] = [];
 
   constructor(opts: GuardOptions) {
     const bound = opts.host.toLowerCase();
@@ -63,7 +64,7 @@ export class Guard {
     this.anyOrigin = opts.allowedOrigins.includes('*');
     this.origins = new Set(opts.allowedOrigins.map(normalizeOrigin));
     this.originCache.clear();
-    this.tokens = opts.tokens.map((t) => ({ client: t.client, digest: digest(t.token) }));
+    this.tokens = opts.tokens.map((t) => ({ client: t.client, admin: t.admin, digest: digest(t.token) }));
   }
 
   /** Host header (DNS rebinding) and Origin header (cross-site browsers). */
@@ -96,22 +97,24 @@ export class Guard {
   }
 
   /**
-   * The client a bearer token belongs to. Without configured tokens everyone is anonymous.
+   * The client a bearer token belongs to. Without configured tokens everyone is anonymous (and,
+   * there being no one to tell apart, an operator too: such a daemon is for one user's loopback).
    * Every token is compared (no early exit) in constant time over sha256 digests, so neither
    * the length nor the position of a match leaks through timing.
    */
   authenticate(req: IncomingMessage): AuthResult {
-    if (this.tokens.length === 0) return { ok: true, client: undefined };
+    if (this.tokens.length === 0) return { ok: true, client: undefined, admin: true };
     const header = req.headers.authorization;
     if (header === undefined) {
       return { ok: false, status: 401, message: 'Unauthorized: a bearer token is required', challenge: 'Bearer realm="mcpmux"' };
     }
     const token = header.length > 7 && header.slice(0, 7).toLowerCase() === 'bearer ' ? header.slice(7).trim() : '';
     const given = digest(token);
-    let client: string | undefined;
+    let match: { client: string; admin: boolean } | undefined;
     for (const t of this.tokens) {
-      if (timingSafeEqual(given, t.digest) && client === undefined) client = t.client;
+      if (timingSafeEqual(given, t.digest) && match === undefined) match = t;
     }
+    const client = match?.client;
     if (client === undefined || token === '') {
       return {
         ok: false,
@@ -120,7 +123,7 @@ export class Guard {
         challenge: 'Bearer realm="mcpmux", error="invalid_token"',
       };
     }
-    return { ok: true, client };
+    return { ok: true, client, admin: match!.admin };
   }
 }
 

@@ -2,7 +2,9 @@
 // reading a body under a size limit, and single-valued header access.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { encodeChunks, parseBytes, wireBytes, writeWire, type Wire } from '../../jsonrpc/framing.js';
+import { BODY_BUDGET_MESSAGES, type BodyBudget } from './body-budget.js';
 import { mediaType } from './media.js';
 
 /** Codes for errors that happen at the HTTP level, before any JSON-RPC peer is involved. */
@@ -16,7 +18,12 @@ export const HttpRpcCode = {
   Overloaded: -31004,
 } as const;
 
-/** Ends `res` with a JSON-RPC error response that has no id (the spec's shape for HTTP errors). */
+/**
+ * Ends `res` with a JSON-RPC error response that has no id (the spec's shape for HTTP errors).
+ * A refusal of a request whose body was not read closes the connection (after LINGER_MS):
+ * keeping it would mean reading (and throwing away) whatever the client still sends, up to
+ * any length it declared, before the next request.
+ */
 export function sendError(
   res: ServerResponse,
   status: number,
@@ -29,7 +36,9 @@ export function sendError(
     return;
   }
   const body = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } });
-  res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  const unread = res.req !== undefined && hasBody(res.req) && !res.req.complete;
+  if (unread) lingerThenClose(res.req.socket);
+  res.writeHead(status, { ...headers, ...(unread && { connection: 'close' }), 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }
 
@@ -45,25 +54,65 @@ export function sendWire(res: ServerResponse, status: number, body: Wire, header
   res.end();
 }
 
+/**
+ * How long a connection refused before its body was read stays open after the answer (what
+ * still arrives is thrown away) before it is reset.
+ */
+export const LINGER_MS = 500;
+
+/**
+ * Node ends the socket of a `connection: close` answer with destroySoon(): end, then destroy as
+ * soon as the answer is flushed. A client still sending its body then gets a reset, and one
+ * busy writing loses the answer it has not read yet. This socket is ended the same way but
+ * destroyed LINGER_MS later, which lets the answer (and the end) reach the client first.
+ */
+function lingerThenClose(socket: Socket): void {
+  socket.destroySoon = function (this: Socket): void {
+    this.end();
+    const timer = setTimeout(() => this.destroy(), LINGER_MS);
+    timer.unref();
+    this.once('close', () => clearTimeout(timer));
+  };
+}
+
+/** A request that comes with a body (a length other than 0, or chunks). */
+function hasBody(req: IncomingMessage): boolean {
+  return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0');
+}
+
 /** The first value of a header, or undefined. */
 export function header(req: IncomingMessage, name: string): string | undefined {
   const v = req.headers[name];
   return Array.isArray(v) ? v[0] : v;
 }
 
-export type Body = { ok: true; bytes: Buffer } | { ok: false; tooLarge: true } | { ok: false; tooLarge: false; error: string };
+export type Body = { ok: true; bytes: Buffer } | { ok: false; refused: 'too-large' | 'busy' } | { ok: false; refused?: undefined; error: string };
+
+/** The Content-Length a request declares, if it declares one. */
+function declaredLength(req: IncomingMessage): number | undefined {
+  const v = req.headers['content-length'];
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  return Number.isFinite(n) && n >= 0 ? n : undefined;
+}
 
 /**
- * Reads the whole request body, at most `limit` bytes. Over the limit (by Content-Length up
- * front, or while streaming) it stops reading: the caller answers 413 and the connection is
- * closed, since the rest of the body will never be read.
+ * Reads the whole request body, at most `limit` bytes, holding its bytes against `budget` (the
+ * declared length up front, else each chunk as it arrives). Refused without reading it when
+ * the declared length is over the limit or does not fit the budget, and cut when the bytes
+ * that arrive are: the caller answers (413, 503) and the connection is closed (sendError), so
+ * the rest of the body is never read. A client that asked `Expect: 100-continue` is told to
+ * go on only once its body is going to be read.
  */
-export function readBody(req: IncomingMessage, limit: number): Promise<Body> {
-  const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) {
-    req.resume(); // drain what arrives until the connection closes
-    return Promise.resolve({ ok: false, tooLarge: true });
+export function readBody(req: IncomingMessage, res: ServerResponse, limit: number, budget?: BodyBudget): Promise<Body> {
+  const declared = declaredLength(req);
+  if (declared !== undefined && declared > limit) return Promise.resolve({ ok: false, refused: 'too-large' });
+  let held = 0;
+  if (budget && declared !== undefined) {
+    if (!budget.take(declared)) return Promise.resolve({ ok: false, refused: 'busy' });
+    held = declared;
   }
+  if (header(req, 'expect')?.toLowerCase() === '100-continue' && !res.headersSent) res.writeContinue();
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -72,37 +121,49 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Body> {
       if (done) return;
       done = true;
       req.off('data', onData);
+      budget?.give(held);
+      held = 0;
       resolve(b);
     };
     const onData = (c: Buffer): void => {
       size += c.length;
       if (size > limit) {
         chunks.length = 0;
-        req.resume();
-        finish({ ok: false, tooLarge: true });
-        return;
+        return finish({ ok: false, refused: 'too-large' });
+      }
+      // A body of no declared length holds what has arrived so far.
+      if (budget && declared === undefined) {
+        if (!budget.take(c.length)) {
+          chunks.length = 0;
+          return finish({ ok: false, refused: 'busy' });
+        }
+        held += c.length;
       }
       chunks.push(c);
     };
     req.on('data', onData);
     req.once('end', () => finish({ ok: true, bytes: Buffer.concat(chunks, size) }));
-    req.once('error', (e) => finish({ ok: false, tooLarge: false, error: e.message }));
-    req.once('close', () => finish({ ok: false, tooLarge: false, error: 'connection closed' }));
+    req.once('error', (e) => finish({ ok: false, error: e.message }));
+    req.once('close', () => finish({ ok: false, error: 'connection closed' }));
   });
 }
 
 /**
  * A POST's JSON body, or undefined once `res` is answered: 415 for another content type, 413
- * over the limit, 400 for bad JSON (or nothing, if the peer went away while we read).
+ * over the limit, 503 past the budget of bodies being read, 400 for bad JSON (or nothing, if
+ * the peer went away while we read).
  */
-export async function readJsonBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<{ value: unknown; bytes: number } | undefined> {
+export async function readJsonBody(req: IncomingMessage, res: ServerResponse, limit: number, budget?: BodyBudget): Promise<{ value: unknown; bytes: number } | undefined> {
   if (mediaType(header(req, 'content-type')) !== 'application/json') {
     sendError(res, 415, HttpRpcCode.Transport, 'Unsupported Media Type: Content-Type must be application/json');
     return undefined;
   }
-  const body = await readBody(req, limit);
+  const body = await readBody(req, res, limit, budget);
   if (!body.ok) {
-    if (body.tooLarge) sendTooLarge(res, limit);
+    if (body.refused === 'too-large') sendTooLarge(res, limit);
+    else if (body.refused === 'busy') {
+      sendError(res, 503, HttpRpcCode.Overloaded, `Service Unavailable: request bodies being read already hold ${budget!.max} bytes (${BODY_BUDGET_MESSAGES} x limits.maxMessageBytes); try again`, { 'retry-after': '1' });
+    }
     return undefined;
   }
   const frame = parseBytes(body.bytes);

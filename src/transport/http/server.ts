@@ -1,15 +1,18 @@
 // The daemon's HTTP listener(s): routing of `/mcp` (Streamable HTTP), `/sse` + `/messages`
 // (legacy HTTP+SSE), `/ws` (WebSocket upgrade) and the operator routes (`/healthz`, `/readyz`,
-// and whatever is added to `adminRoutes`, e.g. `/metrics`). The operator routes move to their own
-// listener when `listen.adminPort` is set. Host and Origin are checked on every route (403);
-// bearer tokens only on the MCP routes (the operator routes carry no host data).
+// and whatever is added to `adminRoutes`, e.g. `/metrics`, `/status`). The operator routes move
+// to their own listener, bound to `listen.adminHost`, when `listen.adminPort` is set. Host and
+// Origin are checked on every route (403); bearer tokens on the MCP routes and on the operator
+// routes that name or change something (admin.ts), wherever those are served.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { ClientToken } from '../../config/types.js';
 import type { Logger } from '../../observe/logger.js';
 import { AdminListener, addHealthRoutes, closeServer, listenOn, OperatorRoutes, runRoute, type RouteHandler } from './admin.js';
 import { pathOf, splitTarget } from './url.js';
 import { httpOptions } from './timeouts.js';
+import { bodyBudgetFor } from './body-budget.js';
 import { Guard } from './guard.js';
 import { HttpRpcCode, sendError } from './respond.js';
 import { DEFAULT_IDLE_SESSION_MS, DEFAULT_KEEPALIVE_MS, SessionRegistry, type OpenSession } from './sessions.js';
@@ -22,8 +25,10 @@ export interface HttpServerOptions {
   port: number;
   /** A separate listener for the operator routes (0 or undefined: they are served on `port`). */
   adminPort?: number;
+  /** The address that listener binds to (default 127.0.0.1, whatever `host` is). */
+  adminHost?: string;
   allowedOrigins: readonly string[];
-  tokens: readonly { client: string; tokenEnv: string; token: string }[];
+  tokens: readonly ClientToken[];
   maxMessageBytes: number;
   maxSessions: number;
   maxSessionsPerClient: number;
@@ -45,6 +50,7 @@ export interface Bound {
   host: string;
   port: number;
   adminPort: number | undefined;
+  adminHost: string | undefined;
 }
 
 /** How long a drain waits for connections to finish after the sessions are closed. */
@@ -61,7 +67,9 @@ export class HttpServer {
   private readonly guard: Guard;
   private readonly server: Server;
   private readonly admin: AdminListener | undefined;
-  /** /healthz, /readyz and what the caller adds (e.g. /metrics): no token needed. */
+  /** The admin listener's own Host check (its address is not `host`); the same tokens and origins. */
+  private readonly adminGuard: Guard | undefined;
+  /** /healthz, /readyz and what the caller adds (/metrics open, /status with a token). */
   readonly adminRoutes: OperatorRoutes;
   private draining = false;
 
@@ -76,7 +84,8 @@ export class HttpServer {
       keepaliveMs: opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS,
       log,
     });
-    const common = { registry: this.registry, open: opts.open, maxMessageBytes: opts.maxMessageBytes, log };
+    // One budget for the bodies being read on every MCP route (/mcp, /messages).
+    const common = { registry: this.registry, open: opts.open, maxMessageBytes: opts.maxMessageBytes, bodies: bodyBudgetFor(opts.maxMessageBytes), log };
     this.streamable = new StreamableHttp(common);
     this.sse = new LegacySse(common);
     this.ws = new WsEndpoint({ ...common, guard: this.guard });
@@ -90,9 +99,20 @@ export class HttpServer {
 
     this.server = createServer(httpOptions(opts.headersTimeoutMs, opts.requestTimeoutMs), (req, res) => this.route(req, res, !this.admin));
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(req, socket, head));
+    // `Expect: 100-continue`: Node would say "continue" before anyone looked at the request. Routed
+    // like any request instead; the body reader says it once the body is going to be read, so a
+    // body that is too large, unauthenticated or refused is never sent at all.
+    this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.route(req, res, !this.admin));
     // No 'clientError' listener: Node's own answers malformed requests with 400, oversized
     // headers with 431 and slow ones with 408, then closes the connection.
-    if (opts.adminPort) this.admin = new AdminListener(opts.host, opts.adminPort, this.adminRoutes, this.guard);
+    if (opts.adminPort) {
+      this.adminGuard = new Guard({ host: this.adminHost, allowedOrigins: opts.allowedOrigins, tokens: opts.tokens });
+      this.admin = new AdminListener(this.adminHost, opts.adminPort, this.adminRoutes, this.adminGuard);
+    }
+  }
+
+  private get adminHost(): string {
+    return this.opts.adminHost ?? '127.0.0.1';
   }
 
   /**
@@ -101,6 +121,7 @@ export class HttpServer {
    */
   reconfigure(opts: Pick<HttpServerOptions, 'allowedOrigins' | 'tokens' | 'maxSessions' | 'maxSessionsPerClient'>): void {
     this.guard.admit(opts);
+    this.adminGuard?.admit(opts);
     this.registry.setQuotas(opts.maxSessions, opts.maxSessionsPerClient);
   }
 
@@ -114,7 +135,7 @@ export class HttpServer {
       throw err;
     }
     this.registry.start();
-    return { host: this.opts.host, port, adminPort };
+    return { host: this.opts.host, port, adminPort, adminHost: this.admin && this.adminHost };
   }
 
   /**

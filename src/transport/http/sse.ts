@@ -8,6 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { encodeChunks, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
+import type { BodyBudget } from './body-budget.js';
 import { HttpRpcCode, readJsonBody, sendError, sendOverloaded } from './respond.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
 import { SseWriter } from './sse-writer.js';
@@ -19,6 +20,8 @@ export interface LegacySseOptions {
   registry: SessionRegistry;
   open: OpenSession;
   maxMessageBytes: number;
+  /** Bytes of POST bodies being read at once, all connections together (body-budget.ts). */
+  bodies?: BodyBudget;
   log: Logger;
 }
 
@@ -82,7 +85,7 @@ export class LegacySse {
     const session = this.sessions.get(sid);
     if (!session) return sendError(res, 404, HttpRpcCode.SessionNotFound, 'Session not found');
     if (session.client !== client) return sendError(res, 403, HttpRpcCode.Transport, 'Forbidden: the session belongs to another client');
-    const body = await readJsonBody(req, res, this.opts.maxMessageBytes);
+    const body = await readJsonBody(req, res, this.opts.maxMessageBytes, this.opts.bodies);
     if (!body) return;
     res.writeHead(202, { 'content-type': 'text/plain' }).end('Accepted');
     // The endpoint checks the JSON-RPC shape and answers on the stream, as over stdio.

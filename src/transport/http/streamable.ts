@@ -16,11 +16,14 @@ import { header, HttpRpcCode, readJsonBody, sendError, sendOverloaded } from './
 import type { OpenSession, SessionRegistry } from './sessions.js';
 import { StreamableSession } from './streamable-session.js';
 import { maxBacklogBytes } from '../backlog.js';
+import type { BodyBudget } from './body-budget.js';
 
 export interface StreamableOptions {
   registry: SessionRegistry;
   open: OpenSession;
   maxMessageBytes: number;
+  /** Bytes of POST bodies being read at once, all connections together (body-budget.ts). */
+  bodies?: BodyBudget;
   log: Logger;
 }
 
@@ -65,7 +68,7 @@ export class StreamableHttp {
     if (json === 0 || sse === 0) {
       return sendError(res, 406, HttpRpcCode.Transport, 'Not Acceptable: a POST must accept both application/json and text/event-stream');
     }
-    const body = await readJsonBody(req, res, this.opts.maxMessageBytes);
+    const body = await readJsonBody(req, res, this.opts.maxMessageBytes, this.opts.bodies);
     if (!body) return;
     const value = body.value;
     // A POST without a session that declares 2026-07-28 (header or body) is a stateless request.

@@ -5,7 +5,7 @@
 
 import * as oauth from 'oauth4webapi';
 import type { RemoteServerConfig } from '../../config/types.js';
-import type { Logger } from '../../observe/logger.js';
+import { addRuntimeSecrets, type Logger } from '../../observe/logger.js';
 import { clientCredentials } from './machine.js';
 import { bearerChallenge, canonicalResource, httpOptions } from './discover.js';
 import { clientAuth, mergeScopes } from './client-auth.js';
@@ -37,10 +37,17 @@ export class OAuthTokens {
     return this.config.oauth?.grant === 'client_credentials';
   }
 
-  /** The stored login, if it was made for this server's URL. */
+  /**
+   * The stored login, if it was made for this server's URL. Its tokens (got by `mcpmux login`,
+   * a refresh or client credentials, never in the config) join the log scrubber as soon as
+   * they are read: an upstream that echoes its Authorization header in an error, say, must not
+   * put it in the log.
+   */
   private login(): StoredLogin | undefined {
     const l = readLogin(this.server);
-    return l && l.server === this.url ? l : undefined;
+    if (!l || l.server !== this.url) return undefined;
+    addRuntimeSecrets(this.log, `oauth:${this.server}`, [l.tokens?.access_token, l.tokens?.refresh_token, l.client.client_secret]);
+    return l;
   }
 
   /** The Authorization header to send now; undefined when there is no login to use. */
