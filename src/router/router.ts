@@ -22,7 +22,7 @@ import { ForwardChain, OPEN_GOVERNANCE, ownCall, type Forward, type Governance }
 import { Lists } from './lists.js';
 import { LogLevels } from './log-levels.js';
 import { mergeCapabilities, mergeInstructions } from './merge.js';
-import { NameIndex } from './naming.js';
+import { MAX_NAMES_PER_SERVER, NameIndex } from './naming.js';
 import { Owners, Usage } from './owners.js';
 import { UpstreamPool } from './pool.js';
 import { Resolver } from './resolve.js';
@@ -59,6 +59,8 @@ export class Router {
 
   private readonly names: NameIndex;
   private readonly dispatch: Dispatch;
+  /** Servers and kinds whose names past the cap were said to be forgotten (once each). */
+  private readonly saidForgotten = new Set<string>();
   /** A server's place in the config (contested names go to the earlier one). */
   private rank = new Map<string, number>();
 
@@ -78,6 +80,15 @@ export class Router {
       onMoved: (kind) => {
         this.lists.catalogue.reset();
         this.audience.listChanged(kind);
+      },
+      // A server listing ever-new names: the one it listed least recently is forgotten. Cached
+      // pages go too, so a host that still calls it makes a walk that publishes it again.
+      onForgotten: (kind, server) => {
+        this.lists.catalogue.reset();
+        const key = `${kind}\0${server}`;
+        if (this.saidForgotten.has(key)) return;
+        this.saidForgotten.add(key);
+        this.log.warn({ kind, server, max: MAX_NAMES_PER_SERVER, once: true }, 'server has listed more names than mcpmux remembers per server; the least recently listed are forgotten (said once)');
       },
     });
     this.names = names;
