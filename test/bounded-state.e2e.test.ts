@@ -4,7 +4,7 @@
 
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { closeAll, ROOT, startRawMux, waitFor, writeConfig, type RawPeer } from './helpers/harness.js';
+import { closeAll, fixture, ROOT, startRawMux, waitFor, writeConfig, type RawPeer } from './helpers/harness.js';
 
 afterEach(closeAll);
 
@@ -35,5 +35,53 @@ describe('the public-name index', () => {
     expect((await peer.request('tools/call', { name: 'bad__tool_0', arguments: {} }, 30_000)).error).toMatchObject({ code: -32602, message: 'Unknown tool: bad__tool_0' });
     await waitFor(() => peer.stderr().includes('the least recently listed are forgotten'), { what: 'the cap said' });
     expect(peer.stderr().split('the least recently listed are forgotten').length - 1).toBe(1);
+  }, 120_000);
+});
+
+describe('task and elicitation ownership', () => {
+  const host = async (servers: object, capabilities: object = {}) => {
+    const peer = startRawMux(await writeConfig({ mcpServers: servers }));
+    await peer.initialize({ protocolVersion: '2025-11-25', capabilities, clientInfo: { name: 'raw-host', version: '0.0.0' } });
+    return peer;
+  };
+  /** Sends every request at once and waits for all the answers. */
+  const all = (peer: RawPeer, n: number, method: string, params: (i: number) => object) => {
+    for (let i = 1; i <= n; i++) peer.send({ jsonrpc: '2.0', id: `b${i}`, method, params: params(i) });
+    return Promise.all(Array.from({ length: n }, (_, i) => peer.next((m) => m.id === `b${i + 1}`, 60_000)));
+  };
+
+  it('a session owns at most 1 000 tasks: past that its oldest is forgotten (Unknown task), said once; the newest still answer', async () => {
+    const peer = await host({ tk: fixture({ name: 'tk', tasks: true }) });
+    const created = await all(peer, 1001, 'tools/call', (i) => ({ name: 'tk__echo', arguments: { i }, task: { ttl: 600_000 } }));
+    expect(created.every((m) => typeof m.result?.task?.taskId === 'string')).toBe(true);
+    const ids = created.map((m) => m.result.task.taskId as string);
+    const first = ids[0]!;
+    const last = ids[1000]!;
+    expect((await peer.request('tasks/get', { taskId: first })).error).toMatchObject({ code: -32602, message: `Unknown task: ${first}` });
+    expect((await peer.request('tasks/get', { taskId: ids[1]! })).result.taskId).toBe(ids[1]);
+    expect((await peer.request('tasks/result', { taskId: last }, 10_000)).result.content[0].text).toContain('"i":1001');
+    expect((await peer.request('tasks/list', {})).result.tasks).toHaveLength(1000);
+    await waitFor(() => peer.stderr().includes('too many tasks owned at once; the oldest is forgotten'), { what: 'the cap said' });
+    expect(peer.stderr().match(/"level":40[^\n]*too many tasks owned at once/g)).toHaveLength(1);
+  }, 120_000);
+
+  it('a task is forgotten once its ttl has passed (the upstream may have forgotten it too)', async () => {
+    const peer = await host({ tk: fixture({ name: 'tk', tasks: true }) });
+    const id = (await peer.request('tools/call', { name: 'tk__echo', arguments: {}, task: { ttl: 1 } })).result.task.taskId;
+    // The fixture itself keeps its tasks: only mcpmux forgetting makes this "Unknown task".
+    await waitFor(async () => (await peer.request('tasks/get', { taskId: id })).error?.message === `Unknown task: ${id}`, { what: 'the task forgotten' });
+  }, 60_000);
+
+  it('a session owns at most 1 000 URL elicitations: the oldest is forgotten, so its completion reaches nobody; the newest still reach their host', async () => {
+    const peer = await host({ fx: fixture({ name: 'fx' }) }, { elicitation: { form: {}, url: {} } });
+    const refused = await all(peer, 1001, 'tools/call', () => ({ name: 'fx__url_required' }));
+    const ids = refused.map((m) => m.error.data.elicitations[0].elicitationId as string);
+    expect(new Set(ids).size).toBe(1001);
+    // The upstream completes the oldest, then the newest (its own ids: without "fx:").
+    for (const id of [ids[0]!, ids[1000]!]) await peer.request('tools/call', { name: 'fx__url_required', arguments: { complete: id.slice('fx:'.length) } });
+    const done = await peer.next((m) => m.method === 'notifications/elicitation/complete', 10_000);
+    expect(done.params.elicitationId).toBe(ids[1000]);
+    // Both came down one pipe in order: had the oldest been delivered, it would have come first.
+    expect(peer.messages.filter((m) => m.method === 'notifications/elicitation/complete').map((m) => m.params.elicitationId)).toEqual([ids[1000]]);
   }, 120_000);
 });

@@ -23,7 +23,7 @@ import { Lists } from './lists.js';
 import { LogLevels } from './log-levels.js';
 import { mergeCapabilities, mergeInstructions } from './merge.js';
 import { MAX_NAMES_PER_SERVER, NameIndex } from './naming.js';
-import { Owners, Usage } from './owners.js';
+import { MAX_OWNED_PER_SESSION, MAX_OWNED_TOTAL, Owners, Usage } from './owners.js';
 import { UpstreamPool } from './pool.js';
 import { Resolver } from './resolve.js';
 import { Reverse } from './reverse.js';
@@ -47,7 +47,15 @@ export class Router {
   private readonly lists: Lists;
   private readonly resolve: Resolver;
   private readonly subscriptions = new Subscriptions();
-  private readonly owners = new Owners();
+  /** Task and elicitation owners; an id forgotten for room is said at debug, and once at warn per kind. */
+  private readonly owners = new Owners((kind, id, session) => {
+    const first = !this.saidForgotten.has(kind);
+    this.saidForgotten.add(kind);
+    this.log[first ? 'warn' : 'debug'](
+      { kind, id, session: session.id, perSession: MAX_OWNED_PER_SESSION, total: MAX_OWNED_TOTAL, ...(first && { once: true }) },
+      `too many ${kind}s owned at once; the oldest is forgotten (its host can no longer reach it)`,
+    );
+  });
   private readonly usage = new Usage();
   private readonly logLevels: LogLevels;
   private readonly chain: ForwardChain;
@@ -59,7 +67,7 @@ export class Router {
 
   private readonly names: NameIndex;
   private readonly dispatch: Dispatch;
-  /** Servers and kinds whose names past the cap were said to be forgotten (once each). */
+  /** What was said forgotten past a cap (once each): `<kind>\0<server>` for names, `task`/`elicitation`. */
   private readonly saidForgotten = new Set<string>();
   /** A server's place in the config (contested names go to the earlier one). */
   private rank = new Map<string, number>();
