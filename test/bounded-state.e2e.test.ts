@@ -4,7 +4,7 @@
 
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { closeAll, fixture, ROOT, startRawMux, waitFor, writeConfig, type RawPeer } from './helpers/harness.js';
+import { closeAll, fixture, readEvents, ROOT, startRawMux, tempFile, waitFor, writeConfig, type RawPeer } from './helpers/harness.js';
 
 afterEach(closeAll);
 
@@ -83,5 +83,27 @@ describe('task and elicitation ownership', () => {
     expect(done.params.elicitationId).toBe(ids[1000]);
     // Both came down one pipe in order: had the oldest been delivered, it would have come first.
     expect(peer.messages.filter((m) => m.method === 'notifications/elicitation/complete').map((m) => m.params.elicitationId)).toEqual([ids[1000]]);
+  }, 120_000);
+});
+
+describe('subscriptions/listen (2026-07-28 hosts)', () => {
+  const envelope = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' } };
+
+  it('one listen may name at most 1 000 URIs: past that it is refused with -32602 before anything is subscribed; 1 000 are acknowledged', async () => {
+    const events = tempFile('fx.jsonl');
+    const peer = startRawMux(await writeConfig({ mcpServers: { fx: fixture({ name: 'fx', events }) } }));
+    const uris = (n: number) => Array.from({ length: n }, (_, i) => `fx+fixture://fx/res/${i}`);
+    const listen = (id: string, n: number) => peer.send({ jsonrpc: '2.0', id, method: 'subscriptions/listen', params: { notifications: { resourceSubscriptions: uris(n) }, _meta: envelope } });
+    const subscribes = () => readEvents(events).filter((e) => e.type === 'request' && e.method === 'resources/subscribe').length;
+
+    listen('over', 1001);
+    const refused = await peer.next((m) => m.id === 'over', 10_000);
+    expect(refused.error).toMatchObject({ code: -32602, message: 'Invalid params: notifications.resourceSubscriptions has 1001 entries; at most 1000 per subscriptions/listen', data: { max: 1000 } });
+    expect(subscribes()).toBe(0);
+
+    listen('at', 1000);
+    const ack = await peer.next((m) => m.method === 'notifications/subscriptions/acknowledged', 60_000);
+    expect(ack.params.notifications.resourceSubscriptions).toHaveLength(1000);
+    expect(subscribes()).toBe(1000);
   }, 120_000);
 });
