@@ -97,7 +97,7 @@ export function createRuntime(initial: Config, opts: GlobalOptions): Runtime {
     addLogSecrets(log, next.secrets);
     // --log-level wins over the file, as at start.
     if (!opts.logLevel) log.level = next.logLevel ?? 'info';
-    pins.setPinned(pinnedOf(next));
+    pins.setPinned(pinnedOf(next), new Set(next.servers.map((s) => s.name)));
     await router.reload(next, createGovernance(next, pins), plan);
   };
   return {

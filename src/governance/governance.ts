@@ -24,12 +24,28 @@ function pinsInterceptor(pins: ToolPins): Interceptor {
   };
 }
 
+/**
+ * Tells pinning what each tools/list page showed, so that what a server no longer lists is
+ * pruned (pins.ts). Innermost: it sees the upstream's own answer.
+ */
+function pinsListings(pins: ToolPins): Interceptor {
+  return (next) => async (call) => {
+    const result = await next(call);
+    if (call.method === 'tools/list' && Array.isArray(result.tools)) {
+      const names = (result.tools as unknown[]).flatMap((t) => (typeof (t as Params | null)?.name === 'string' ? [(t as Params).name as string] : []));
+      const last = typeof result.nextCursor !== 'string' || result.nextCursor === '';
+      pins.page(call.upstream, call.params.cursor === undefined, names, last);
+    }
+    return result;
+  };
+}
+
 export function createGovernance(config: Pick<Config, 'policy' | 'servers' | 'rateLimits' | 'limits'>, pins?: ToolPins): Governance {
   const policy = new Policy(config);
   const limiter = new RateLimiter(config.rateLimits, config.limits.maxRateLimitKeys);
   // Only a pinned server's tools can be held: with none, calls skip the check.
   const holds = pins !== undefined && config.servers.some((s) => s.pinTools);
-  const interceptors = [policy.interceptor(), ...(holds ? [pinsInterceptor(pins)] : []), ...(limiter.active ? [limiter.interceptor()] : [])];
+  const interceptors = [policy.interceptor(), ...(holds ? [pinsInterceptor(pins)] : []), ...(limiter.active ? [limiter.interceptor()] : []), ...(pins ? [pinsListings(pins)] : [])];
   return {
     interceptors,
     ...(pins && { toolVisible: (server: string, tool: Params) => pins.visible(server, tool), toolHeld: (server: string, tool: string) => !pins.callable(server, tool) }),
