@@ -20,7 +20,7 @@ const HASH_LEN = 8;
  * ever-new names (every list_changed a new set) would otherwise grow the index forever: past
  * this, the name that server listed least recently is forgotten (see NameIndex.publish).
  */
-export const MAX_NAMES_PER_SERVER = 10_000;
+export const MAX_NAMES_PER_SERVER = 100_000;
 
 export interface NameIndexOptions {
   separator: string;
