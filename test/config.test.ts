@@ -78,6 +78,7 @@ describe('loadConfig: the DESIGN example', () => {
       prefix: 'fs',
       disabled: false,
       sharing: 'shared',
+      logs: 'related',
       timeoutMs: 60000,
       tools: { allow: ['*'], deny: [] },
       prompts: { allow: ['*'], deny: [] },
@@ -137,7 +138,7 @@ describe('loadConfig: the DESIGN example', () => {
     const c = await load({
       $schema: './schema/config.schema.json',
       mcpServers: {
-        b: { command: 'b', disabled: true, sharing: 'session', timeoutMs: 5000 },
+        b: { command: 'b', disabled: true, sharing: 'session', logs: 'broadcast', timeoutMs: 5000 },
         a: {
           url: 'https://a.example/mcp',
           prefix: '',
@@ -151,7 +152,7 @@ describe('loadConfig: the DESIGN example', () => {
       logLevel: 'debug',
     });
     expect(c.servers.map((s) => s.name)).toEqual(['b', 'a']);
-    expect(c.servers[0]).toMatchObject({ disabled: true, sharing: 'session', timeoutMs: 5000 });
+    expect(c.servers[0]).toMatchObject({ disabled: true, sharing: 'session', logs: 'broadcast', timeoutMs: 5000 });
     expect(c.servers[1]).toMatchObject({
       prefix: '',
       timeoutMs: 1000,
@@ -187,6 +188,9 @@ describe('loadConfig: schema errors', () => {
       logLevel: 'verbose',
     });
     expect(issues).toContainEqual({ path: '/mcpServers', message: 'missing required key "mcpServers"' });
+    expect(await issuesOf({ mcpServers: { fs: { command: 'x', logs: 'everyone' } } })).toEqual([
+      { path: '/mcpServers/fs/logs', message: 'must be one of "related", "broadcast", got "everyone"' },
+    ]);
     expect(issues).toContainEqual({ path: '/namespace/separator', message: 'must match ^[A-Za-z0-9_.-]{1,4}$, got "::"' });
     expect(issues).toContainEqual({ path: '/namespace/maxNameLength', message: 'must be >= 16, got 8' });
     expect(issues).toContainEqual({ path: '/listen/port', message: 'must be <= 65535, got 70000' });

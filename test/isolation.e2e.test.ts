@@ -47,7 +47,8 @@ describe('isolation', () => {
   }, 60_000);
 
   it('a Streamable HTTP session without a GET stream holds at most 1 MB (and 256 messages) of log messages for it, said once; a GET then gets the newest', async () => {
-    const d = await startDaemon({ mcpServers: { bad: { command: process.execPath, args: [BAD, '{}'] } } });
+    // "logs": "broadcast": the loud host's calls log to every session, the idle one's too.
+    const d = await startDaemon({ mcpServers: { bad: { command: process.execPath, args: [BAD, '{}'], logs: 'broadcast' } } });
     // The idle host: initialized, then never opens a GET stream while the flood goes by.
     const init = await fetch(d.url, {
       method: 'POST',

@@ -587,10 +587,11 @@ describe('server-initiated requests from a shared upstream reach a host only whe
 });
 
 describe('upstream log messages', () => {
-  it('reach only clients that policy lets see something of that server, and never with an invalid level', async () => {
+  it('broadcast, reach only clients that policy lets see something of that server, and never with an invalid level', async () => {
     const d = await startDaemon(
       {
-        mcpServers: { fx: fixture({ name: 'fx' }), other: fixture({ name: 'other' }) },
+        // "logs": "broadcast": each server's messages go to every session policy lets see it.
+        mcpServers: { fx: { ...fixture({ name: 'fx' }), logs: 'broadcast' }, other: { ...fixture({ name: 'other' }), logs: 'broadcast' } },
         listen: { auth: { tokens: [{ client: 'sees', tokenEnv: 'MUX_T_SEES' }, { client: 'blind', tokenEnv: 'MUX_T_BLIND' }] } },
         // "blind" may use the other server only: fx is kept away from it entirely.
         policy: { clients: { blind: { deny: ['fx__*'], prompts: { deny: ['fx__*'] } } } },

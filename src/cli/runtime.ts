@@ -99,7 +99,7 @@ export function createRuntime(initial: Config, opts: GlobalOptions): Runtime {
     addLogSecrets(log, next.secrets);
     // --log-level wins over the file, as at start.
     if (!opts.logLevel) log.level = next.logLevel ?? 'info';
-    pins.setPinned(pinnedOf(next));
+    pins.setPinned(pinnedOf(next), new Set(next.servers.map((s) => s.name)));
     // Rate-limit buckets of rules the reload leaves alone stay as drained as they are.
     governance = createGovernance(next, pins, governance.limiter);
     await router.reload(next, governance, plan);

@@ -43,8 +43,12 @@ export async function runTools(opts: ToolsOptions): Promise<number> {
         }
       }
       if (unknown.size > 0) throw new UsageError(`--approve: no tool named ${[...unknown].map((n) => JSON.stringify(n)).join(', ')}`);
-      pins.approve(pairs);
-      process.stdout.write(`approved ${pairs.length} tool definition(s): ${pairs.map((p) => `${p.server}/${p.tool}`).join(', ')}\n`);
+      const approved = pins.approve(pairs);
+      const named = (ps: typeof pairs) => ps.map((p) => `${p.server}/${p.tool}`).join(', ');
+      process.stdout.write(`approved ${approved.length} tool definition(s): ${named(approved)}\n`);
+      // Servers without pinTools hold nothing and record nothing: there is nothing to approve.
+      const loose = pairs.filter((p) => !approved.includes(p));
+      if (loose.length > 0 && !opts.approveAll) process.stdout.write(`not pinned (nothing to approve): ${named(loose)}\n`);
       return 0;
     }
     if (opts.json) {

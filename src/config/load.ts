@@ -42,7 +42,7 @@ interface RawServer {
   command?: string; args?: string[]; env?: Record<string, string>; cwd?: string; inheritEnv?: boolean | string[];
   url?: string; headers?: Record<string, string>;
   type?: string; transport?: string; prefix?: string; disabled?: boolean;
-  sharing?: 'shared' | 'session'; timeoutMs?: number; tools?: RawGlobList; prompts?: RawGlobList;
+  sharing?: 'shared' | 'session'; logs?: 'related' | 'broadcast'; timeoutMs?: number; tools?: RawGlobList; prompts?: RawGlobList;
   resources?: RawGlobList & { namespace?: 'prefix' | 'passthrough' };
   roots?: { uri: string; name?: string }[];
   restart?: { maxRetries?: number; backoffMs?: number };
@@ -412,6 +412,7 @@ function buildServer(
     pinTools: s.pinTools ?? ctx.pinTools,
     era: s.era ?? 'auto',
     sharing: s.sharing ?? 'shared',
+    logs: s.logs ?? 'related',
     timeoutMs,
     tools: globList(s.tools),
     prompts: globList(s.prompts),

@@ -34,6 +34,12 @@ interface ServerCommon {
   prefix: string;
   disabled: boolean;
   sharing: Sharing;
+  /**
+   * Where a shared connection's log messages go: `related` (default) to the session the
+   * upstream relates them to, else where its sampling would go (reverse.ts); `broadcast` to
+   * every session that may see the server.
+   */
+  logs: 'related' | 'broadcast';
   /** Per-request timeout for this upstream; falls back to `timeouts.requestMs`. */
   timeoutMs: number;
   /** Match the upstream's own tool and prompt names and URIs (not the public ones). */

@@ -25,6 +25,25 @@ function pinsInterceptor(pins: ToolPins): Interceptor {
 }
 
 /**
+ * Tells pinning what each tools/list page showed, so that what a server no longer lists is
+ * pruned (pins.ts). Innermost: it sees the upstream's own answer.
+ */
+function pinsListings(pins: ToolPins): Interceptor {
+  // Only tools/list is looked at: every other call passes straight on, with no await added.
+  return (next) => (call) => {
+    if (call.method !== 'tools/list') return next(call);
+    return next(call).then((result) => {
+      if (Array.isArray(result.tools)) {
+        const names = (result.tools as unknown[]).flatMap((t) => (typeof (t as Params | null)?.name === 'string' ? [(t as Params).name as string] : []));
+        const last = typeof result.nextCursor !== 'string' || result.nextCursor === '';
+        pins.page(call.upstream, call.params.cursor === undefined, names, last);
+      }
+      return result;
+    });
+  };
+}
+
+/**
  * `previous`: the rate limiter of the governance this one replaces (a reload), whose buckets of
  * unchanged rules carry over. The result's `limiter` is the one to pass at the next reload.
  */
@@ -37,7 +56,7 @@ export function createGovernance(
   const limiter = new RateLimiter(config.rateLimits, config.limits.maxRateLimitKeys).adopt(previous);
   // Only a pinned server's tools can be held: with none, calls skip the check.
   const holds = pins !== undefined && config.servers.some((s) => s.pinTools);
-  const interceptors = [policy.interceptor(), ...(holds ? [pinsInterceptor(pins)] : []), ...(limiter.active ? [limiter.interceptor()] : [])];
+  const interceptors = [policy.interceptor(), ...(holds ? [pinsInterceptor(pins)] : []), ...(limiter.active ? [limiter.interceptor()] : []), ...(pins ? [pinsListings(pins)] : [])];
   return {
     limiter,
     interceptors,

@@ -1,10 +1,16 @@
 // Tool-definition pinning against "rug pulls": a server that changes what a tool says or takes
 // after users trusted it. Every upstream tool's definition is hashed (sha256 of its canonical
-// JSON, keys sorted) per field, and the approved hashes are kept in a state file. A changed
-// definition is logged with the fields that changed and published on the bus (counted in
-// metrics). Under `pinTools` it is also held: hidden from tools/list and refused when called,
-// until an admin approves it (`mcpmux tools --approve NAME`); so is a tool new to a server that
-// was already pinned. The first time a server is seen at all, its tools are trusted as they are.
+// JSON, keys sorted) per field. For servers under `pinTools` the approved hashes are kept in a
+// state file, and a changed definition, or a tool new to a server already pinned, is held:
+// hidden from tools/list and refused when called, until an admin approves it (`mcpmux tools
+// --approve NAME`). The first time a pinned server is seen at all, its tools are trusted as they
+// are. Other servers are recorded nowhere: a definition that changes while mcpmux runs is only
+// compared with the one listed before. Either way a change is logged with the fields that
+// changed and published on the bus (counted in metrics).
+//
+// Bounded: only pinned servers are written; each server's entries (on disk and in memory) are
+// pruned to what its latest complete tools/list shows, and a reload that removes a server or
+// stops pinning it prunes the server.
 
 import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
@@ -19,6 +25,8 @@ const FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', '
 const FILE_VERSION = 1;
 /** Changes remembered as reported at most (see ToolPins.reported). */
 const MAX_REPORTED = 10_000;
+/** Names one listing in progress may collect at most; a longer one prunes nothing. */
+const MAX_LISTING = 100_000;
 
 
 interface Pinned {
@@ -41,13 +49,24 @@ export interface PinsOptions {
   onChange?: () => void;
 }
 
+/** One upstream connection as pruning needs it: a closed one's listing no longer counts. */
+export interface Lister {
+  readonly name: string;
+  readonly state: string;
+}
+
 export class ToolPins {
   private state: StateFile = { version: FILE_VERSION, servers: {} };
   /**
    * The field hashes of the definitions seen last, per server and tool: a call to a pinned
-   * server compares these (it does not hash again), and an approval records them.
+   * server compares these (it does not hash again), an approval records them, and an unpinned
+   * server's next listing is compared with them. Pruned to what the server lists.
    */
   readonly seen = new Map<string, Map<string, Record<string, string>>>();
+  /** Per connection, the tool names of the listing it is paging through (undefined: more than MAX_LISTING). */
+  private readonly listing = new WeakMap<Lister, Set<string> | undefined>();
+  /** Per server, per connection, the tool names of its latest complete listing. */
+  private readonly listed = new Map<string, Map<Lister, Set<string>>>();
   /**
    * `server\0tool\0fieldhash` of changes already reported (once each, not on every listing).
    * Emptied at MAX_REPORTED: a server inventing definitions cannot grow it without bound (it
@@ -70,15 +89,21 @@ export class ToolPins {
     let mine = this.seen.get(server);
     if (!mine) this.seen.set(server, (mine = new Map()));
     const fields = hashFields(tool);
+    const before = mine.get(name);
     mine.set(name, fields);
+    if (!this.opts.pinned.has(server)) {
+      // Not pinned: nothing is written; a change since the last listing is said and counted.
+      const changed = before ? FIELDS.filter((f) => before[f] !== fields[f]) : [];
+      if (changed.length > 0) this.report(server, name, changed, fields, false);
+      return true;
+    }
     // Trust on first use: a server with no entry when this process started has its tools
     // recorded as they are, all through this run (a changed one is still caught).
     if (!this.state.servers[server]) this.firstUse.add(server);
     const known = (this.state.servers[server] ??= {});
     const pin = known[name];
-    const pinned = this.opts.pinned.has(server);
     if (!pin) {
-      if (!pinned || this.firstUse.has(server)) {
+      if (this.firstUse.has(server)) {
         known[name] = { fields, approvedAt: now() };
         this.scheduleSave();
         return true;
@@ -88,12 +113,52 @@ export class ToolPins {
     }
     const changed = FIELDS.filter((f) => pin.fields[f] !== fields[f]);
     if (changed.length === 0) return true;
-    this.report(server, name, changed, fields, pinned);
-    if (pinned) return false;
-    // Not pinned: said and counted once, then this is the definition known.
-    known[name] = { fields, approvedAt: now() };
-    this.scheduleSave();
-    return true;
+    this.report(server, name, changed, fields, true);
+    return false;
+  }
+
+  /**
+   * A tools/list page from `conn` was answered (`first`: it asked for no cursor; `last`: no
+   * nextCursor came back). When a listing is complete, what its server no longer lists is
+   * forgotten: its definitions seen, and for a pinned server its approvals in the file (a tool
+   * that comes back later is a new tool). A server with several connections (`sharing:
+   * "session"`) keeps what any open one listed last.
+   */
+  page(conn: Lister, first: boolean, names: readonly string[], last: boolean): void {
+    let acc: Set<string> | undefined;
+    if (first) acc = new Set();
+    else if (this.listing.has(conn)) acc = this.listing.get(conn);
+    else return; // a page of a listing whose start went by before (or was cached)
+    if (acc) for (const n of names) acc.add(n);
+    if (acc && acc.size > MAX_LISTING) acc = undefined;
+    if (!last) {
+      this.listing.set(conn, acc);
+      return;
+    }
+    this.listing.delete(conn);
+    if (acc) this.prune(conn, acc);
+  }
+
+  private prune(conn: Lister, names: Set<string>): void {
+    const server = conn.name;
+    let lists = this.listed.get(server);
+    if (!lists) this.listed.set(server, (lists = new Map()));
+    lists.set(conn, names);
+    const keep = (tool: string) => {
+      for (const [c, listed] of lists) if (c.state !== 'closed' && listed.has(tool)) return true;
+      return false;
+    };
+    for (const c of lists.keys()) if (c.state === 'closed') lists.delete(c);
+    const mine = this.seen.get(server);
+    for (const tool of mine?.keys() ?? []) if (!keep(tool)) mine!.delete(tool);
+    const known = this.opts.pinned.has(server) ? this.state.servers[server] : undefined;
+    let removed = false;
+    for (const tool of Object.keys(known ?? {})) {
+      if (keep(tool)) continue;
+      delete known![tool];
+      removed = true;
+    }
+    if (removed) this.scheduleSave();
   }
 
   /** Whether a call to `tool` of `server` may go through (a held tool may not). */
@@ -103,19 +168,39 @@ export class ToolPins {
     return fields === undefined || this.approved(server, tool, fields);
   }
 
-  /** Which servers are pinned from now on (a reload). */
-  setPinned(pinned: ReadonlySet<string>): void {
+  /**
+   * Which servers are pinned from now on, and which are configured at all (a reload). A server
+   * this process pinned and no longer pins (removed, or `pinTools` off) leaves the file; one no
+   * longer configured is forgotten here too. Servers this process never pinned are left alone:
+   * another config sharing the state folder may pin them.
+   */
+  setPinned(pinned: ReadonlySet<string>, configured: ReadonlySet<string>): void {
+    let removed = false;
+    for (const server of this.opts.pinned) {
+      if (pinned.has(server) || !this.state.servers[server]) continue;
+      delete this.state.servers[server];
+      this.firstUse.delete(server);
+      removed = true;
+    }
+    for (const server of this.seen.keys()) if (!configured.has(server)) this.seen.delete(server);
+    for (const server of this.listed.keys()) if (!configured.has(server)) this.listed.delete(server);
     this.opts.pinned = pinned;
+    if (removed) this.saveNow();
   }
 
-  /** Records the definitions seen last for these (server, tool) pairs as approved; writes the file now. */
-  approve(pairs: readonly { server: string; tool: string }[]): void {
-    for (const { server, tool } of pairs) {
+  /**
+   * Records the definitions seen last for these (server, tool) pairs as approved, for servers
+   * that are pinned (nothing else is held or recorded); writes the file now. Returns the pairs recorded.
+   */
+  approve(pairs: readonly { server: string; tool: string }[]): { server: string; tool: string }[] {
+    const done = pairs.filter(({ server, tool }) => {
       const fields = this.seen.get(server)?.get(tool);
-      if (!fields) continue;
+      if (!fields || !this.opts.pinned.has(server)) return false;
       (this.state.servers[server] ??= {})[tool] = { fields, approvedAt: now() };
-    }
+      return true;
+    });
     this.saveNow();
+    return done;
   }
 
   /** Re-reads the file when another process (`mcpmux tools --approve`) changes it. */
@@ -131,7 +216,9 @@ export class ToolPins {
           // Only approvals for servers this process pins change what hosts see; another
           // mcpmux recording its own servers' first use must not make every host re-list.
           const before = this.pinnedState();
+          const prior = this.state;
           this.load();
+          this.keepPinned(prior);
           if (this.pinnedState() === before) return;
           this.opts.log.info({ file: this.opts.file }, 'tool pins changed on disk; lists rebuilt');
           this.opts.onChange?.();
@@ -141,6 +228,18 @@ export class ToolPins {
     } catch (err) {
       warn(err as Error, 'cannot watch the tool pins file; approvals apply on restart');
     }
+  }
+
+  /**
+   * A server this process pins whose entry another process removed (it stopped pinning it):
+   * its approvals stay, or its held tools would be trusted afresh. Written back.
+   */
+  private keepPinned(prior: StateFile): void {
+    const back = [...this.opts.pinned].filter((server) => !this.state.servers[server] && prior.servers[server]);
+    if (back.length === 0) return;
+    for (const server of back) this.state.servers[server] = prior.servers[server]!;
+    this.opts.log.warn({ file: this.opts.file, servers: back }, 'the tool pins file lost servers this process pins; their approvals were written back');
+    this.saveNow();
   }
 
   /** What the file says of the servers this process pins (what an approval can change). */

@@ -14,7 +14,7 @@ import { unwrapId, unwrapRelatedTask, wrapId, wrapRelatedTask, wrapTaskResult } 
 import type { Lists } from './lists.js';
 import type { LogLevels } from './log-levels.js';
 import type { NamedKind } from './naming.js';
-import type { Owners } from './owners.js';
+import { TASK_DONE_GRACE_MS, type Owners } from './owners.js';
 import type { UpstreamPool } from './pool.js';
 import type { Resolved, Resolver } from './resolve.js';
 import { fulfilInput, needsInput } from './input-bridge.js';
@@ -134,7 +134,9 @@ export class Dispatch {
     // A task-augmented call answers with a task; the host will come back for it by id.
     if (params.task !== undefined && typeof (result.task as Params | undefined)?.taskId === 'string') {
       wrapTaskResult(result, up.name);
-      this.owners.tasks.set((result.task as Params).taskId as string, session);
+      // Owned until the upstream may forget it (its ttl; null: no limit but the caps).
+      const ttl = (result.task as Params).ttl;
+      this.owners.tasks.set((result.task as Params).taskId as string, session, typeof ttl === 'number' && ttl >= 0 ? ttl : undefined);
       return result;
     }
     return this.adaptResult(session, up, rewriteToolResult, result);
@@ -180,9 +182,12 @@ export class Dispatch {
     this.resolve.available(up, `Task ${wrapped}`);
     params.taskId = parts.rest;
     const result = await this.forward(this.call(session, req.id, up, req.method, params, signal, event));
-    // Ownership lasts as long as the session: a host may still ask about a finished task
-    // until the upstream forgets it (its ttl).
-    if (req.method === 'tasks/result') return this.adaptResult(session, up, rewriteToolResult, result);
+    if (req.method === 'tasks/result') {
+      // The host has what the task was for: owned a little longer (a last tasks/get), then
+      // forgotten, so ownership is bounded by tasks running or unfetched (see Owners).
+      this.owners.tasks.expireIn(wrapped, TASK_DONE_GRACE_MS);
+      return this.adaptResult(session, up, rewriteToolResult, result);
+    }
     wrapTaskResult(result, up.name);
     return result;
   }

@@ -15,6 +15,13 @@ export interface Owner {
 const SAFE = /[^A-Za-z0-9_.-]/g;
 const HASH_LEN = 8;
 
+/**
+ * Public names remembered per server and kind (tools, prompts) at most. An upstream that lists
+ * ever-new names (every list_changed a new set) would otherwise grow the index forever: past
+ * this, the name that server listed least recently is forgotten (see NameIndex.publish).
+ */
+export const MAX_NAMES_PER_SERVER = 100_000;
+
 export interface NameIndexOptions {
   separator: string;
   maxLength: number;
@@ -24,6 +31,14 @@ export interface NameIndexOptions {
   onRename?: (kind: NamedKind, owner: Owner, from: string, to: string) => void;
   /** A name already shown to hosts now belongs to another item: lists must be rebuilt. */
   onMoved?: (kind: NamedKind) => void;
+  /**
+   * A server went past `maxPerServer` and its least recently listed name `pub` was forgotten:
+   * pages cached with it must go, so that a host calling it makes a walk that publishes it
+   * again (if the server still lists it).
+   */
+  onForgotten?: (kind: NamedKind, server: string, pub: string) => void;
+  /** Default MAX_NAMES_PER_SERVER. */
+  maxPerServer?: number;
 }
 
 /**
@@ -36,17 +51,30 @@ export interface NameIndexOptions {
 export class NameIndex {
   private readonly byPublic: Record<NamedKind, Map<string, Owner>> = { tools: new Map(), prompts: new Map() };
   private readonly byOwner: Record<NamedKind, Map<string, string>> = { tools: new Map(), prompts: new Map() };
-  private readonly byServer: Record<NamedKind, Map<string, string[]>> = { tools: new Map(), prompts: new Map() };
-  /** Grows with every name published or moved (for caches of what a server offers). */
+  /** Per server, its public names, least recently listed first (a Set keeps insertion order). */
+  private readonly byServer: Record<NamedKind, Map<string, Set<string>>> = { tools: new Map(), prompts: new Map() };
+  private readonly maxPerServer: number;
+  /** Grows with every name published, moved or forgotten (for caches of what a server offers). */
   version = 0;
 
-  constructor(private readonly opts: NameIndexOptions) {}
+  constructor(private readonly opts: NameIndexOptions) {
+    this.maxPerServer = opts.maxPerServer ?? MAX_NAMES_PER_SERVER;
+  }
 
-  /** The public name for an upstream item, registered so `resolve` finds it. */
+  /**
+   * The public name for an upstream item, registered so `resolve` finds it. Every call counts
+   * as the item being listed now; a server past `maxPerServer` names forgets the one it listed
+   * least recently (a name it no longer lists, unless one listing alone is bigger than that).
+   */
   publish(kind: NamedKind, server: string, prefix: string, name: string): string {
     const ownerKey = server + '\0' + name;
     const known = this.byOwner[kind].get(ownerKey);
-    if (known !== undefined) return known;
+    if (known !== undefined) {
+      const own = this.byServer[kind].get(server)!;
+      own.delete(known);
+      own.add(known);
+      return known;
+    }
     const wanted = this.fit(prefix === '' ? name : prefix + this.opts.separator + name);
     let pub = wanted;
     const holder = this.byPublic[kind].get(wanted);
@@ -61,6 +89,7 @@ export class NameIndex {
       this.opts.onRename?.(kind, { server, name }, wanted, pub);
     }
     this.place(kind, { server, name }, pub);
+    this.trim(kind, server);
     return pub;
   }
 
@@ -70,11 +99,27 @@ export class NameIndex {
     const old = this.byOwner[kind].get(ownerKey);
     this.byPublic[kind].set(pub, owner);
     this.byOwner[kind].set(ownerKey, pub);
-    const own = this.byServer[kind].get(owner.server) ?? [];
-    if (old !== undefined) own.splice(own.indexOf(old), 1);
-    own.push(pub);
-    this.byServer[kind].set(owner.server, own);
+    let own = this.byServer[kind].get(owner.server);
+    if (!own) this.byServer[kind].set(owner.server, (own = new Set()));
+    if (old !== undefined) own.delete(old);
+    own.add(pub);
     this.version++;
+  }
+
+  /** A server past its cap forgets the names it listed least recently. */
+  private trim(kind: NamedKind, server: string): void {
+    const own = this.byServer[kind].get(server)!;
+    while (own.size > this.maxPerServer) {
+      const pub = own.values().next().value as string;
+      own.delete(pub);
+      const owner = this.byPublic[kind].get(pub);
+      if (owner?.server === server) {
+        this.byPublic[kind].delete(pub);
+        this.byOwner[kind].delete(owner.server + '\0' + owner.name);
+      }
+      this.version++;
+      this.opts.onForgotten?.(kind, server, pub);
+    }
   }
 
   /** `<wanted>_<place in the config>`, made unique if even that is taken. */
@@ -85,9 +130,10 @@ export class NameIndex {
     return pub;
   }
 
-  /** The public names published so far for a server's items. */
+  /** The public names published so far for a server's items (at most `maxPerServer`). */
   publishedBy(kind: NamedKind, server: string): readonly string[] {
-    return this.byServer[kind].get(server) ?? [];
+    const own = this.byServer[kind].get(server);
+    return own ? [...own] : [];
   }
 
   /**

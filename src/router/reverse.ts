@@ -96,7 +96,7 @@ export class Reverse implements UpstreamListener {
         const logger = typeof params.logger === 'string' ? `${up.name}/${params.logger}` : up.name;
         const shown = { ...params, logger };
         // Only to sessions whose client policy lets see something of this server.
-        for (const s of this.d.audience.of(up)) {
+        for (const s of this.logRecipients(up, call)) {
           // Tied to the host request it came with, where known (HTTP upstreams say which).
           if (this.d.logLevels.wants(s, params.level) && this.d.lists.clientSees(s.client, up)) s.notify(n.method, shown, call?.session === s ? call.hostRequestId : undefined);
         }
@@ -119,6 +119,29 @@ export class Reverse implements UpstreamListener {
       default:
         up.log.debug({ method: n.method }, 'notification from upstream not routed');
     }
+  }
+
+  /**
+   * Where a log message goes. A shared connection serves several sessions, perhaps of several
+   * clients, and what it logs during one host's call is that host's business: it goes where
+   * its sampling would go (`recipient`: the call it came with, the one session with calls in
+   * flight to it, or the only session), and nowhere when that is not one session (said once
+   * per server). `logs: "broadcast"` sends it to every session instead; a `sharing: "session"`
+   * connection's messages are its owner's.
+   */
+  private logRecipients(up: Upstream, call: Call | undefined): Iterable<SessionPort> {
+    if (up.config.logs === 'broadcast' || this.d.pool.ownerOf(up)) return this.d.audience.of(up);
+    const { session, sharedBy } = this.recipient(up, call);
+    if (session) return [session];
+    const key = `${up.name}\0log-unrouted`;
+    if (sharedBy && !this.said.has(key)) {
+      this.said.add(key);
+      up.log.info(
+        { sessions: sharedBy, once: true },
+        'log messages of this server that belong to no single host session are dropped (said once); give it "logs": "broadcast" to send them to every session',
+      );
+    }
+    return [];
   }
 
   /** A server-initiated request: observed here, whatever becomes of it. */

@@ -22,8 +22,8 @@ import { ForwardChain, OPEN_GOVERNANCE, ownCall, type Forward, type Governance }
 import { Lists } from './lists.js';
 import { LogLevels } from './log-levels.js';
 import { mergeCapabilities, mergeInstructions } from './merge.js';
-import { NameIndex } from './naming.js';
-import { Owners, Usage } from './owners.js';
+import { MAX_NAMES_PER_SERVER, NameIndex } from './naming.js';
+import { MAX_OWNED_PER_SESSION, MAX_OWNED_TOTAL, Owners, Usage } from './owners.js';
 import { UpstreamPool } from './pool.js';
 import { Resolver } from './resolve.js';
 import { Reverse } from './reverse.js';
@@ -48,7 +48,15 @@ export class Router {
   private readonly lists: Lists;
   private readonly resolve: Resolver;
   private readonly subscriptions = new Subscriptions();
-  private readonly owners = new Owners();
+  /** Task and elicitation owners; an id forgotten for room is said at debug, and once at warn per kind. */
+  private readonly owners = new Owners((kind, id, session) => {
+    const first = !this.saidForgotten.has(kind);
+    this.saidForgotten.add(kind);
+    this.log[first ? 'warn' : 'debug'](
+      { kind, id, session: session.id, perSession: MAX_OWNED_PER_SESSION, total: MAX_OWNED_TOTAL, ...(first && { once: true }) },
+      `too many ${kind}s owned at once; the oldest is forgotten (its host can no longer reach it)`,
+    );
+  });
   private readonly usage = new Usage();
   private readonly logLevels: LogLevels;
   private readonly chain: ForwardChain;
@@ -60,6 +68,8 @@ export class Router {
 
   private readonly names: NameIndex;
   private readonly dispatch: Dispatch;
+  /** What was said forgotten past a cap (once each): `<kind>\0<server>` for names, `task`/`elicitation`. */
+  private readonly saidForgotten = new Set<string>();
   /** A server's place in the config (contested names go to the earlier one). */
   private rank = new Map<string, number>();
 
@@ -79,6 +89,15 @@ export class Router {
       onMoved: (kind) => {
         this.lists.catalogue.reset();
         this.audience.listChanged(kind);
+      },
+      // A server listing ever-new names: the one it listed least recently is forgotten. Cached
+      // pages go too, so a host that still calls it makes a walk that publishes it again.
+      onForgotten: (kind, server) => {
+        this.lists.catalogue.reset();
+        const key = `${kind}\0${server}`;
+        if (this.saidForgotten.has(key)) return;
+        this.saidForgotten.add(key);
+        this.log.warn({ kind, server, max: MAX_NAMES_PER_SERVER, once: true }, 'server has listed more names than mcpmux remembers per server; the least recently listed are forgotten (said once)');
       },
     });
     this.names = names;

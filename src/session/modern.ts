@@ -15,6 +15,13 @@ import type { Router, SessionPort } from '../router/router.js';
 import { BridgedCall } from './bridged-call.js';
 import type { ParkedCalls } from './parked.js';
 
+/**
+ * Resource URIs one subscriptions/listen may ask for at most: each is a subscription upstream
+ * (for a 2026-07-28 upstream, a stream of its own), and the listen holds them all while open.
+ * Past it the listen is refused (-32602) before anything is subscribed.
+ */
+export const MAX_LISTEN_URIS = 1_000;
+
 /** What a listen stream asked for and was granted (the acknowledged filter). */
 interface Listen {
   id: JsonRpcId;
@@ -209,7 +216,11 @@ export class ModernHost {
     const asked = (params.notifications ?? {}) as Params;
     if (typeof asked !== 'object' || asked === null || Array.isArray(asked)) throw new RpcError(ErrorCode.InvalidParams, 'Invalid params: notifications must be an object');
     const l: Listen = { id: req.id, tools: asked.toolsListChanged === true, prompts: asked.promptsListChanged === true, resources: asked.resourcesListChanged === true, uris: new Set() };
-    const uris = Array.isArray(asked.resourceSubscriptions) ? (asked.resourceSubscriptions as unknown[]).filter((u): u is string => typeof u === 'string') : [];
+    const listed = Array.isArray(asked.resourceSubscriptions) ? (asked.resourceSubscriptions as unknown[]) : [];
+    if (listed.length > MAX_LISTEN_URIS) {
+      throw new RpcError(ErrorCode.InvalidParams, `Invalid params: notifications.resourceSubscriptions has ${listed.length} entries; at most ${MAX_LISTEN_URIS} per subscriptions/listen`, { max: MAX_LISTEN_URIS });
+    }
+    const uris = listed.filter((u): u is string => typeof u === 'string');
     for (const uri of new Set(uris)) {
       // Several listens of one connection may want the same URI: subscribed once, for all.
       const refs = this.uriRefs.get(uri) ?? 0;
