@@ -254,3 +254,38 @@ describe('the marker for big numbers never leaves mcpmux', () => {
     }
   });
 });
+
+describe('long strings kept as raw bytes never leave mcpmux as placeholders', () => {
+  // A line of 32 KiB or more keeps its long string values as bytes behind a placeholder
+  // (src/jsonrpc/opaque.ts); a value moved out of its message must take its bytes along.
+  it("a 2026-07-28 upstream's long requestState comes back to it whole on the retry (legacy host, input asked by elicitation)", async () => {
+    const modern = { command: process.execPath, args: [path.join(ROOT, 'test/fixtures/modern-upstream.mjs'), 'stdio', '{}'] };
+    const peer = startRawMux(await writeConfig({ mcpServers: { mo: modern } }));
+    await peer.request('initialize', { ...initParams('2025-11-25'), capabilities: { elicitation: {} } }, 30_000);
+    peer.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    // The fixture puts the greeting into its requestState: a 40 KB string in a 40 KB answer.
+    const greeting = `Hello ${'é'.repeat(20_000)}`;
+    peer.send({ jsonrpc: '2.0', id: 'greet', method: 'tools/call', params: { name: 'mo__greet', arguments: { greeting } } });
+    const ask = await peer.next((m) => m.method === 'elicitation/create', 30_000);
+    expect(ask.params.message).toBe('What is your name?');
+    peer.send({ jsonrpc: '2.0', id: ask.id, result: { action: 'accept', content: { name: 'Ada' } } });
+    const r = await peer.next((m) => m.id === 'greet', 30_000);
+    expect(r.result?.content?.[0]?.text === `${greeting}, Ada!`, JSON.stringify(r).slice(0, 300)).toBe(true);
+    expect(peer.lines.join('\n')).not.toMatch(/\\u0000mcpmux-/);
+  });
+
+  it("a 2026-07-28 host gets an upstream's long sampling request whole inside input_required", async () => {
+    const peer = startRawMux(await writeConfig({ mcpServers: { fx: fixture({ name: 'fx' }) } }));
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { sampling: {} } };
+    // The fixture's sample tool asks for sampling with this text: a 40 KB string in a 40 KB request.
+    const text = `Summarise ${'é'.repeat(20_000)}`;
+    peer.send({ jsonrpc: '2.0', id: 'sample', method: 'tools/call', params: { name: 'fx__sample', arguments: { text }, _meta: meta } });
+    const r = await peer.next((m) => m.id === 'sample', 30_000);
+    expect(r.result?.resultType, JSON.stringify(r).slice(0, 300)).toBe('input_required');
+    const asks = Object.values(r.result.inputRequests) as any[];
+    expect(asks).toHaveLength(1);
+    expect(asks[0].method).toBe('sampling/createMessage');
+    expect(asks[0].params.messages[0].content.text === text, JSON.stringify(asks[0]).slice(0, 300)).toBe(true);
+    expect(peer.lines.join('\n')).not.toMatch(/\\u0000mcpmux-/);
+  });
+});
