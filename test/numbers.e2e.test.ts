@@ -88,6 +88,18 @@ describe('ids out of double range are echoed exactly', () => {
     expect((await peer.request('ping')).result).toEqual({});
   });
 
+  it('stdio: a line over the size limit is refused for its id as sent', async () => {
+    const peer = startRawMux(await writeConfig({ mcpServers: { fx: fixture({ name: 'fx' }) }, limits: { maxMessageBytes: 4096 } }));
+    await init(peer);
+    const pad = 'z'.repeat(8000);
+    for (const id of ['1e400', '12345678901234567890', '-1.5e309']) {
+      peer.send(line(id, 'tools/call', { name: 'fx__echo', arguments: { pad } }));
+      // Read from its first bytes only: the message is never parsed whole.
+      await waitFor(() => peer.lines.some((l) => echoes(l, id)), { what: `the refusal for ${id}` });
+      expect(peer.lines.find((l) => echoes(l, id))).toMatch(new RegExp(`^\\{"jsonrpc":"2\\.0","id":${id.replace(/[.+-]/g, '\\$&')},"error":\\{"code":-32600,"message":"Message of \\d+ bytes exceeds the limit"`));
+    }
+  });
+
   describe('over HTTP', () => {
     let d: Daemon;
     const headers = (accept: string, sid?: string): Record<string, string> => ({
