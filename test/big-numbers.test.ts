@@ -2,7 +2,7 @@
 // the digits they arrived as.
 
 import { describe, expect, it } from 'vitest';
-import { parseJson } from '../src/jsonrpc/big-numbers.js';
+import { isText, jsonText, parseJson } from '../src/jsonrpc/big-numbers.js';
 import { encodeMessage } from '../src/jsonrpc/framing.js';
 
 const roundTrip = (text: string): string => encodeMessage(parseJson(text));
@@ -33,6 +33,17 @@ describe('parseJson + the encoder', () => {
     const b = (parseJson('{"params":{"requestId":12345678901234567890}}') as any).params.requestId;
     expect(a).toBe(b);
     expect(a).not.toBe((parseJson('{"id":12345678901234567891}') as any).id);
+  });
+
+  it('a kept number is not text; printed or caught inside a longer string, it is its digits (never the marker)', () => {
+    const id = (parseJson('{"id":1e400}') as any).id;
+    expect(isText(id)).toBe(false);
+    expect(isText('1e400')).toBe(true);
+    expect(jsonText(id)).toBe('1e400');
+    expect(jsonText('a')).toBe('"a"');
+    // Code that builds text from the value: the encoder still writes no marker.
+    const msg = { jsonrpc: '2.0', id, error: { code: -1, message: `unknown ${id}`, data: { nested: JSON.stringify({ id }) } } };
+    expect(encodeMessage(msg)).toBe('{"jsonrpc":"2.0","id":1e400,"error":{"code":-1,"message":"unknown 1e400","data":{"nested":"{\\"id\\":\\"1e400\\"}"}}}');
   });
 
   it('invalid JSON still fails the way JSON.parse does', () => {

@@ -6,6 +6,11 @@
 // a good request is answered correctly, and its live heap (after a forced full collection) is
 // within 20 MB of its baseline.
 //
+// Ids out of double range (1e400, -1e400, 1e309, 37-digit integers) get their own run on each
+// host surface, in a session that takes batches: the same generated traffic with every id
+// replaced by a distinct out-of-range one, alone and in batches, each request answered exactly
+// once with its id as sent (the rule: docs/decisions.md).
+//
 // The messages come from fixed seeds (printed on failure), so a failure replays exactly.
 // MCPMUX_FUZZ_RUNS=100000 npx vitest run test/fuzz.e2e.test.ts fuzzes longer.
 
@@ -15,14 +20,20 @@ import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { lines, validOutput } from './helpers/fuzz.js';
+import { countAnswers, lines, outOfRangeLines, unanswered, validOutput, type OutOfRangeLine } from './helpers/fuzz.js';
 import { closeAll, fixture, ROOT, startRawMux, tempFile, waitFor, writeConfig, type RawPeer } from './helpers/harness.js';
 
 afterEach(closeAll);
 afterAll(stopAllDaemons);
 
 const RUNS = Number(process.env.MCPMUX_FUZZ_RUNS ?? 10_000);
-const SEED = { stdio: 101, http: 202, sse: 303, ws: 404, upstream: 505 };
+const SEED = { stdio: 101, http: 202, sse: 303, ws: 404, upstream: 505, outOfRange: 606 };
+/** Groups of out-of-range traffic per surface (each: up to 5 messages, alone or as one batch). */
+const OUT_OF_RANGE_RUNS = Math.max(100, Math.round(RUNS / 10));
+/** The literals the issue names, sent first and alone (the generated traffic uses them too). */
+const NAMED = ['1e400', '-1e400', '1e309', '-1e309', '123456789012345678901234567890', '-98765432109876543210987654321'];
+const named = (): OutOfRangeLine[] => NAMED.map((id) => ({ text: `{"jsonrpc":"2.0","id":${id},"method":"tools/list"}`, answered: [id], httpRefused: false }));
+const BATCH_VERSION = '2025-03-26';
 const HEAP_SLACK = 20 * 1024 * 1024;
 // The special tools (crash, slow, sample...) stay out of reach: fuzzing is about input, not about the fixture's tricks.
 const servers = () => ({ fx: fixture({ name: 'fx', specialTools: false }) });
@@ -48,6 +59,18 @@ const heapGrowth = async (child: ChildProcess, stderr: () => string, before: num
 
 const goodCall = { jsonrpc: '2.0', id: 'good', method: 'tools/call', params: { name: 'fx__tool_0', arguments: { value: 'after the fuzz' } } };
 
+/** Counts answers in what a surface wrote (read incrementally), until every expected one came. */
+function answerCounter(input: OutOfRangeLine[], what: string) {
+  const counts = new Map<string, number>();
+  const expected = input.flatMap((l) => l.answered);
+  return {
+    counts,
+    add: (text: string) => countAnswers(text, counts),
+    all: () => waitFor(() => expected.every((id) => counts.has(id)), { what: `every out-of-range id answered (${what})`, timeoutMs: 90_000, intervalMs: 200 }),
+    check: () => expect(unanswered(input, counts), `${what}, seed ${SEED.outOfRange}`).toEqual([]),
+  };
+}
+
 describe('fuzzing', () => {
   it(`stdio host: ${RUNS} generated lines`, async () => {
     const config = await writeConfig({ mcpServers: servers(), timeouts });
@@ -68,6 +91,28 @@ describe('fuzzing', () => {
     expect(good.result.isError).toBeFalsy();
     expect(peer.child.exitCode).toBeNull();
     await heapGrowth(peer.child, peer.stderr, before);
+  }, 180_000);
+
+  it(`stdio host: out-of-range ids in ${OUT_OF_RANGE_RUNS} generated groups, alone and in batches, each answered once as sent`, async () => {
+    const peer = startRawMux(await writeConfig({ mcpServers: servers(), timeouts }));
+    await peer.request('initialize', { protocolVersion: BATCH_VERSION, capabilities: {}, clientInfo: { name: 'fuzz', version: '0' } }, 30_000);
+    peer.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    const input = [...named(), ...outOfRangeLines(OUT_OF_RANGE_RUNS, SEED.outOfRange)];
+    const answers = answerCounter(input, 'stdio');
+    let read = 0;
+    const poll = setInterval(() => {
+      for (; read < peer.lines.length; read++) answers.add(peer.lines[read]!);
+    }, 100);
+    try {
+      for (const l of input) peer.send(l.text);
+      await answers.all();
+    } finally {
+      clearInterval(poll);
+    }
+    for (; read < peer.lines.length; read++) answers.add(peer.lines[read]!);
+    answers.check();
+    expect(peer.lines.map(validOutput).filter(Boolean).slice(0, 5)).toEqual([]);
+    expect(peer.lines.filter((l) => /mcpmux-num-/.test(l)).slice(0, 3)).toEqual([]);
   }, 180_000);
 
   describe('over HTTP', () => {
@@ -94,10 +139,12 @@ describe('fuzzing', () => {
     }
 
     it(`Streamable HTTP: ${RUNS} generated POST bodies, with and without a session`, async () => {
+      // Generated first: it takes seconds on a loaded machine, and a keep-alive connection left
+      // idle that long (5 s) may be closed by the daemon just as fetch reuses it.
+      const input = lines(RUNS, SEED.http);
       d = await startDaemon({ mcpServers: servers(), timeouts }, GC_ENV);
       const before = await liveHeap(d.child, d.stderr);
       const h = await session();
-      const input = lines(RUNS, SEED.http);
       const statuses = new Map<number, number>();
       const bad: string[] = [];
       let next = 0;
@@ -126,6 +173,7 @@ describe('fuzzing', () => {
     }, 180_000);
 
     it(`legacy SSE: ${RUNS} generated messages on one connection`, async () => {
+      const input = lines(RUNS, SEED.sse);
       const before = await liveHeap(d.child, d.stderr);
       const ac = new AbortController();
       const res = await fetch(`${d.base}/sse`, { headers: { accept: 'text/event-stream' }, signal: ac.signal });
@@ -153,7 +201,6 @@ describe('fuzzing', () => {
       const post = (body: string) => fetch(new URL(endpoint!, d.base), { method: 'POST', headers: { 'content-type': 'application/json' }, body });
       await post(JSON.stringify({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'fuzz', version: '0' } } }));
       await post('{"jsonrpc":"2.0","method":"notifications/initialized"}');
-      const input = lines(RUNS, SEED.sse);
       const bad: string[] = [];
       let next = 0;
       await Promise.all(
@@ -208,6 +255,115 @@ describe('fuzzing', () => {
       expect(received.map(validOutput).filter(Boolean).slice(0, 5)).toEqual([]);
       await stillGood();
       await heapGrowth(d.child, d.stderr, before);
+    }, 180_000);
+  });
+
+  describe('over HTTP: ids out of double range', () => {
+    let d: Daemon;
+    const init = { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: BATCH_VERSION, capabilities: {}, clientInfo: { name: 'fuzz', version: '0' } } };
+
+    it(`Streamable HTTP: out-of-range ids in ${OUT_OF_RANGE_RUNS} generated groups, alone and in batches, JSON and SSE answers`, async () => {
+      const input = [...named(), ...outOfRangeLines(OUT_OF_RANGE_RUNS, SEED.outOfRange, { http: true })];
+      d = await startDaemon({ mcpServers: servers(), timeouts });
+      const accept = (i: number) => (i % 2 ? 'application/json, text/event-stream;q=0.5' : 'text/event-stream, application/json;q=0.5');
+      const r = await fetch(d.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: accept(0) }, body: JSON.stringify(init) });
+      await r.text();
+      const sid = r.headers.get('mcp-session-id')!;
+      const h = (i: number) => ({ 'content-type': 'application/json', accept: accept(i), 'mcp-session-id': sid, 'mcp-protocol-version': BATCH_VERSION });
+      await (await fetch(d.url, { method: 'POST', headers: h(0), body: '{"jsonrpc":"2.0","method":"notifications/initialized"}' })).text();
+      const answers = answerCounter(input, 'Streamable HTTP');
+      const bad: string[] = [];
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          while (next < input.length) {
+            const i = next++;
+            const l = input[i]!;
+            const res = await fetch(d.url, { method: 'POST', headers: h(i), body: l.text, signal: AbortSignal.timeout(60_000) });
+            const text = await res.text();
+            answers.add(text);
+            const want = l.httpRefused ? [400] : l.answered.length > 0 ? [200] : [200, 202];
+            if (!want.includes(res.status)) bad.push(`HTTP ${res.status} (want ${want}) for ${l.text.slice(0, 200)}: ${text.slice(0, 200)}`);
+            if (res.headers.get('content-type') === 'application/json' && text && validOutput(text)) bad.push(`${validOutput(text)} for ${l.text.slice(0, 200)}`);
+            if (/mcpmux-num-/.test(text)) bad.push(`mcpmux's marker for a big number in the answer to ${l.text.slice(0, 200)}: ${text.slice(0, 300)}`);
+          }
+        }),
+      );
+      expect(bad.slice(0, 5)).toEqual([]);
+      // Every POST has been answered in full (its body ended): nothing is left to wait for.
+      answers.check();
+    }, 180_000);
+
+    it(`legacy SSE: out-of-range ids in ${OUT_OF_RANGE_RUNS} generated groups, alone and in batches`, async () => {
+      const input = [...named(), ...outOfRangeLines(OUT_OF_RANGE_RUNS, SEED.outOfRange)];
+      d ??= await startDaemon({ mcpServers: servers(), timeouts });
+      const ac = new AbortController();
+      const res = await fetch(`${d.base}/sse`, { headers: { accept: 'text/event-stream' }, signal: ac.signal });
+      const answers = answerCounter(input, 'legacy SSE');
+      const received: string[] = [];
+      let endpoint: string | undefined;
+      const pump = (async () => {
+        const dec = new TextDecoder();
+        let buffered = '';
+        try {
+          for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+            buffered += dec.decode(chunk, { stream: true });
+            let at;
+            while ((at = buffered.indexOf('\n\n')) >= 0) {
+              const ev = buffered.slice(0, at);
+              buffered = buffered.slice(at + 2);
+              const data = ev.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+              if (/^event: endpoint$/m.test(ev)) endpoint = data;
+              else if (data) {
+                received.push(data);
+                answers.add(data);
+              }
+            }
+          }
+        } catch {
+          /* aborted at the end */
+        }
+      })();
+      await waitFor(() => endpoint, { what: 'the endpoint event' });
+      const post = (body: string) => fetch(new URL(endpoint!, d.base), { method: 'POST', headers: { 'content-type': 'application/json' }, body }).then((r) => r.text());
+      await post(JSON.stringify({ ...init, params: { ...init.params, protocolVersion: '2024-11-05' } }));
+      await waitFor(() => received.some((m) => m.includes('"id":0,')), { what: 'initialize answered', timeoutMs: 30_000 });
+      await post('{"jsonrpc":"2.0","method":"notifications/initialized"}');
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          while (next < input.length) await post(input[next++]!.text);
+        }),
+      );
+      await answers.all();
+      answers.check();
+      expect(received.map(validOutput).filter(Boolean).slice(0, 5)).toEqual([]);
+      expect(received.filter((m) => /mcpmux-num-/.test(m)).slice(0, 3)).toEqual([]);
+      ac.abort();
+      await pump;
+    }, 180_000);
+
+    it(`WebSocket: out-of-range ids in ${OUT_OF_RANGE_RUNS} generated groups, alone and in batches`, async () => {
+      d ??= await startDaemon({ mcpServers: servers(), timeouts });
+      const input = [...named(), ...outOfRangeLines(OUT_OF_RANGE_RUNS, SEED.outOfRange)];
+      const answers = answerCounter(input, 'WebSocket');
+      const received: string[] = [];
+      const ws = new WebSocket(`ws://127.0.0.1:${d.port}/ws`, 'mcp');
+      await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+      ws.on('message', (m) => {
+        const text = String(m);
+        received.push(text);
+        answers.add(text);
+      });
+      ws.send(JSON.stringify(init));
+      await waitFor(() => received.some((m) => m.includes('"id":0,')), { what: 'initialize answered', timeoutMs: 30_000 });
+      ws.send('{"jsonrpc":"2.0","method":"notifications/initialized"}');
+      for (const l of input) ws.send(l.text);
+      await answers.all();
+      answers.check();
+      expect(received.map(validOutput).filter(Boolean).slice(0, 5)).toEqual([]);
+      expect(received.filter((m) => /mcpmux-num-/.test(m)).slice(0, 3)).toEqual([]);
+      ws.close();
     }, 180_000);
   });
 

@@ -6,9 +6,14 @@
 // When the daemon forgets the session (404, e.g. after a restart) the bridge initializes a new
 // one with the host's original initialize request and resends the message, once; the host
 // keeps its connection. stdout carries only MCP; logs go to stderr.
+//
+// Messages are read and written the way the daemon reads and writes them (parseJson /
+// parseBytes, encodeChunks), so ids and numbers a double cannot hold pass byte-exact; and the
+// daemon's answers are read only as fast as the host reads its stdout (host-output.ts).
 
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
-import { LineDecoder, encodeMessage, type Frame } from '../jsonrpc/framing.js';
+import { parseJson } from '../jsonrpc/big-numbers.js';
+import { LineDecoder, encodeMessage, parseBytes, type Frame } from '../jsonrpc/framing.js';
 import { classify, type JsonRpcId } from '../jsonrpc/message.js';
 import { createLogger, type Logger } from '../observe/logger.js';
 import { DEFAULTS } from '../config/types.js';
@@ -16,6 +21,7 @@ import { UsageError } from './runtime.js';
 import { backoffDelay } from '../backoff.js';
 import { declaredVersion } from '../protocol/modern.js';
 import { modernHeaders } from '../upstream/modern-headers.js';
+import { HostOutput } from './host-output.js';
 
 export const DEFAULT_CONNECT_URL = `http://127.0.0.1:${DEFAULTS.port}/mcp`;
 export const TOKEN_ENV = 'MCPMUX_TOKEN';
@@ -77,12 +83,15 @@ class Bridge {
   /** Requests the host cancelled: no answer is owed for them. */
   private readonly cancelled = new Set<JsonRpcId>();
   private nextOwnId = 0;
+  private readonly out: HostOutput;
 
   constructor(
     private readonly url: string,
     private readonly extraHeaders: Record<string, string>,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.out = new HostOutput(process.stdout, log);
+  }
 
   async run(): Promise<void> {
     const decoder = new LineDecoder(DEFAULTS.maxMessageBytes);
@@ -151,10 +160,11 @@ class Bridge {
         await this.consume(res, new Set(ids));
         return;
       }
-      const text = await res.text();
+      await this.out.ready();
+      const body = Buffer.from(await res.arrayBuffer());
       // The revision's refusals (400, 404) carry the JSON-RPC error that answers the request.
-      if (!res.ok && !/"jsonrpc"/.test(text)) return this.fail(ids, `HTTP ${res.status} from ${this.url}: ${text.slice(0, 500)}`);
-      this.relayJson(text);
+      if (!res.ok && !body.includes('"jsonrpc"')) return this.fail(ids, `HTTP ${res.status} from ${this.url}: ${body.toString('utf8', 0, 500)}`);
+      this.relayJson(body);
     } catch (err) {
       if (!own.signal.aborted) throw err;
     } finally {
@@ -173,6 +183,8 @@ class Bridge {
    */
   private async forward(msg: Msg, retried = false): Promise<void> {
     const ids = requestIds(msg);
+    // A batch is answered with one array, however the daemon sent its responses (SSE: one by one).
+    const batch: Msg[] | undefined = Array.isArray(msg) ? [] : undefined;
     if (!Array.isArray(msg) && msg.method === 'initialize') this.initRequest = msg;
     if (!Array.isArray(msg) && msg.method === 'notifications/initialized') this.initialized = msg;
     if (!Array.isArray(msg) && msg.method === 'notifications/cancelled') {
@@ -184,7 +196,7 @@ class Bridge {
     try {
       res = await this.post(msg);
     } catch (err) {
-      return this.fail(ids, `mcpmux daemon unreachable at ${this.url}: ${causeOf(err)}`);
+      return this.fail(ids, `mcpmux daemon unreachable at ${this.url}: ${causeOf(err)}`, batch);
     }
     const sid = res.headers.get('mcp-session-id');
     if (sid) this.sessionId = sid;
@@ -199,40 +211,46 @@ class Bridge {
     }
     if (!res.ok) {
       const text = await res.text().catch(() => '');
-      return this.fail(ids, `HTTP ${res.status} from ${this.url}: ${text.slice(0, 500)}`);
+      return this.fail(ids, `HTTP ${res.status} from ${this.url}: ${text.slice(0, 500)}`, batch);
     }
     const type = res.headers.get('content-type') ?? '';
     if (type.startsWith('text/event-stream')) {
-      this.track(this.relayStream(res, new Set(ids), 0));
+      this.track(this.relayStream(res, new Set(ids), 0, batch));
     } else {
-      this.track(res.text().then((text) => this.relayJson(text)));
+      this.track(this.relayBody(res));
     }
   }
 
-  private relayJson(text: string): void {
-    if (!text.trim()) return;
-    try {
-      this.write(JSON.parse(text) as Msg);
-    } catch (err) {
-      this.log.warn({ err: String(err) }, 'daemon sent a body that is not JSON');
-    }
+  /** A JSON answer, read once the host has taken what was written before. */
+  private async relayBody(res: Response): Promise<void> {
+    await this.out.ready();
+    this.relayJson(Buffer.from(await res.arrayBuffer()));
+  }
+
+  private relayJson(body: Buffer): void {
+    if (body.every((b) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09)) return; // an empty body
+    const frame = parseBytes(body);
+    if (!frame.ok) return this.log.warn({ err: frame.detail }, 'daemon sent a body that is not JSON');
+    if (frame.value !== undefined) this.write(frame.value as Msg);
   }
 
   /**
    * Writes every event of an SSE response. A POST stream that ends before all its responses
-   * came is resumed with GET + Last-Event-ID (bounded), after the server's `retry`.
+   * came is resumed with GET + Last-Event-ID (bounded), after the server's `retry`. The
+   * responses to a batch are collected in `batch` and written as one array once all are in.
    */
-  private async relayStream(res: Response, waiting: Set<JsonRpcId>, attempt: number): Promise<void> {
-    const { lastId, retryMs } = await this.consume(res, waiting);
+  private async relayStream(res: Response, waiting: Set<JsonRpcId>, attempt: number, batch?: Msg[]): Promise<void> {
+    const sink = batch && ((m: Msg): void => void ('method' in m ? this.write(m) : batch.push(m)));
+    const { lastId, retryMs } = await this.consume(res, waiting, sink);
     for (const id of waiting) if (this.cancelled.delete(id)) waiting.delete(id);
-    if (waiting.size === 0 || this.closing || this.abort.signal.aborted) return;
+    if (waiting.size === 0 || this.closing || this.abort.signal.aborted) return this.writeBatch(batch);
     if (lastId === undefined || attempt >= MAX_RESUMES) {
-      return this.fail([...waiting], 'the daemon closed the response stream before answering');
+      return this.fail([...waiting], 'the daemon closed the response stream before answering', batch);
     }
     await delay(retryMs);
     const again = await this.get(lastId).catch(() => undefined);
-    if (!again?.ok) return this.fail([...waiting], `could not resume the response stream (HTTP ${again?.status ?? 'error'})`);
-    return this.relayStream(again, waiting, attempt + 1);
+    if (!again?.ok) return this.fail([...waiting], `could not resume the response stream (HTTP ${again?.status ?? 'error'})`, batch);
+    return this.relayStream(again, waiting, attempt + 1, batch);
   }
 
   /** The standalone GET stream, reconnected with Last-Event-ID while the bridge runs. */
@@ -283,7 +301,7 @@ class Bridge {
   private async consume(
     res: Response,
     waiting: Set<JsonRpcId> | undefined,
-    sink: (m: Msg) => void = (m) => this.write(m),
+    sink: ((m: Msg) => void) | undefined = undefined,
   ): Promise<{ lastId: string | undefined; retryMs: number }> {
     let lastId: string | undefined;
     let retryMs = DEFAULT_RETRY_MS;
@@ -293,19 +311,24 @@ class Bridge {
         if (!ev.data || (ev.event && ev.event !== 'message')) return;
         let m: Msg;
         try {
-          m = JSON.parse(ev.data) as Msg;
+          m = parseJson(ev.data) as Msg;
         } catch {
           this.log.warn('daemon sent an SSE event that is not JSON');
           return;
         }
         if (waiting && !('method' in m) && (typeof m.id === 'string' || typeof m.id === 'number')) waiting.delete(m.id);
-        sink(m);
+        if (sink) sink(m);
+        else this.write(m);
       },
       onRetry: (ms: number) => (retryMs = ms),
     });
     const decoder = new TextDecoder();
     try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) parser.feed(decoder.decode(chunk, { stream: true }));
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        parser.feed(decoder.decode(chunk, { stream: true }));
+        // The next chunk is read only once the host has read this one's messages.
+        await this.out.ready();
+      }
     } catch (err) {
       if (!this.abort.signal.aborted) this.log.debug({ err: String(err) }, 'SSE stream broke');
     }
@@ -355,10 +378,17 @@ class Bridge {
     return h;
   }
 
-  /** Error responses for the host's requests that no answer will come for. */
-  private fail(ids: JsonRpcId[], message: string): void {
+  /** Error responses for the host's requests that no answer will come for (in `batch`'s array, for a batch). */
+  private fail(ids: JsonRpcId[], message: string, batch?: Msg[]): void {
     this.log.warn({ ids }, message);
-    for (const id of ids) this.write({ jsonrpc: '2.0', id, error: { code: -32000, message } });
+    const errors = ids.map((id) => ({ jsonrpc: '2.0', id, error: { code: -32000, message } }));
+    if (batch) return this.writeBatch(batch.concat(errors));
+    for (const e of errors) this.write(e);
+  }
+
+  /** A batch's responses as one array (none: nothing, as JSON-RPC wants for a batch of notifications). */
+  private writeBatch(batch: Msg[] | undefined): void {
+    if (batch && batch.length > 0) this.write(batch);
   }
 
   private write(m: Msg | Msg[]): void {
@@ -367,7 +397,7 @@ class Bridge {
       const v = (m.result as Msg | undefined)?.protocolVersion;
       if (typeof v === 'string') this.protocolVersion = v;
     }
-    process.stdout.write(JSON.stringify(m) + '\n');
+    this.out.write(m);
   }
 }
 

@@ -3,6 +3,7 @@
 // answers them. Cancellation runs through here in both directions; the protocol that names the
 // cancel notification is passed in, so this file stays free of MCP knowledge.
 
+import { jsonText } from './big-numbers.js';
 import { Canceller, type CancelSignal } from './cancel.js';
 import { peekId, wireBytes, type Wire } from './framing.js';
 import {
@@ -64,6 +65,8 @@ export interface EndpointOptions {
 export interface IncomingInfo {
   /** Its size as it arrived (a request in a batch: its share of the batch); 0 if unknown. */
   readonly bytes: number;
+  /** It came in a batch (some requests, e.g. MCP's initialize, must not). */
+  readonly inBatch?: boolean;
   /**
    * Set by the handler to hear when the answer has been written: the response (undefined when
    * none was sent: a cancelled request) and its size (0 when the transport did not say).
@@ -198,7 +201,7 @@ export class Endpoint {
       this.reply(failure(null, ErrorCode.InvalidRequest, `Invalid Request: ${why}`));
       return;
     }
-    const infos = items.map((): IncomingInfo => ({ bytes: Math.round(bytes / items.length) }));
+    const infos = items.map((): IncomingInfo => ({ bytes: Math.round(bytes / items.length), inBatch: true }));
     const results = await Promise.all(items.map((item, i) => this.dispatchSafely(item, related, infos[i]!)));
     const responses = results.filter((r): r is JsonRpcResponse => r !== undefined);
     const wire = responses.length > 0 ? this.reply(responses) : undefined;
@@ -275,7 +278,7 @@ export class Endpoint {
   private async answer(req: JsonRpcRequest, related: JsonRpcId | undefined, info: IncomingInfo): Promise<JsonRpcResponse | undefined> {
     const { id } = req;
     if (this.incoming.has(id)) {
-      return failure(id, ErrorCode.InvalidRequest, `Invalid Request: id ${JSON.stringify(id)} is already in use`);
+      return failure(id, ErrorCode.InvalidRequest, `Invalid Request: id ${jsonText(id)} is already in use`);
     }
     const max = this.opts.maxInFlight ?? Infinity;
     if (this.incoming.size >= max) {

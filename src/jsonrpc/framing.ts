@@ -5,7 +5,7 @@
 // once (Buffer.concat) and then scanned, not re-scanned on every chunk. Long string values stay
 // as those bytes all the way to the other side (see opaque.ts).
 
-import { restoreBigNumbers } from './big-numbers.js';
+import { parseJson, restoreBigNumbers } from './big-numbers.js';
 import { ErrorCode, RpcError } from './message.js';
 import { decodeJson, opaqueSlices, splice } from './opaque.js';
 
@@ -219,18 +219,25 @@ export function joinBatch(items: Wire[]): Wire {
   return out;
 }
 
+/** A JSON number or string literal (an id), as peekId looks for it. */
+const ID_LITERAL = '-?\\d+(?:\\.\\d+)?(?:[eE][+-]?\\d+)?|"(?:[^"\\\\]|\\\\.)*"';
+/** A top-level id before any nested object or array, or as the last member. */
+const HEAD_ID = new RegExp(`^\\s*\\{[^{}[\\]]*?"id"\\s*:\\s*(${ID_LITERAL})`);
+const TAIL_ID = new RegExp(`[,{]\\s*"id"\\s*:\\s*(${ID_LITERAL})\\s*\\}\\s*$`);
+
 /**
  * Best effort at the id and kind of a message we refused to read whole, from its first and
  * last bytes. Only a top-level `"id"` is trusted: one before any nested object or array, or the
  * last member right before the final `}` (where the SDK puts it). Never one inside `params`.
  */
 export function peekId(head: string, tail: string): { id: string | number; isRequest: boolean } | undefined {
-  const m = /^\s*\{[^{}[\]]*?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")/.exec(head) ?? /[,{]\s*"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$/.exec(tail);
+  const m = HEAD_ID.exec(head) ?? TAIL_ID.exec(tail);
   if (!m) return undefined;
   const raw = m[1]!;
   let id: string | number;
   try {
-    id = raw.startsWith('"') ? (JSON.parse(raw) as string) : Number(raw);
+    // parseJson: a number a double cannot hold is answered with its own digits, as always.
+    id = parseJson(raw) as string | number;
   } catch {
     return undefined; // a malformed id string: answer with id null rather than guess
   }

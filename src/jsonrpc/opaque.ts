@@ -48,6 +48,8 @@ const READ_KEYS = new Set([
   'jsonrpc', 'id', 'method', 'name', 'title', 'description', 'uri', 'type', 'mimeType', 'mode',
   'cursor', 'nextCursor', 'progressToken', 'taskId', 'elicitationId', 'requestId', 'level',
   'logger', 'protocolVersion', 'status', 'reason', 'message', 'url',
+  // Moved from a 2026-07-28 answer into the retry (or into mcpmux's own token): another message.
+  'requestState',
 ]);
 
 const QUOTE = 0x22;

@@ -11,6 +11,7 @@
 import dc from 'node:diagnostics_channel';
 import { pino, type Logger as Pino } from 'pino';
 import { ANONYMOUS_CLIENT } from '../config/types.js';
+import { restoreBigNumbers } from '../jsonrpc/big-numbers.js';
 import { materialise } from '../jsonrpc/opaque.js';
 import { AuditFile } from './audit-file.js';
 import { CHANNEL, publishAuditError, type ConfigReloadEvent, type OperatorActionEvent, type RequestEvent } from './events.js';
@@ -55,7 +56,8 @@ export class AuditLog {
         // The audit line is its own record, not a log entry: no level, no message. It starts
         // with the version of its format instead (`v`), for whoever parses it.
         formatters: { level: () => ({ v: AUDIT_FORMAT }) },
-        hooks: scrub ? { streamWrite: scrub } : {},
+        // Ids and arguments too big for a double are written as their digits, as they arrived.
+        hooks: { streamWrite: scrub ? (line: string) => scrub(restoreBigNumbers(line)) : restoreBigNumbers },
       },
       this.file,
     );

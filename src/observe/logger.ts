@@ -1,7 +1,9 @@
 // Structured logs (pino) to stderr. Never stdout: in stdio mode stdout carries only MCP.
-// Every line is scrubbed of known secret values (expanded ${VAR}s, header values, tokens).
+// Every line is scrubbed of known secret values (expanded ${VAR}s, header values, tokens), and
+// carries numbers too big for a double as their digits (never mcpmux's internal marker).
 
 import { pino, type Logger } from 'pino';
+import { restoreBigNumbers } from '../jsonrpc/big-numbers.js';
 
 export type { Logger };
 
@@ -33,6 +35,7 @@ const scrubbers = new WeakMap<Logger, ScrubHolder>();
 export function createLogger(level = 'info', secrets: readonly string[] = []): Logger {
   const holder: ScrubHolder = { scrub: makeScrubber(secrets), all: [...secrets], runtime: new Map() };
   const dest = pino.destination({ dest: 2, sync: false, minLength: 0, maxLength: MAX_QUEUED_LOG_BYTES });
+  const scrubLine = (line: string): string => (holder.scrub ? holder.scrub(line) : line);
   let dropped = 0;
   dest.on('drop', () => dropped++);
   // A write that fails for good (stderr closed) must not become an uncaught 'error'.
@@ -42,7 +45,8 @@ export function createLogger(level = 'info', secrets: readonly string[] = []): L
       level,
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
-      hooks: { streamWrite: (line: string) => (holder.scrub ? holder.scrub(line) : line) },
+      // Numbers too big for a double are marked strings inside mcpmux: the line gets their digits.
+      hooks: { streamWrite: (line: string) => scrubLine(restoreBigNumbers(line)) },
       mixin: () => (dropped === 0 ? {} : { droppedLogLines: takeDropped() }),
     },
     dest,

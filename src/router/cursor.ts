@@ -3,6 +3,7 @@
 // made by another mcpmux process, or made for another list fails verification (-32602).
 
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { isText } from '../jsonrpc/big-numbers.js';
 import { ErrorCode, RpcError } from '../jsonrpc/message.js';
 
 export interface CursorState {
@@ -28,7 +29,7 @@ export function encodeCursor(state: CursorState): string {
 
 export function decodeCursor(list: string, cursor: unknown): CursorState {
   const bad = (why: string): RpcError => new RpcError(ErrorCode.InvalidParams, `Invalid cursor: ${why}`);
-  if (typeof cursor !== 'string') throw bad('must be a string');
+  if (!isText(cursor)) throw bad('must be a string');
   const dot = cursor.indexOf('.');
   if (dot < 0) throw bad('not issued by this mcpmux');
   const payload = cursor.slice(0, dot);

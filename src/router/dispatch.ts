@@ -2,6 +2,7 @@
 // forward step makes upstream, and from the upstream's answer back to what this host can read
 // (names and URIs namespaced, ids wrapped, content its protocol version knows).
 
+import { isText } from '../jsonrpc/big-numbers.js';
 import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcRequest } from '../jsonrpc/message.js';
@@ -223,11 +224,11 @@ export class Dispatch {
     const ref = params.ref as Params | undefined;
     let owner: Resolved;
     let target: Target;
-    if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
+    if (ref?.type === 'ref/prompt' && isText(ref.name)) {
       owner = await this.resolve.named(session, 'prompts', ref.name, signal);
       target = { kind: 'prompts', name: ref.name, upstreamName: owner.name };
       params.ref = { ...ref, name: owner.name };
-    } else if (ref?.type === 'ref/resource' && typeof ref.uri === 'string') {
+    } else if (ref?.type === 'ref/resource' && isText(ref.uri)) {
       owner = this.resolve.uri(session, ref.uri);
       target = { kind: 'resources', name: owner.shown ?? ref.uri, upstreamName: owner.name };
       params.ref = { ...ref, uri: owner.name };
@@ -244,7 +245,8 @@ export class Dispatch {
 
 function requireString(params: Params, key: string): string {
   const v = params[key];
-  if (typeof v !== 'string') throw new RpcError(ErrorCode.InvalidParams, `params.${key} must be a string`);
+  // A number too big for a double arrives as a marked string (big-numbers.ts): still a number.
+  if (!isText(v)) throw new RpcError(ErrorCode.InvalidParams, `Invalid params: params.${key} must be a string`);
   return v;
 }
 

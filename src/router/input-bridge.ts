@@ -6,6 +6,7 @@
 // until the upstream answers for good. The host sees one call and the questions it asked.
 
 import { ErrorCode, errorResponse, RpcError } from '../jsonrpc/message.js';
+import { materialise } from '../jsonrpc/opaque.js';
 import type { IncomingInfo, Result } from '../jsonrpc/endpoint.js';
 import type { Params } from '../protocol/mcp.js';
 import type { Call, Forward } from './forward.js';
@@ -24,6 +25,9 @@ export async function fulfilInput(call: Call, first: Result, forward: Forward, p
   const listener = pool.listener!;
   let result = first;
   for (let round = 1; needsInput(result); round++) {
+    // Its input requests go to the host in messages of their own: long values kept raw in this
+    // answer (opaque.ts) must be real strings first, or the host would get placeholders.
+    materialise(result);
     if (round > MAX_ROUNDS) throw new RpcError(ErrorCode.InternalError, `Server "${call.upstream.name}" still needed input after ${MAX_ROUNDS} rounds; mcpmux stopped asking`);
     const requests = (result.inputRequests ?? {}) as Record<string, Params>;
     const inputResponses: Params = {};

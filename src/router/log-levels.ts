@@ -1,6 +1,7 @@
 // logging/setLevel across sessions: each session keeps its own level; a shared upstream is told
 // the most verbose level any session wants, a session's own upstream that session's.
 
+import { jsonText } from '../jsonrpc/big-numbers.js';
 import { ErrorCode, RpcError } from '../jsonrpc/message.js';
 import { logLevelRank, type LogLevel, type Params } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
@@ -20,7 +21,7 @@ export class LogLevels {
 
   async set(session: SessionPort, params: Params): Promise<void> {
     const level = params.level;
-    if (logLevelRank(level) < 0) throw new RpcError(ErrorCode.InvalidParams, `Invalid log level: ${JSON.stringify(level)}`);
+    if (logLevelRank(level) < 0) throw new RpcError(ErrorCode.InvalidParams, `Invalid log level: ${jsonText(level)}`);
     session.logLevel = level as LogLevel;
     await this.sync();
   }

@@ -165,18 +165,20 @@ export class HostSession implements SessionPort {
     const ev = startHostRequest(this, req.method, req.id, req.params, info.bytes);
     // The answer the endpoint writes (or its absence) says how the request ended.
     if (ev) info.onAnswered = (response, bytesOut) => endRequest(ev, response, bytesOut);
-    return this.onRequest(req, signal, ev);
+    return this.onRequest(req, signal, ev, info.inBatch === true);
   }
 
-  private async onRequest(req: JsonRpcRequest, signal: CancelSignal, ev?: RequestEvent): Promise<Result> {
+  private async onRequest(req: JsonRpcRequest, signal: CancelSignal, ev: RequestEvent | undefined, inBatch: boolean): Promise<Result> {
     // MCP's params are an object, and so is their _meta. Anything else is refused here, at once:
     // an upstream would drop such a request without an answer (the SDK's servers do), leaving
     // the host waiting for the whole timeout.
     const shapeError = paramsShapeError(req.params);
     if (shapeError) throw new RpcError(ErrorCode.InvalidParams, `Invalid params: ${shapeError}`);
+    if (inBatch && req.method === 'initialize') throw new RpcError(ErrorCode.InvalidRequest, 'Invalid Request: initialize must not be part of a batch');
     // A connection's first request decides its era: a request (not initialize) that declares a
-    // version in its _meta is modern; everything else goes the legacy way.
-    this.era ??= req.method !== 'initialize' && declaredVersion(req.params) !== undefined ? 'modern' : 'legacy';
+    // version in its _meta is modern; everything else goes the legacy way. A batch (legacy
+    // JSON-RPC, answered entry by entry before initialize) decides nothing.
+    if (!inBatch) this.era ??= req.method !== 'initialize' && declaredVersion(req.params) !== undefined ? 'modern' : 'legacy';
     if (this.era === 'modern') return this.modern().handle(req, signal, ev);
     switch (req.method) {
       case 'initialize':
@@ -229,11 +231,16 @@ export class HostSession implements SessionPort {
     }
   }
 
-  /** Batches existed in JSON-RPC for 2024-11-05 and 2025-03-26; 2025-06-18 removed them. */
+  /**
+   * Batches existed in JSON-RPC for 2024-11-05 and 2025-03-26; 2025-06-18 removed them. Once
+   * initialize has arrived its version decides, even while it is still being answered (the
+   * batch's requests then wait for it, like single ones). Before any initialize the version is
+   * unknown: the batch is taken, and each of its requests answered on its own ("before
+   * initialize"; an initialize in it, "must not be part of a batch").
+   */
   private acceptBatch(): true | string {
     if (this.era === 'modern') return 'batches are not part of protocol version 2026-07-28';
-    if (!this.initialized) return 'initialize must not be part of a batch';
-    if (versionAtLeast(this.protocolVersion, '2025-06-18')) return `batches are not part of protocol version ${this.protocolVersion}`;
+    if (this.initializing && versionAtLeast(this.protocolVersion, '2025-06-18')) return `batches are not part of protocol version ${this.protocolVersion}`;
     return true;
   }
 }

@@ -8,6 +8,7 @@
 import { Canceller, NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcRequest } from '../jsonrpc/message.js';
+import { materialise } from '../jsonrpc/opaque.js';
 import type { RequestEvent } from '../observe/events.js';
 import { logLevelRank, McpError, type LogLevel, type Params } from '../protocol/mcp.js';
 import { META, MODERN_METHODS, MODERN_VERSIONS, modernResult, readEnvelope, stripEnvelope } from '../protocol/modern.js';
@@ -162,7 +163,9 @@ export class ModernHost {
     const requestState = this.parked.park({ call }, client, req.method, target);
     return {
       resultType: 'input_required',
-      inputRequests: Object.fromEntries(step.asks.map((a) => [a.key, { method: a.method, params: a.params }])),
+      // Each ask's params (an upstream's sampling or elicitation request, which may keep long
+      // values raw: opaque.ts) are nested in this answer, whose encoder only knows its own.
+      inputRequests: Object.fromEntries(step.asks.map((a) => [a.key, { method: a.method, params: materialised(a.params) }])),
       requestState,
     };
   }
@@ -258,4 +261,10 @@ export class ModernHost {
     // Cancelled: the endpoint sends nothing for it.
     return { _meta: { [META.subscriptionId]: req.id } };
   }
+}
+
+/** `params` with every long value kept raw (opaque.ts) decoded, for a message other than its own. */
+function materialised(params: Params | undefined): Params | undefined {
+  if (params) materialise(params);
+  return params;
 }

@@ -5,6 +5,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { jsonText } from '../../jsonrpc/big-numbers.js';
 import { classify, type JsonRpcId, type JsonRpcRequest } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import { isSupportedVersion, negotiateVersion, SUPPORTED_VERSIONS, versionAtLeast } from '../../protocol/versions.js';
@@ -123,7 +124,7 @@ export class StreamableHttp {
     const seen = new Set<JsonRpcId>();
     for (const r of requests) {
       if (seen.has(r.id) || session.isPending(r.id)) {
-        return sendError(res, 400, HttpRpcCode.InvalidRequest, `Invalid Request: request id ${JSON.stringify(r.id)} is already in use`);
+        return sendError(res, 400, HttpRpcCode.InvalidRequest, `Invalid Request: request id ${jsonText(r.id)} is already in use`);
       }
       seen.add(r.id);
     }
@@ -144,9 +145,13 @@ export class StreamableHttp {
     for (const id of cancels) session.cancelled(id);
   }
 
-  /** Batches are JSON-RPC for 2024-11-05 and 2025-03-26 hosts only, and never before initialize. */
+  /**
+   * Batches are JSON-RPC for 2024-11-05 and 2025-03-26 hosts only. A session exists only once
+   * its initialize arrived, so its version is known even while initialize is being answered
+   * (the batch's requests then wait for it, as single ones do).
+   */
   private batchAllowed(session: StreamableSession): boolean {
-    return session.host.isInitialized && !versionAtLeast(session.host.protocolVersion, '2025-06-18');
+    return !versionAtLeast(session.host.protocolVersion, '2025-06-18');
   }
 
   // ---- GET -----------------------------------------------------------------------------------
