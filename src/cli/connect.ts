@@ -11,7 +11,6 @@
 // parseBytes, encodeChunks), so ids and numbers a double cannot hold pass byte-exact; and the
 // daemon's answers are read only as fast as the host reads its stdout (host-output.ts).
 
-import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { parseJson } from '../jsonrpc/big-numbers.js';
 import { LineDecoder, encodeMessage, parseBytes, type Frame } from '../jsonrpc/framing.js';
 import { classify, type JsonRpcId } from '../jsonrpc/message.js';
@@ -21,6 +20,7 @@ import { UsageError } from './runtime.js';
 import { backoffDelay } from '../backoff.js';
 import { declaredVersion } from '../protocol/modern.js';
 import { modernHeaders } from '../upstream/modern-headers.js';
+import { readSse } from '../upstream/sse-reader.js';
 import { HostOutput } from './host-output.js';
 
 export const DEFAULT_CONNECT_URL = `http://127.0.0.1:${DEFAULTS.port}/mcp`;
@@ -305,30 +305,26 @@ class Bridge {
   ): Promise<{ lastId: string | undefined; retryMs: number }> {
     let lastId: string | undefined;
     let retryMs = DEFAULT_RETRY_MS;
-    const parser = createParser({
-      onEvent: (ev: EventSourceMessage) => {
-        if (ev.id) lastId = ev.id;
-        if (!ev.data || (ev.event && ev.event !== 'message')) return;
-        let m: Msg;
-        try {
-          m = parseJson(ev.data) as Msg;
-        } catch {
-          this.log.warn('daemon sent an SSE event that is not JSON');
-          return;
-        }
-        if (waiting && !('method' in m) && (typeof m.id === 'string' || typeof m.id === 'number')) waiting.delete(m.id);
-        if (sink) sink(m);
-        else this.write(m);
-      },
-      onRetry: (ms: number) => (retryMs = ms),
-    });
-    const decoder = new TextDecoder();
     try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        parser.feed(decoder.decode(chunk, { stream: true }));
+      await readSse(res.body, DEFAULTS.maxMessageBytes, this.abort.signal, {
+        event: (ev) => {
+          if (ev.id) lastId = ev.id;
+          if (!ev.data || (ev.event && ev.event !== 'message')) return;
+          let m: Msg;
+          try {
+            m = parseJson(ev.data) as Msg;
+          } catch {
+            this.log.warn('daemon sent an SSE event that is not JSON');
+            return;
+          }
+          if (waiting && !('method' in m) && (typeof m.id === 'string' || typeof m.id === 'number')) waiting.delete(m.id);
+          if (sink) sink(m);
+          else this.write(m);
+        },
+        retry: (ms) => (retryMs = ms),
         // The next chunk is read only once the host has read this one's messages.
-        await this.out.ready();
-      }
+        drained: () => this.out.ready(),
+      });
     } catch (err) {
       if (!this.abort.signal.aborted) this.log.debug({ err: String(err) }, 'SSE stream broke');
     }

@@ -1,5 +1,6 @@
-// Reading a Server-Sent Events body, the way both HTTP client transports get their server's
-// messages (Streamable HTTP answers and GET stream, legacy HTTP+SSE), with a bound on each event.
+// Reading a Server-Sent Events body, the way every HTTP client of mcpmux gets its server's
+// messages (Streamable HTTP answers and GET stream, legacy HTTP+SSE, `mcpmux connect`), with a
+// bound on each event.
 
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 
@@ -13,12 +14,14 @@ export class TooLargeError extends Error {
  * Reads an SSE body, calling `on.event` per event, until it ends (resolves), breaks (rejects),
  * or `signal` aborts (resolves). An event over `maxBytes` rejects with TooLargeError; the parser's
  * own buffer is capped too, so a never-ending event cannot grow memory without bound.
+ * `on.drained`, if given, is awaited after each chunk's events: the next chunk is read only then
+ * (a reader that passes messages on to a slower consumer applies its backpressure here).
  */
 export async function readSse(
   body: ReadableStream<Uint8Array> | null,
   maxBytes: number,
   signal: AbortSignal,
-  on: { event(ev: EventSourceMessage): void; retry?(ms: number): void },
+  on: { event(ev: EventSourceMessage): void; retry?(ms: number): void; drained?(): Promise<void> },
 ): Promise<void> {
   if (!body) return;
   const reader = body.getReader();
@@ -50,6 +53,7 @@ export async function readSse(
         cancel();
         throw new TooLargeError(tooLarge);
       }
+      if (on.drained) await on.drained();
     }
   } finally {
     signal.removeEventListener('abort', cancel);
