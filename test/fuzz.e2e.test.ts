@@ -22,6 +22,7 @@ import WebSocket from 'ws';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
 import { countAnswers, lines, outOfRangeLines, unanswered, validOutput, type OutOfRangeLine } from './helpers/fuzz.js';
 import { closeAll, fixture, ROOT, startRawMux, tempFile, waitFor, writeConfig, type RawPeer } from './helpers/harness.js';
+import { openLegacySse } from './helpers/legacy-sse.js';
 
 afterEach(closeAll);
 afterAll(stopAllDaemons);
@@ -175,30 +176,9 @@ describe('fuzzing', () => {
     it(`legacy SSE: ${RUNS} generated messages on one connection`, async () => {
       const input = lines(RUNS, SEED.sse);
       const before = await liveHeap(d.child, d.stderr);
-      const ac = new AbortController();
-      const res = await fetch(`${d.base}/sse`, { headers: { accept: 'text/event-stream' }, signal: ac.signal });
-      const reader = res.body!.getReader();
-      let buffered = '';
-      let endpoint: string | undefined;
       const received: string[] = [];
-      const pump = (async () => {
-        const dec = new TextDecoder();
-        for (;;) {
-          const { value, done } = await reader.read().catch(() => ({ value: undefined, done: true }));
-          if (done) return;
-          buffered += dec.decode(value, { stream: true });
-          let at;
-          while ((at = buffered.indexOf('\n\n')) >= 0) {
-            const ev = buffered.slice(0, at);
-            buffered = buffered.slice(at + 2);
-            const data = ev.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
-            if (/^event: endpoint$/m.test(ev)) endpoint = data;
-            else if (data) received.push(data);
-          }
-        }
-      })();
-      await waitFor(() => endpoint, { what: 'the endpoint event' });
-      const post = (body: string) => fetch(new URL(endpoint!, d.base), { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      const sse = await openLegacySse(d.base, (data) => received.push(data));
+      const post = sse.post;
       await post(JSON.stringify({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'fuzz', version: '0' } } }));
       await post('{"jsonrpc":"2.0","method":"notifications/initialized"}');
       const bad: string[] = [];
@@ -215,8 +195,7 @@ describe('fuzzing', () => {
       );
       await post(JSON.stringify({ jsonrpc: '2.0', id: 'last', method: 'ping' }));
       await waitFor(() => received.some((r) => r.includes('"id":"last"')), { what: 'the last ping answered', timeoutMs: 30_000 });
-      ac.abort();
-      await pump;
+      await sse.close();
       expect(bad.slice(0, 5)).toEqual([]);
       expect(received.map(validOutput).filter(Boolean).slice(0, 5)).toEqual([]);
       await stillGood();
@@ -297,35 +276,13 @@ describe('fuzzing', () => {
     it(`legacy SSE: out-of-range ids in ${OUT_OF_RANGE_RUNS} generated groups, alone and in batches`, async () => {
       const input = [...named(), ...outOfRangeLines(OUT_OF_RANGE_RUNS, SEED.outOfRange)];
       d ??= await startDaemon({ mcpServers: servers(), timeouts });
-      const ac = new AbortController();
-      const res = await fetch(`${d.base}/sse`, { headers: { accept: 'text/event-stream' }, signal: ac.signal });
       const answers = answerCounter(input, 'legacy SSE');
       const received: string[] = [];
-      let endpoint: string | undefined;
-      const pump = (async () => {
-        const dec = new TextDecoder();
-        let buffered = '';
-        try {
-          for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-            buffered += dec.decode(chunk, { stream: true });
-            let at;
-            while ((at = buffered.indexOf('\n\n')) >= 0) {
-              const ev = buffered.slice(0, at);
-              buffered = buffered.slice(at + 2);
-              const data = ev.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
-              if (/^event: endpoint$/m.test(ev)) endpoint = data;
-              else if (data) {
-                received.push(data);
-                answers.add(data);
-              }
-            }
-          }
-        } catch {
-          /* aborted at the end */
-        }
-      })();
-      await waitFor(() => endpoint, { what: 'the endpoint event' });
-      const post = (body: string) => fetch(new URL(endpoint!, d.base), { method: 'POST', headers: { 'content-type': 'application/json' }, body }).then((r) => r.text());
+      const sse = await openLegacySse(d.base, (data) => {
+        received.push(data);
+        answers.add(data);
+      });
+      const post = (body: string) => sse.post(body).then((r) => r.text());
       await post(JSON.stringify({ ...init, params: { ...init.params, protocolVersion: '2024-11-05' } }));
       await waitFor(() => received.some((m) => m.includes('"id":0,')), { what: 'initialize answered', timeoutMs: 30_000 });
       await post('{"jsonrpc":"2.0","method":"notifications/initialized"}');
@@ -339,8 +296,7 @@ describe('fuzzing', () => {
       answers.check();
       expect(received.map(validOutput).filter(Boolean).slice(0, 5)).toEqual([]);
       expect(received.filter((m) => /mcpmux-num-/.test(m)).slice(0, 3)).toEqual([]);
-      ac.abort();
-      await pump;
+      await sse.close();
     }, 180_000);
 
     it(`WebSocket: out-of-range ids in ${OUT_OF_RANGE_RUNS} generated groups, alone and in batches`, async () => {
