@@ -66,7 +66,7 @@ export class ModernHttp {
     if (full) return sendOverloaded(res, full);
     // Keep-alive comments on an open SSE answer, as on sessions' streams: proxies do not time
     // out a quiet listen stream, and a peer gone without a FIN is found.
-    const post = new ModernPost(res, id, maxBacklogBytes(this.opts.maxMessageBytes), this.opts.registry.keepaliveMs);
+    const post = new ModernPost(res, id, maxBacklogBytes(this.opts.maxMessageBytes), this.opts.registry.keepaliveMs, this.opts.log);
     this.open.add(post);
     this.perClient.add(client);
     this.opts.open(post, { kind: 'streamable', client, stateless: true });
@@ -130,6 +130,7 @@ export class ModernPost implements Transport {
     private readonly id: JsonRpcId,
     private readonly maxBacklog: number,
     private readonly keepaliveMs: number,
+    private readonly log: Logger,
   ) {
     // The host closing the response before the answer is how it cancels (2026-07-28).
     res.on('close', () => this.finish('the host closed the response stream'));
@@ -157,8 +158,9 @@ export class ModernPost implements Transport {
       return wire;
     }
     // Only messages tied to this request reach this transport (HostSession sees to it).
+    if (this.writer && !this.writer.admit(msg)) return; // shed for a host that is behind (backlog.ts)
     if (!this.writer) {
-      this.writer = new SseWriter(this.res, {}, this.maxBacklog);
+      this.writer = new SseWriter(this.res, {}, { transport: 'http', log: this.log, maxBytes: this.maxBacklog, resend: (m) => this.send(m) });
       this.keepalive = setInterval(() => this.writer?.comment('keep-alive'), this.keepaliveMs);
       this.keepalive.unref();
     }
