@@ -17,6 +17,7 @@
 // Each shed message and each cut is published (observe/events.ts, mcpmux:host:backlog) and
 // counted (metrics.ts); the first shed on a connection is said once in the log.
 
+import type { Wire } from '../jsonrpc/framing.js';
 import type { Incoming, JsonRpcId } from '../jsonrpc/message.js';
 import { publishHostBacklog, type HostTransport } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
@@ -83,6 +84,18 @@ export function treatment(msg: Incoming): typeof KEEP | typeof SHED | string {
     default:
       return KEEP;
   }
+}
+
+/**
+ * What a write of `wire` adds to a Node stream's `writableLength`: UTF-16 units for a string
+ * (Node counts strings by length, not bytes), bytes for a Buffer. Counting written bytes the same
+ * way as the waiting ones keeps "what the host took" (written - waiting) exact.
+ */
+export function queuedLength(wire: Wire): number {
+  if (typeof wire === 'string') return wire.length;
+  let n = 0;
+  for (const piece of wire) n += piece.length;
+  return n;
 }
 
 /** Whether a parsed body (one message or a batch) holds a request (something to be answered). */

@@ -2,10 +2,10 @@
 // Used for the host side (process stdin/stdout) and for child-process upstreams.
 
 import type { Readable, Writable } from 'node:stream';
-import { LineDecoder, encodeChunks, wireBytes, type Frame, type Wire } from '../jsonrpc/framing.js';
+import { LineDecoder, encodeChunks, type Frame, type Wire } from '../jsonrpc/framing.js';
 import type { Incoming } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
-import { Backlog, maxBacklogBytes, notReading } from './backlog.js';
+import { Backlog, maxBacklogBytes, notReading, queuedLength } from './backlog.js';
 import type { FrameError, Transport } from './transport.js';
 
 export class StreamTransport implements Transport {
@@ -79,7 +79,7 @@ export class StreamTransport implements Transport {
       this.queue.push('\n');
       this.hasBuffers = true;
     }
-    if (this.backlog) this.queued += wireBytes(wire) + 1;
+    if (this.backlog) this.queued += queuedLength(wire) + 1;
     return wire;
   }
 

@@ -2,9 +2,9 @@
 // Used by the Streamable HTTP streams and by the legacy HTTP+SSE endpoint.
 
 import type { ServerResponse } from 'node:http';
-import { wireBytes, writeWire, type Wire } from '../../jsonrpc/framing.js';
+import { writeWire, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming, JsonRpcId } from '../../jsonrpc/message.js';
-import { Backlog, type BacklogOptions } from '../backlog.js';
+import { Backlog, queuedLength, type BacklogOptions } from '../backlog.js';
 
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream',
@@ -81,7 +81,7 @@ export class SseWriter {
     head += 'data: ';
     writeWire(this.res, typeof data === 'string' ? `${head}${data}\n\n` : [head, ...data, '\n\n']);
     // A peer past the hard bound is dropped here (false).
-    return this.backlog.wrote(head.length + wireBytes(data) + 2);
+    return this.backlog.wrote(head.length + queuedLength(data) + 2);
   }
 
   /** The priming event of a resumable stream: an id, the reconnect delay and empty data. */

@@ -16,7 +16,7 @@ import type { ServerResponse } from 'node:http';
 import { encodeChunks, joinBatch, wireBytes, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming, JsonRpcId, JsonRpcMessage } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
-import { Backlog, SHED_BYTES } from '../backlog.js';
+import { Backlog, queuedLength, SHED_BYTES } from '../backlog.js';
 import type { FrameError, Transport } from '../transport.js';
 import type { ReplayBudget } from './replay-budget.js';
 import type { HostHandle, RegisteredSession } from './sessions.js';
@@ -328,7 +328,7 @@ export class StreamableSession implements Transport, RegisteredSession {
       }
       const body = stream.batch ? joinBatch(stream.collected) : stream.collected[0]!;
       sendWire(res, 200, body, { 'mcp-session-id': this.id });
-      this.watchUnread(res, wireBytes(body));
+      this.watchUnread(res, queuedLength(body));
       return;
     }
     if (stream.writer?.open) {
