@@ -269,3 +269,24 @@ describe('replay buffers', () => {
     expect(kept.at(-1)).toBe('replay 299');
   }, 180_000);
 });
+
+describe('a connection that stays stuck', () => {
+  it('a Streamable HTTP JSON answer nobody reads is cut once the host has taken nothing of it for MCPMUX_STUCK_MS, and counted', async () => {
+    await d.stop();
+    d = await startDaemon(SERVERS, { ...ENV, MCPMUX_STUCK_MS: '1000' });
+    const asker = await jsonSession();
+    // An 8 MB answer, in JSON mode: the kernel's buffers take a few MB, the rest waits in mcpmux.
+    const answer = await pausedRequest(
+      { method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, 'mcp-session-id': asker.sid } },
+      JSON.stringify(call('big', { mode: 'big', n: 8 * MB })),
+    );
+    expect(answer.headers['content-type']).toBe('application/json');
+    const cut = async () => total(await metrics(), 'mcpmux_host_connections_cut_total', { transport: 'http', why: 'stuck' });
+    await waitFor(async () => (await cut()) === 1, { what: 'the answer cut', timeoutMs: 30_000 });
+    expect(d.stderr()).toMatch(/"why":"the peer has read nothing of what mcpmux sends for \d+ s \(\d+ bytes waiting\)"[^\n]*host connection cut/);
+    // Reading now, the host finds the connection ended before the whole answer.
+    const reader = readAll(answer);
+    await new Promise((resolve) => answer.socket.once('close', resolve));
+    expect(reader.text().length).toBeLessThan(8 * MB);
+  }, 60_000);
+});

@@ -15,7 +15,8 @@ import { classify, ErrorCode, errorResponse, RpcError, type Incoming, type JsonR
 import type { Logger } from '../../observe/logger.js';
 import type { Params } from '../../protocol/mcp.js';
 import { META, MODERN_METHODS, ModernError, NAMED, readEnvelope } from '../../protocol/modern.js';
-import { maxBacklogBytes } from '../backlog.js';
+import { maxBacklogBytes, queuedLength } from '../backlog.js';
+import { watchAnswer } from './answer-watch.js';
 import type { FrameError, Transport } from '../transport.js';
 import { header, HttpRpcCode, sendError, sendOverloaded, sendWire } from './respond.js';
 import { ClientCounts, type OpenSession, type SessionRegistry } from './sessions.js';
@@ -153,6 +154,8 @@ export class ModernPost implements Transport {
         // method) are answered before a request gets here; an error from further on (an
         // upstream's own -32601, say) is an answer, not a refusal of this request.
         sendWire(this.res, 200, wire);
+        // A host that never reads it is cut once stuck (answer-watch.ts).
+        watchAnswer(this.res, queuedLength(wire), { transport: 'http', log: this.log });
       }
       this.finish('answered');
       return wire;

@@ -16,7 +16,8 @@ import type { ServerResponse } from 'node:http';
 import { encodeChunks, joinBatch, wireBytes, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming, JsonRpcId, JsonRpcMessage } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
-import { Backlog, queuedLength, SHED_BYTES } from '../backlog.js';
+import { queuedLength, SHED_BYTES } from '../backlog.js';
+import { watchAnswer, type Unread } from './answer-watch.js';
 import type { FrameError, Transport } from '../transport.js';
 import type { ReplayBudget } from './replay-budget.js';
 import type { HostHandle, RegisteredSession } from './sessions.js';
@@ -87,7 +88,7 @@ export class StreamableSession implements Transport, RegisteredSession {
   private lastActive = Date.now();
   private closed = false;
   /** Answers whose connection ended before the host read them all (each until it has, or is cut). */
-  private readonly unread = new Set<{ readonly waiting: number }>();
+  private readonly unread = new Set<Unread>();
   /** What every stream writer's Backlog is built with (backlog.ts). */
   private readonly backlog: SseBacklog;
 
@@ -239,20 +240,19 @@ export class StreamableSession implements Transport, RegisteredSession {
     return waiting > SHED_BYTES;
   }
 
-  /** An answer whose response ended with bytes still waiting for the host: counted until read, cut if stuck. */
-  private watchUnread(res: ServerResponse, bytes: number, writer?: SseWriter): void {
-    if (res.destroyed || res.writableFinished || res.writableLength === 0) return;
-    const entry = writer ?? { get waiting() { return res.destroyed ? 0 : res.writableLength; } };
-    // A JSON answer has no writer of its own: only the stuck rule applies (an answer is never cut for its size).
-    const backlog = writer
-      ? undefined
-      : new Backlog({ ...this.backlog, maxBytes: Infinity, waiting: () => entry.waiting, cut: () => res.destroy(), resend: () => {} });
-    backlog?.wrote(bytes);
-    this.unread.add(entry);
-    const done = (): void => {
-      backlog?.release();
-      this.unread.delete(entry);
-    };
+  /**
+   * An answer whose response ended with bytes still waiting for the host: counted (answersBehind)
+   * until read. A JSON answer is watched for the stuck rule here; an SSE writer watches itself.
+   */
+  private watchUnread(res: ServerResponse, written: number, writer?: SseWriter): void {
+    if (!writer) {
+      const unread = watchAnswer(res, written, this.backlog, (u) => this.unread.delete(u));
+      if (unread) this.unread.add(unread);
+      return;
+    }
+    if (writer.waiting === 0) return;
+    this.unread.add(writer);
+    const done = (): void => void this.unread.delete(writer);
     res.once('finish', done);
     res.once('close', done);
   }
