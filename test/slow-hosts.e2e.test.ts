@@ -48,7 +48,13 @@ let d: Daemon;
 beforeEach(async () => {
   d = await startDaemon(SERVERS, ENV);
   onTestFinished(() => void d.stop());
+  await ready(d);
 });
+
+/** The upstream is up: an initialize is then answered at once, not after its start. */
+async function ready(daemon: Daemon): Promise<void> {
+  await waitFor(async () => (await fetch(`${daemon.base}/readyz`)).status === 200, { what: 'mcpmux ready', timeoutMs: 30_000 });
+}
 
 const metrics = async (base = d.base) => (await scrape(`${base}/metrics`)).samples;
 const inFlight = async (base?: string) => total(await metrics(base), 'mcpmux_requests_in_flight');
@@ -145,10 +151,10 @@ describe('a host that reads nothing during a 32 MB notification flood', () => {
   it('legacy /sse stream: mcpmux stays bounded, the host\'s requests wait (503) until it reads, and then its stream carries on', async () => {
     const sse = await pausedRequest({ path: '/sse', headers: { accept: 'text/event-stream' } });
     const reader = readAll(sse);
-    const endpoint = await waitFor(() => /data: (\/messages\?sessionId=\S+)/.exec(reader.text())?.[1], { what: 'the endpoint event' });
+    const endpoint = await waitFor(() => /data: (\/messages\?sessionId=\S+)/.exec(reader.text())?.[1], { what: 'the endpoint event', timeoutMs: 15_000 });
     const post = (body: object) => fetch(`${d.base}${endpoint}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     expect((await post(INIT)).status).toBe(202);
-    await waitFor(() => reader.text().includes('"id":1,'), { what: 'initialize answered' });
+    await waitFor(() => reader.text().includes('"id":1,'), { what: 'initialize answered', timeoutMs: 15_000 });
     expect((await post(INITIALIZED)).status).toBe(202);
     sse.removeAllListeners('data');
     sse.pause();
@@ -164,7 +170,7 @@ describe('a host that reads nothing during a 32 MB notification flood', () => {
     await flood('after-sse', 1, 0);
     await waitFor(() => again.text().includes('after-sse 0'), { what: 'the notice after the flood on the SSE stream', timeoutMs: 30_000 });
     expect((await post({ jsonrpc: '2.0', id: 3, method: 'ping' })).status).toBe(202);
-    await waitFor(() => again.text().includes('"id":3,'), { what: 'the ping answered' });
+    await waitFor(() => again.text().includes('"id":3,'), { what: 'the ping answered', timeoutMs: 15_000 });
   }, 120_000);
 
   it('WebSocket: mcpmux stays bounded, and the socket carries on once read', async () => {
@@ -177,7 +183,7 @@ describe('a host that reads nothing during a 32 MB notification flood', () => {
     const got: string[] = [];
     ws.on('message', (m) => got.push(String(m)));
     ws.send(JSON.stringify(INIT));
-    await waitFor(() => got.some((m) => m.includes('"id":1,')), { what: 'initialize answered' });
+    await waitFor(() => got.some((m) => m.includes('"id":1,')), { what: 'initialize answered', timeoutMs: 15_000 });
     ws.send(JSON.stringify(INITIALIZED));
     const raw = (ws as unknown as { _socket: Socket })._socket;
     raw.pause();
@@ -203,7 +209,7 @@ describe('a host that reads nothing during a 32 MB notification flood', () => {
       if (v.id !== undefined) answered.add(v.id);
     });
     ws.send(JSON.stringify(INIT));
-    await waitFor(() => answered.has(1), { what: 'initialize answered' });
+    await waitFor(() => answered.has(1), { what: 'initialize answered', timeoutMs: 15_000 });
     ws.send(JSON.stringify(INITIALIZED));
     const raw = (ws as unknown as { _socket: Socket })._socket;
     raw.pause();
@@ -274,6 +280,7 @@ describe('a connection that stays stuck', () => {
   it('a Streamable HTTP JSON answer nobody reads is cut once the host has taken nothing of it for MCPMUX_STUCK_MS, and counted', async () => {
     await d.stop();
     d = await startDaemon(SERVERS, { ...ENV, MCPMUX_STUCK_MS: '1000' });
+    await ready(d);
     const asker = await jsonSession();
     // An 8 MB answer, in JSON mode: the kernel's buffers take a few MB, the rest waits in mcpmux.
     const answer = await pausedRequest(
