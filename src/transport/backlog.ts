@@ -150,6 +150,9 @@ export class Backlog {
     if (this.gone || this.closing) return false;
     const t = treatment(msg);
     if (t === KEEP) return true;
+    // Caught up since the last look? (The periodic check may not have run yet.)
+    if (this.behind) this.check();
+    if (this.gone) return false;
     if (!this.behind && this.opts.waiting() <= SHED_BYTES) {
       // A newer notice of the same kind goes out now: the one set aside says nothing more.
       if (t !== SHED && this.pending.delete(t)) this.shed(msg, 'coalesced');
