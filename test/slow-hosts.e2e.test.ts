@@ -12,6 +12,8 @@ import { spawn } from 'node:child_process';
 import http from 'node:http';
 import path from 'node:path';
 import type { Socket } from 'node:net';
+import { Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { afterAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import WebSocket from 'ws';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
@@ -136,7 +138,7 @@ describe('a host that reads nothing during a 32 MB notification flood', () => {
     await noticeArrives(reader.text, 'after');
   }, 120_000);
 
-  it(`Streamable HTTP POST answer stream: progress is shed, the answer is never dropped; meanwhile the session's next requests get 503`, async () => {
+  it('Streamable HTTP POST answer stream: mcpmux stays bounded, progress is shed, and the answer is never dropped', async () => {
     const asker = await jsonSession();
     // The call's own progress goes on its POST stream, which the host does not read.
     const answer = await pausedRequest(
@@ -147,20 +149,34 @@ describe('a host that reads nothing during a 32 MB notification flood', () => {
     const growth = await memoryOf(() => waitFor(async () => (await inFlight()) === 0, { what: 'the flood over', timeoutMs: 60_000 }));
     expect(growth, 'RSS growth (bytes)').toBeLessThan(RSS_SLACK);
     expect(total(await metrics(), 'mcpmux_host_messages_shed_total', { transport: 'http', method: 'notifications/progress' })).toBeGreaterThan(0);
-    // A host that does not read its answers is asked to come back once it has.
-    const refused = await asker.post({ jsonrpc: '2.0', id: 'ping-1', method: 'ping' });
-    expect(refused.status).toBe(503);
-    expect(refused.headers.get('retry-after')).toBe('1');
-    await refused.text();
     // It reads: the answer is there, after whatever progress was not shed.
     const reader = readAll(answer);
     await waitFor(() => reader.text().includes('progress sent'), { what: 'the answer', timeoutMs: 30_000 });
     await reader.ended;
     expect(reader.text().match(/"id":"progress"/g)).toHaveLength(1);
+  }, 120_000);
+
+  it('Streamable HTTP host that asks and never reads its answers: past 4 MB of them waiting, its requests get 503 until it reads', async () => {
+    const asker = await jsonSession();
+    // A 12 MB answer nobody reads: the kernel's buffers take a few MB, the rest waits in mcpmux.
+    const answer = await pausedRequest(
+      { method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, 'mcp-session-id': asker.sid } },
+      JSON.stringify(call('big', { mode: 'big', n: 12 * MB })),
+    );
+    const refused = await asker.post({ jsonrpc: '2.0', id: 'ping-1', method: 'ping' });
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect((await refused.json()).error.message).toMatch(/not reading its answers/);
+    // A notification (a cancellation, say) is never refused.
+    expect((await asker.post({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 99 } })).status).toBe(202);
+    // It reads: the whole answer, then its requests are taken again.
+    const reader = readAll(answer);
+    await reader.ended;
+    expect(reader.text().length).toBeGreaterThan(12 * MB);
     expect(await (await asker.post({ jsonrpc: '2.0', id: 'ping-2', method: 'ping' })).json()).toEqual({ jsonrpc: '2.0', id: 'ping-2', result: {} });
   }, 120_000);
 
-  it('legacy /sse stream: mcpmux stays bounded, the host\'s requests wait (503) until it reads, and then its stream carries on', async () => {
+  it('legacy /sse stream: mcpmux stays bounded; past 4 MB of unread answers the host\'s requests get 503 until it reads; then its stream carries on', async () => {
     const sse = await pausedRequest({ path: '/sse', headers: { accept: 'text/event-stream' } });
     const reader = readAll(sse);
     const endpoint = await waitFor(() => /data: (\/messages\?sessionId=\S+)/.exec(reader.text())?.[1], { what: 'the endpoint event', timeoutMs: 15_000 });
@@ -174,12 +190,18 @@ describe('a host that reads nothing during a 32 MB notification flood', () => {
     const growth = await memoryOf(() => flood('sse'));
     expect(growth, 'RSS growth (bytes)').toBeLessThan(RSS_SLACK);
     expect(await shed('sse')).toBeGreaterThan(0);
-    const refused = await post({ jsonrpc: '2.0', id: 2, method: 'ping' });
+    // Shedding leaves about 1 MB waiting: the host's requests are still taken ...
+    expect((await post(call(2, { mode: 'big', n: 12 * MB }))).status).toBe(202);
+    await waitFor(async () => (await inFlight()) === 0, { what: 'the 12 MB answer written', timeoutMs: 30_000 });
+    // ... but not past 4 MB of answers it does not read.
+    const refused = await post({ jsonrpc: '2.0', id: 'refused', method: 'ping' });
     expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('1');
     // A notification (a cancellation, say) is never refused.
     expect((await post({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 99 } })).status).toBe(202);
     const again = readAll(sse);
     await noticeArrives(again.text, 'after-sse');
+    expect(again.text()).toContain('"id":2,');
     expect((await post({ jsonrpc: '2.0', id: 3, method: 'ping' })).status).toBe(202);
     await waitFor(() => again.text().includes('"id":3,'), { what: 'the ping answered', timeoutMs: 15_000 });
   }, 120_000);
@@ -287,6 +309,33 @@ describe('replay buffers', () => {
 });
 
 describe('a connection that stays stuck', () => {
+  it('a slow but live reader of one large answer is never cut, though the answer takes longer than MCPMUX_STUCK_MS to read', async () => {
+    await d.stop();
+    d = await startDaemon(SERVERS, { ...ENV, MCPMUX_STUCK_MS: '1500' });
+    await ready(d);
+    const asker = await jsonSession();
+    const answer = await pausedRequest(
+      { method: 'POST', path: '/mcp', headers: { ...JSON_HEADERS, 'mcp-session-id': asker.sid } },
+      JSON.stringify(call('big', { mode: 'big', n: 12 * MB })),
+    );
+    // The host takes each chunk 20 ms after the last (about 3 MB/s): far slower than mcpmux writes.
+    let length = 0;
+    const t0 = Date.now();
+    await pipeline(
+      answer,
+      new Writable({
+        highWaterMark: 1,
+        write(chunk: Buffer, _enc, done) {
+          length += chunk.length;
+          setTimeout(done, 20);
+        },
+      }),
+    );
+    expect(length).toBeGreaterThan(12 * MB);
+    expect(Date.now() - t0, 'the read took longer than the stuck time (else this test proves nothing)').toBeGreaterThan(1500);
+    expect(total(await metrics(), 'mcpmux_host_connections_cut_total')).toBe(0);
+  }, 120_000);
+
   it('a Streamable HTTP JSON answer nobody reads is cut once the host has taken nothing of it for MCPMUX_STUCK_MS, and counted', async () => {
     await d.stop();
     d = await startDaemon(SERVERS, { ...ENV, MCPMUX_STUCK_MS: '1000' });

@@ -13,7 +13,8 @@
 //   written, and a writer past maxBacklogBytes() is cut;
 // - cuts the connection when the host has taken nothing of it for STUCK_MS;
 // - tells the owner, which stops reading that host's requests until it catches up (a host that
-//   asks and never reads its answers gets no more answers queued).
+//   asks and never reads its answers gets no more answers queued). HTTP cannot stop reading a
+//   POST: there, more than UNREAD_ANSWERS_BYTES waiting gets the host's requests a 503.
 // Each shed message and each cut is published (observe/events.ts, mcpmux:host:backlog) and
 // counted (metrics.ts); the first shed on a connection is said once in the log.
 
@@ -26,6 +27,12 @@ import type { Logger } from '../observe/logger.js';
 export const SHED_BYTES = 1024 * 1024;
 /** The smallest hard bound (maxBacklogBytes): always above SHED_BYTES. */
 export const MIN_BACKLOG_BYTES = 4 * 1024 * 1024;
+/**
+ * Past this many bytes of answers waiting for an HTTP host (more than shedding ever leaves, so
+ * answers it does not read), its next requests are refused with 503 until it reads them. A host
+ * that reads, even during a notification flood, stays below it.
+ */
+export const UNREAD_ANSWERS_BYTES = 4 * 1024 * 1024;
 /** A host that takes nothing of what waits past SHED_BYTES for this long is cut. */
 export const STUCK_MS = 30_000;
 /** Tests shorten STUCK_MS with this (milliseconds). */
@@ -98,6 +105,17 @@ export function queuedLength(wire: Wire): number {
   return n;
 }
 
+/**
+ * Bytes of the writes in progress that libuv has not yet handed to the kernel, for a socket or
+ * pipe (undefined for anything else). Node's writableLength counts a chunk being written in full
+ * until the last byte of it is out, so a host slowly reading one large answer would look as if it
+ * took nothing; this count goes down as it reads.
+ */
+export function unsentBytes(stream: unknown): number | undefined {
+  const q = (stream as { _handle?: { writeQueueSize?: unknown } } | null | undefined)?._handle?.writeQueueSize;
+  return typeof q === 'number' ? q : undefined;
+}
+
 /** Whether a parsed body (one message or a batch) holds a request (something to be answered). */
 export function carriesRequest(value: unknown): boolean {
   const isRequest = (m: unknown): boolean => typeof m === 'object' && m !== null && 'method' in m && 'id' in m;
@@ -112,6 +130,8 @@ export interface BacklogOptions {
   maxBytes: number;
   /** Bytes waiting for the host now: the writer's own buffer and its socket's. */
   waiting(): number;
+  /** The socket's bytes not yet handed to the kernel (unsentBytes), where known: progress within one large write. */
+  unsent?(): number | undefined;
   /** Cuts the connection (destroys it); `why` says why. */
   cut(why: string): void;
   /** Writes a coalesced notification once the host has caught up, by the transport's usual path. */
@@ -130,17 +150,13 @@ export class Backlog {
   private closing = false;
   private timer: NodeJS.Timeout | undefined;
   private taken = 0;
+  private unsent: number | undefined;
   private progressAt = 0;
   private saidShed = false;
   private readonly pending = new Map<string, { msg: Incoming; related: JsonRpcId | undefined }>();
   private readonly stuckMs = stuckMs();
 
   constructor(private readonly opts: BacklogOptions) {}
-
-  /** Whether more than SHED_BYTES wait for the host. */
-  get isBehind(): boolean {
-    return this.behind;
-  }
 
   /**
    * Whether `msg` may be written now. False when it is shed or set aside (coalesced) because
@@ -216,6 +232,7 @@ export class Backlog {
     if (this.behind) return;
     this.behind = true;
     this.taken = this.written - this.opts.waiting();
+    this.unsent = this.opts.unsent?.();
     this.progressAt = Date.now();
     this.timer = setInterval(() => this.check(), Math.min(CHECK_MS, this.stuckMs));
     this.timer.unref();
@@ -226,11 +243,12 @@ export class Backlog {
     if (this.gone) return;
     const waiting = this.opts.waiting();
     const taken = this.written - waiting;
+    const unsent = this.opts.unsent?.();
     const now = Date.now();
-    if (taken > this.taken) {
-      this.taken = taken;
-      this.progressAt = now;
-    }
+    // The host took something: whole writes are done, or the one in progress got shorter.
+    if (taken > this.taken || (unsent !== undefined && this.unsent !== undefined && unsent < this.unsent)) this.progressAt = now;
+    this.taken = Math.max(taken, this.taken);
+    this.unsent = unsent;
     if (waiting <= SHED_BYTES) return this.catchUp();
     if (now - this.progressAt >= this.stuckMs) this.cutNow(stuck(waiting, now - this.progressAt), 'stuck', waiting);
   }

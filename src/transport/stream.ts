@@ -5,7 +5,7 @@ import type { Readable, Writable } from 'node:stream';
 import { LineDecoder, encodeChunks, type Frame, type Wire } from '../jsonrpc/framing.js';
 import type { Incoming } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
-import { Backlog, maxBacklogBytes, notReading, queuedLength } from './backlog.js';
+import { Backlog, maxBacklogBytes, notReading, queuedLength, unsentBytes } from './backlog.js';
 import type { FrameError, Transport } from './transport.js';
 
 export class StreamTransport implements Transport {
@@ -48,6 +48,7 @@ export class StreamTransport implements Transport {
         log: host.log,
         maxBytes: this.maxBacklog,
         waiting: () => this.output.writableLength + this.queued,
+        unsent: () => unsentBytes(this.output),
         cut: (why) => this.cut(why),
         resend: (msg) => this.send(msg),
         onBehind: (behind) => (behind ? input.pause() : input.resume()),

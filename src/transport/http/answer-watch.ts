@@ -6,7 +6,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from '../../observe/logger.js';
 import type { HostTransport } from '../../observe/events.js';
-import { Backlog } from '../backlog.js';
+import { Backlog, unsentBytes } from '../backlog.js';
 
 /** Something whose bytes still wait for the host. */
 export interface Unread {
@@ -24,7 +24,14 @@ export function watchAnswer(res: ServerResponse, written: number, opts: { transp
       return res.destroyed ? 0 : res.writableLength;
     },
   };
-  const backlog = new Backlog({ ...opts, maxBytes: Infinity, waiting: () => unread.waiting, cut: () => res.destroy(), resend: () => {} });
+  const backlog = new Backlog({
+    ...opts,
+    maxBytes: Infinity,
+    waiting: () => unread.waiting,
+    unsent: () => unsentBytes(res.socket),
+    cut: () => res.destroy(),
+    resend: () => {},
+  });
   backlog.wrote(written);
   let finished = false;
   const finish = (): void => {

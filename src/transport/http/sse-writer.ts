@@ -4,7 +4,7 @@
 import type { ServerResponse } from 'node:http';
 import { writeWire, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming, JsonRpcId } from '../../jsonrpc/message.js';
-import { Backlog, queuedLength, type BacklogOptions } from '../backlog.js';
+import { Backlog, queuedLength, unsentBytes, type BacklogOptions } from '../backlog.js';
 
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream',
@@ -33,6 +33,7 @@ export class SseWriter {
     this.backlog = new Backlog({
       ...backlog,
       waiting: () => res.writableLength,
+      unsent: () => unsentBytes(res.socket),
       cut: (why) => {
         this.why = why;
         res.destroy();
@@ -53,11 +54,6 @@ export class SseWriter {
   /** Whether `msg` may be written now (false: shed or set aside while the host is behind; backlog.ts). */
   admit(msg: Incoming, related?: JsonRpcId): boolean {
     return this.backlog.admit(msg, related);
-  }
-
-  /** More than SHED_BYTES wait for the host (backlog.ts). */
-  get behind(): boolean {
-    return this.backlog.isBehind;
   }
 
   /** Bytes waiting for the host now (after end() too, until the host has read them). */

@@ -11,7 +11,7 @@ import type { Logger } from '../../observe/logger.js';
 import { HttpRpcCode, readJsonBody, sendBehind, sendError, sendOverloaded } from './respond.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
 import { SseWriter } from './sse-writer.js';
-import { carriesRequest, maxBacklogBytes } from '../backlog.js';
+import { carriesRequest, maxBacklogBytes, UNREAD_ANSWERS_BYTES } from '../backlog.js';
 
 export const MESSAGES_PATH = '/messages';
 
@@ -50,9 +50,9 @@ class LegacySseSession extends ConnectionSession {
     this.writer.comment('keepalive');
   }
 
-  /** More than SHED_BYTES wait for the host (backlog.ts). */
-  get behind(): boolean {
-    return this.writer.behind;
+  /** More than UNREAD_ANSWERS_BYTES wait for the host: answers it does not read (backlog.ts). */
+  get answersBehind(): boolean {
+    return this.writer.waiting > UNREAD_ANSWERS_BYTES;
   }
 }
 
@@ -95,7 +95,7 @@ export class LegacySse {
     const body = await readJsonBody(req, res, this.opts.maxMessageBytes);
     if (!body) return;
     // A host that does not read its stream gets no more answers queued until it does (backlog.ts).
-    if (session.behind && carriesRequest(body.value)) return sendBehind(res);
+    if (session.answersBehind && carriesRequest(body.value)) return sendBehind(res);
     res.writeHead(202, { 'content-type': 'text/plain' }).end('Accepted');
     // The endpoint checks the JSON-RPC shape and answers on the stream, as over stdio.
     session.onmessage?.(body.value, undefined, body.bytes);

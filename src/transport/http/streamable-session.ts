@@ -16,7 +16,7 @@ import type { ServerResponse } from 'node:http';
 import { encodeChunks, joinBatch, wireBytes, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming, JsonRpcId, JsonRpcMessage } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
-import { queuedLength, SHED_BYTES } from '../backlog.js';
+import { queuedLength, UNREAD_ANSWERS_BYTES } from '../backlog.js';
 import { watchAnswer, type Unread } from './answer-watch.js';
 import type { FrameError, Transport } from '../transport.js';
 import type { ReplayBudget } from './replay-budget.js';
@@ -230,14 +230,14 @@ export class StreamableSession implements Transport, RegisteredSession {
   }
 
   /**
-   * Whether the host is behind reading its answers: more than SHED_BYTES wait on its POST
-   * streams and answers together. Its next requests are refused (503) until it catches up.
+   * Whether the host is behind reading its answers: more than UNREAD_ANSWERS_BYTES wait on its
+   * POST streams and answers together. Its next requests are refused (503) until it reads them.
    */
   answersBehind(): boolean {
     let waiting = 0;
     for (const s of this.streams.values()) if (s.key !== GET_STREAM && s.writer) waiting += s.writer.waiting;
     for (const u of this.unread) waiting += u.waiting;
-    return waiting > SHED_BYTES;
+    return waiting > UNREAD_ANSWERS_BYTES;
   }
 
   /**

@@ -14,7 +14,7 @@ import type { Guard } from './guard.js';
 import { HttpRpcCode } from './respond.js';
 import { parseWsMessage, sendOverWs, WS_CLOSE_GRACE_MS, WS_SUBPROTOCOL } from '../ws-frames.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
-import { Backlog, maxBacklogBytes } from '../backlog.js';
+import { Backlog, maxBacklogBytes, unsentBytes } from '../backlog.js';
 
 export interface WsOptions {
   registry: SessionRegistry;
@@ -43,6 +43,7 @@ class WsSession extends ConnectionSession {
       log,
       maxBytes: maxBacklog,
       waiting: () => ws.bufferedAmount,
+      unsent: () => unsentBytes((ws as unknown as { _socket?: unknown })._socket),
       cut: (why) => {
         ws.terminate();
         this.finish(why);
