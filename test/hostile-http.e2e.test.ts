@@ -16,12 +16,14 @@ afterAll(stopAllDaemons);
 
 const HEADERS_TIMEOUT_MS = 600;
 const REQUEST_TIMEOUT_MS = 1200;
+/** A host that takes nothing of what waits for it past the shed bound for this long is cut (backlog.ts). */
+const STUCK_MS = 1500;
 
 let d: Daemon;
 beforeAll(async () => {
   d = await startDaemon(
     { mcpServers: { fx: fixture({ name: 'fx' }) }, limits: { maxMessageBytes: 65536 } },
-    { MCPMUX_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS), MCPMUX_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS) },
+    { MCPMUX_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS), MCPMUX_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS), MCPMUX_STUCK_MS: String(STUCK_MS) },
   );
 });
 
@@ -197,7 +199,7 @@ describe('clients that vanish', () => {
     await waitFor(async () => (await sessions()) === before, { what: 'the session closed' });
   });
 
-  it('a GET stream whose reader stops reading is dropped past the backlog bound, with a log line; the session carries on', async () => {
+  it('a GET stream whose reader stops reading is cut once it has taken nothing for the stuck time, with a log line and a metric; the session carries on', async () => {
     const init = await fetch(d.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream;q=0.5' }, body: INIT });
     const sid = init.headers.get('mcp-session-id')!;
     await init.text();
@@ -212,19 +214,25 @@ describe('clients that vanish', () => {
     get.pause();
     get.socket.pause();
     onTestFinished(() => void get.destroy());
-    // Log notifications from the upstream, all for the GET stream, until it is dropped (the bound
-    // is 1 MB here; the kernel's socket buffers take a few MB more first).
+    // Log notifications from the upstream, all for the GET stream, until more than the shed bound
+    // (1 MB) waits for it (the kernel's socket buffers take a few MB first); past it they are shed.
     const flood = (id: number) =>
       fetch(d.url, { method: 'POST', headers: h, body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'fx__log', arguments: { levels: Array(8000).fill('info') } } }) });
-    for (let id = 10; id < 60 && !/"msg":"SSE stream dropped"/.test(d.stderr()); id++) expect((await flood(id)).status).toBe(200);
+    const stuck = async () => total((await scrape(`${d.base}/metrics`)).samples, 'mcpmux_host_connections_cut_total', { transport: 'http', why: 'stuck' });
+    const cutBefore = await stuck();
+    for (let id = 10; id < 60 && !/"msg":"SSE stream dropped"/.test(d.stderr()) && !/"transport":"http"[^\n]*host is not keeping up/.test(d.stderr()); id++) {
+      expect((await flood(id)).status).toBe(200);
+    }
+    // Then nothing is taken for STUCK_MS: the stream is cut.
     await waitFor(() => /"msg":"SSE stream dropped"/.test(d.stderr()), { what: 'the stream dropped', timeoutMs: 20_000 });
-    expect(d.stderr()).toMatch(/"why":"the peer is not reading what mcpmux sends \(\d+ bytes waiting\)"/);
+    expect(d.stderr()).toMatch(/"why":"the peer has read nothing of what mcpmux sends for \d+ s \(\d+ bytes waiting\)"/);
+    expect(await stuck()).toBe(cutBefore + 1);
     // The session itself is fine.
     const ping = await fetch(d.url, { method: 'POST', headers: h, body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping' }) });
     expect(await ping.json()).toEqual({ jsonrpc: '2.0', id: 3, result: {} });
   });
 
-  it('a WebSocket whose reader stops reading is dropped past the backlog bound, and its session ends', async () => {
+  it('a WebSocket whose reader stops reading is cut once it has taken nothing for the stuck time, and its session ends', async () => {
     const before = await sessions();
     const ws = new WebSocket(`ws://127.0.0.1:${d.port}/ws`, 'mcp');
     await new Promise((resolve, reject) => {
@@ -239,8 +247,9 @@ describe('clients that vanish', () => {
     await waitFor(() => answers.some((a) => a.id === 1), { what: 'initialize answered' });
     ws.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
     (ws as unknown as { _socket: Socket })._socket.pause();
-    const dropped = () => /"reason":"the peer is not reading what mcpmux sends \(\d+ bytes waiting\)"/.test(d.stderr());
-    // Each call floods ~1.2 MB of log notifications at the socket nobody reads.
+    const dropped = () => /"reason":"the peer has read nothing of what mcpmux sends for \d+ s \(\d+ bytes waiting\)"/.test(d.stderr());
+    // Each call floods ~1.2 MB of log notifications at the socket nobody reads, until some are
+    // shed; then nothing is taken for STUCK_MS and the socket is cut.
     for (let id = 10; id < 60 && !dropped(); id++) {
       ws.send(JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'fx__log', arguments: { levels: Array(8000).fill('info') } } }));
       await waitFor(async () => dropped() || total((await scrape(`${d.base}/metrics`)).samples, 'mcpmux_requests_in_flight') === 0, { what: 'the call done', timeoutMs: 20_000 });

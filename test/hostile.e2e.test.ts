@@ -148,10 +148,11 @@ describe('a host that never reads', () => {
 });
 
 describe('a host that stops reading stdout', () => {
-  it('is dropped once more than the backlog bound waits for it: mcpmux says why and exits, instead of growing', async () => {
-    // The backlog bound is max(4 x maxMessageBytes, 1 MB): 1 MB here.
+  it('is dropped once it has taken nothing for the stuck time while more than the shed bound waits: mcpmux says why and exits, instead of growing', async () => {
+    // Past the shed bound (1 MB waiting) the log notifications are shed; the host then takes
+    // nothing for MCPMUX_STUCK_MS and is cut.
     const config = await writeConfig({ mcpServers: { fx: fixture({ name: 'fx' }) }, limits: { maxMessageBytes: 262_144 } });
-    const child = spawn(process.execPath, [MUX_BIN, 'stdio', '--config', config], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [MUX_BIN, 'stdio', '--config', config], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, MCPMUX_STUCK_MS: '1500' } });
     onTestFinished(() => void (child.exitCode === null && child.signalCode === null && child.kill('SIGKILL')));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     let out = '';
@@ -168,7 +169,8 @@ describe('a host that stops reading stdout', () => {
     child.stdout.pause();
     send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'fx__log', arguments: { levels: Array(30_000).fill('info') } } });
     expect(await exited).toBe(0);
-    expect(err).toMatch(/"reason":"the peer is not reading what mcpmux sends \(\d+ bytes waiting\)"/);
+    expect(err).toMatch(/"reason":"the peer has read nothing of what mcpmux sends for \d+ s \(\d+ bytes waiting\)"/);
+    expect(err).toMatch(/"transport":"stdio"[^\n]*host is not keeping up/);
   });
 });
 

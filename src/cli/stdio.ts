@@ -55,7 +55,7 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   router.start();
   void router.ready().then(() => (started = true));
 
-  const transport = new StreamTransport(process.stdin, process.stdout, config.limits.maxMessageBytes);
+  const transport = new StreamTransport(process.stdin, process.stdout, config.limits.maxMessageBytes, true, { log });
   const session = openSession(transport, 'stdio');
 
   reloader.start();

@@ -28,6 +28,7 @@ export const CHANNEL = {
   auditError: 'mcpmux:audit:error',
   configReload: 'mcpmux:config:reload',
   operatorAction: 'mcpmux:operator:action',
+  hostBacklog: 'mcpmux:host:backlog',
 } as const;
 
 // Module-level references: a channel nobody holds could be collected along with its subscribers.
@@ -44,6 +45,7 @@ const rateLimited = dc.channel(CHANNEL.rateLimited);
 const auditError = dc.channel(CHANNEL.auditError);
 const configReload = dc.channel(CHANNEL.configReload);
 const operatorAction = dc.channel(CHANNEL.operatorAction);
+const hostBacklog = dc.channel(CHANNEL.hostBacklog);
 
 /** How a host is connected. `http` is Streamable HTTP; `sse` the legacy HTTP+SSE transport. */
 export type HostTransport = 'stdio' | 'http' | 'sse' | 'ws';
@@ -351,4 +353,29 @@ export interface OperatorActionEvent {
 
 export function publishOperatorAction(ev: OperatorActionEvent): void {
   if (operatorAction.hasSubscribers) operatorAction.publish(ev);
+}
+
+// ---- hosts that do not read -------------------------------------------------------------------
+
+/**
+ * A host fell behind reading what mcpmux sends it (transport/backlog.ts): a notification was
+ * shed or replaced by a newer one of its kind, or the connection was cut.
+ */
+export interface HostBacklogEvent {
+  transport: HostTransport;
+  /**
+   * `shed`: a progress or log notification was not sent; `coalesced`: a list_changed or
+   * resources/updated was replaced by a newer one of its kind; `closed`: the connection was cut.
+   */
+  action: 'shed' | 'coalesced' | 'closed';
+  /** shed and coalesced: the notification's method. */
+  method?: string;
+  /** closed: `stuck` (the host took nothing for a while) or `full` (past the hard bound). */
+  why?: 'stuck' | 'full';
+  /** Bytes waiting for the host at that moment. */
+  waiting: number;
+}
+
+export function publishHostBacklog(ev: HostBacklogEvent): void {
+  if (hostBacklog.hasSubscribers) hostBacklog.publish(ev);
 }

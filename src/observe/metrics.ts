@@ -12,6 +12,7 @@ import {
   type AuditErrorEvent,
   type ConfigReloadEvent,
   type DeniedEvent,
+  type HostBacklogEvent,
   type LimitedEvent,
   type RequestEvent,
   type SessionEvent,
@@ -63,6 +64,8 @@ export class Metrics {
   private readonly limited: Counter;
   private readonly auditErrors: Counter;
   private readonly reloads: Counter;
+  private readonly shed: Counter;
+  private readonly cut: Counter;
   /** Connection id -> its server and whether it is up (for mcpmux_upstream_up). */
   private readonly connections = new Map<number, { server: string; up: boolean }>();
   private readonly tools = new Set<string>();
@@ -141,6 +144,19 @@ export class Metrics {
     this.reloads = new Counter({ name: 'mcpmux_config_reloads_total', help: 'Config reloads: applied, or refused because the new file was invalid (the running config stays).', labelNames: ['result'], registers });
     this.reloads.inc({ result: 'applied' }, 0);
     this.reloads.inc({ result: 'refused' }, 0);
+    // Hosts that do not read (transport/backlog.ts). `method` is one of the few shed or coalesced ones.
+    this.shed = new Counter({
+      name: 'mcpmux_host_messages_shed_total',
+      help: 'Notifications not sent to a host that was behind reading: progress and log messages shed, list_changed and resources/updated replaced by a newer one.',
+      labelNames: ['transport', 'method'],
+      registers,
+    });
+    this.cut = new Counter({
+      name: 'mcpmux_host_connections_cut_total',
+      help: 'Host connections cut for not reading: why="stuck" (nothing taken for a while), why="full" (past the hard bound).',
+      labelNames: ['transport', 'why'],
+      registers,
+    });
   }
 
   /** Starts listening on the bus. Subscribe before upstreams start, so their states are seen. */
@@ -163,6 +179,10 @@ export class Metrics {
     this.on(CHANNEL.rateLimited, (ev: LimitedEvent) => this.limited.inc({ server: ev.server, client: ev.client }));
     this.on(CHANNEL.auditError, (ev: AuditErrorEvent) => this.auditErrors.inc(ev.lines));
     this.on(CHANNEL.configReload, (ev: ConfigReloadEvent) => this.reloads.inc({ result: ev.result }));
+    this.on(CHANNEL.hostBacklog, (ev: HostBacklogEvent) => {
+      if (ev.action === 'closed') this.cut.inc({ transport: ev.transport, why: ev.why ?? 'full' });
+      else this.shed.inc({ transport: ev.transport, method: ev.method ?? 'other' });
+    });
   }
 
   stop(): void {

@@ -4,7 +4,8 @@
 import type { Readable, Writable } from 'node:stream';
 import { LineDecoder, encodeChunks, type Frame, type Wire } from '../jsonrpc/framing.js';
 import type { Incoming } from '../jsonrpc/message.js';
-import { maxBacklogBytes, notReading } from './backlog.js';
+import type { Logger } from '../observe/logger.js';
+import { Backlog, maxBacklogBytes, notReading, queuedLength, unsentBytes } from './backlog.js';
 import type { FrameError, Transport } from './transport.js';
 
 export class StreamTransport implements Transport {
@@ -14,6 +15,10 @@ export class StreamTransport implements Transport {
 
   private readonly decoder: LineDecoder;
   private readonly maxBacklog: number;
+  /** Host side only: what waits for a host that does not read (backlog.ts). */
+  private readonly backlog: Backlog | undefined;
+  /** Bytes in `queue`, not yet handed to the output. */
+  private queued = 0;
   private closed = false;
   private readonly emit = (frame: Frame): void => {
     if (frame.ok) {
@@ -29,9 +34,27 @@ export class StreamTransport implements Transport {
     maxMessageBytes: number,
     /** False when the owner knows better why the stream ended (a child: its exit status). */
     closeOnInputEnd = true,
+    /**
+     * Set for a host (mcpmux stdio): what may be lost is shed while the host is behind, and its
+     * requests are not read until it catches up. Unset (an upstream child): only the hard bound.
+     */
+    host?: { log: Logger },
   ) {
     this.decoder = new LineDecoder(maxMessageBytes);
     this.maxBacklog = maxBacklogBytes(maxMessageBytes);
+    if (host) {
+      this.backlog = new Backlog({
+        transport: 'stdio',
+        log: host.log,
+        maxBytes: this.maxBacklog,
+        waiting: () => this.output.writableLength + this.queued,
+        unsent: () => unsentBytes(this.output),
+        cut: (why) => this.cut(why),
+        resend: (msg) => this.send(msg),
+        onBehind: (behind) => (behind ? input.pause() : input.resume()),
+      });
+      output.on('drain', () => this.backlog!.poke());
+    }
     input.on('data', (chunk: Buffer) => this.decoder.push(chunk, this.emit));
     if (closeOnInputEnd) input.on('end', () => this.finish('input ended'));
     input.on('error', (e) => this.finish(`input error: ${e.message}`));
@@ -45,7 +68,9 @@ export class StreamTransport implements Transport {
    */
   send(msg: Incoming): Wire | undefined {
     if (this.closed || this.output.destroyed || this.output.writableEnded) return undefined;
-    const wire = encodeChunks(msg); // first: it throws for a message that cannot be written
+    // A notification shed for a host that is behind is not even encoded.
+    if (this.backlog && !this.backlog.admit(msg)) return undefined;
+    const wire = encodeChunks(msg); // before queueing: it throws for a message that cannot be written
     if (this.queue.length === 0) process.nextTick(this.flush);
     if (typeof wire === 'string') {
       this.queue.push(wire + '\n');
@@ -55,6 +80,7 @@ export class StreamTransport implements Transport {
       this.queue.push('\n');
       this.hasBuffers = true;
     }
+    if (this.backlog) this.queued += queuedLength(wire) + 1;
     return wire;
   }
 
@@ -62,7 +88,9 @@ export class StreamTransport implements Transport {
   private hasBuffers = false;
   private readonly flush = (): void => {
     const queue = this.queue;
+    const bytes = this.queued;
     this.queue = [];
+    this.queued = 0;
     if (this.output.destroyed || this.output.writableEnded) return;
     if (!this.hasBuffers) {
       this.output.write(queue.length === 1 ? queue[0]! : queue.join(''));
@@ -72,14 +100,20 @@ export class StreamTransport implements Transport {
       for (const piece of queue) this.output.write(piece);
       this.output.uncork();
     }
+    if (this.backlog) {
+      this.backlog.wrote(bytes);
+      return;
+    }
     // A peer that does not read: drop it rather than buffer without bound.
     const waiting = this.output.writableLength;
-    if (waiting > this.maxBacklog) {
-      this.output.destroy();
-      this.input.destroy();
-      this.finish(notReading(waiting));
-    }
+    if (waiting > this.maxBacklog) this.cut(notReading(waiting));
   };
+
+  private cut(why: string): void {
+    this.output.destroy();
+    this.input.destroy();
+    this.finish(why);
+  }
 
   async close(): Promise<void> {
     if (this.queue.length > 0) this.flush();
@@ -91,6 +125,7 @@ export class StreamTransport implements Transport {
   finish(reason: string): void {
     if (this.closed) return;
     this.closed = true;
+    this.backlog?.release();
     this.onclose?.(reason);
   }
 }

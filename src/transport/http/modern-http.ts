@@ -15,7 +15,8 @@ import { classify, ErrorCode, errorResponse, RpcError, type Incoming, type JsonR
 import type { Logger } from '../../observe/logger.js';
 import type { Params } from '../../protocol/mcp.js';
 import { META, MODERN_METHODS, ModernError, NAMED, readEnvelope } from '../../protocol/modern.js';
-import { maxBacklogBytes } from '../backlog.js';
+import { maxBacklogBytes, queuedLength } from '../backlog.js';
+import { watchAnswer } from './answer-watch.js';
 import type { FrameError, Transport } from '../transport.js';
 import { header, HttpRpcCode, sendError, sendOverloaded, sendWire } from './respond.js';
 import { ClientCounts, type OpenSession, type SessionRegistry } from './sessions.js';
@@ -66,7 +67,7 @@ export class ModernHttp {
     if (full) return sendOverloaded(res, full);
     // Keep-alive comments on an open SSE answer, as on sessions' streams: proxies do not time
     // out a quiet listen stream, and a peer gone without a FIN is found.
-    const post = new ModernPost(res, id, maxBacklogBytes(this.opts.maxMessageBytes), this.opts.registry.keepaliveMs);
+    const post = new ModernPost(res, id, maxBacklogBytes(this.opts.maxMessageBytes), this.opts.registry.keepaliveMs, this.opts.log);
     this.open.add(post);
     this.perClient.add(client);
     this.opts.open(post, { kind: 'streamable', client, stateless: true });
@@ -130,6 +131,7 @@ export class ModernPost implements Transport {
     private readonly id: JsonRpcId,
     private readonly maxBacklog: number,
     private readonly keepaliveMs: number,
+    private readonly log: Logger,
   ) {
     // The host closing the response before the answer is how it cancels (2026-07-28).
     res.on('close', () => this.finish('the host closed the response stream'));
@@ -152,13 +154,16 @@ export class ModernPost implements Transport {
         // method) are answered before a request gets here; an error from further on (an
         // upstream's own -32601, say) is an answer, not a refusal of this request.
         sendWire(this.res, 200, wire);
+        // A host that never reads it is cut once stuck (answer-watch.ts).
+        watchAnswer(this.res, queuedLength(wire), { transport: 'http', log: this.log });
       }
       this.finish('answered');
       return wire;
     }
     // Only messages tied to this request reach this transport (HostSession sees to it).
+    if (this.writer && !this.writer.admit(msg)) return; // shed for a host that is behind (backlog.ts)
     if (!this.writer) {
-      this.writer = new SseWriter(this.res, {}, this.maxBacklog);
+      this.writer = new SseWriter(this.res, {}, { transport: 'http', log: this.log, maxBytes: this.maxBacklog, resend: (m) => this.send(m) });
       this.keepalive = setInterval(() => this.writer?.comment('keep-alive'), this.keepaliveMs);
       this.keepalive.unref();
     }

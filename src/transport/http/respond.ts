@@ -185,3 +185,13 @@ export function sendTooLarge(res: ServerResponse, limit: number): void {
 export function sendOverloaded(res: ServerResponse, message: string): void {
   sendError(res, 503, HttpRpcCode.Overloaded, message, { 'retry-after': '5' });
 }
+
+/**
+ * 503 for a request from a host that is not reading what it was already sent (backlog.ts): it
+ * is taken again once the host has caught up.
+ */
+export function sendBehind(res: ServerResponse): void {
+  sendError(res, 503, HttpRpcCode.Overloaded, 'Service Unavailable: this session is not reading its answers; send requests again once it has read them', {
+    'retry-after': '1',
+  });
+}

@@ -3,7 +3,8 @@
 
 import type { ServerResponse } from 'node:http';
 import { writeWire, type Wire } from '../../jsonrpc/framing.js';
-import { notReading } from '../backlog.js';
+import type { Incoming, JsonRpcId } from '../../jsonrpc/message.js';
+import { Backlog, queuedLength, unsentBytes, type BacklogOptions } from '../backlog.js';
 
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream',
@@ -13,21 +14,51 @@ export const SSE_HEADERS = {
   'x-accel-buffering': 'no',
 } as const;
 
+/** What an SSE writer's Backlog needs from its owner (the rest comes from the response). */
+export type SseBacklog = Pick<BacklogOptions, 'transport' | 'log' | 'maxBytes' | 'resend'>;
+
 export class SseWriter {
   private ended = false;
   /** Called once when the connection is gone (peer left, or we ended it); `why` when we cut it. */
   onclose?: (why?: string) => void;
   private why: string | undefined;
+  /** What waits for a host that does not read (backlog.ts). */
+  private readonly backlog: Backlog;
 
   constructor(
     readonly res: ServerResponse,
     headers: Record<string, string>,
-    /** Bytes that may wait for the peer before the connection is dropped (backlog.ts). */
-    private readonly maxBacklog: number,
+    backlog: SseBacklog,
   ) {
+    this.backlog = new Backlog({
+      ...backlog,
+      waiting: () => res.writableLength,
+      unsent: () => unsentBytes(res.socket),
+      cut: (why) => {
+        this.why = why;
+        res.destroy();
+        this.finish();
+      },
+    });
     res.writeHead(200, { ...SSE_HEADERS, ...headers });
     res.flushHeaders();
-    res.on('close', () => this.finish());
+    res.on('close', () => {
+      this.finish();
+      this.backlog.release();
+    });
+    // Everything handed to the socket: nothing waits for the host any more.
+    res.on('finish', () => this.backlog.release());
+    res.on('drain', () => this.backlog.poke());
+  }
+
+  /** Whether `msg` may be written now (false: shed or set aside while the host is behind; backlog.ts). */
+  admit(msg: Incoming, related?: JsonRpcId): boolean {
+    return this.backlog.admit(msg, related);
+  }
+
+  /** Bytes waiting for the host now (after end() too, until the host has read them). */
+  get waiting(): number {
+    return this.res.destroyed ? 0 : this.res.writableLength;
   }
 
   get open(): boolean {
@@ -45,17 +76,8 @@ export class SseWriter {
     if (id !== undefined) head += `id: ${id}\n`;
     head += 'data: ';
     writeWire(this.res, typeof data === 'string' ? `${head}${data}\n\n` : [head, ...data, '\n\n']);
-    return this.checkBacklog();
-  }
-
-  /** Drops a connection whose peer has stopped reading; false when it did. */
-  private checkBacklog(): boolean {
-    const waiting = this.res.writableLength;
-    if (waiting <= this.maxBacklog) return true;
-    this.why = notReading(waiting);
-    this.res.destroy();
-    this.finish();
-    return false;
+    // A peer past the hard bound is dropped here (false).
+    return this.backlog.wrote(head.length + queuedLength(data) + 2);
   }
 
   /** The priming event of a resumable stream: an id, the reconnect delay and empty data. */
@@ -66,8 +88,9 @@ export class SseWriter {
   /** A comment line: keeps proxies from timing the stream out and finds dead peers. */
   comment(text: string): void {
     if (!this.open) return;
-    this.res.write(`: ${text}\n\n`);
-    this.checkBacklog();
+    const line = `: ${text}\n\n`;
+    this.res.write(line);
+    this.backlog.wrote(line.length);
   }
 
   end(): void {
@@ -79,5 +102,8 @@ export class SseWriter {
     if (this.ended) return;
     this.ended = true;
     this.onclose?.(this.why);
+    // After onclose: the owner no longer writes to this connection, and may keep what was set
+    // aside. What was written stays watched until the host has read it (or is cut as stuck).
+    this.backlog.ended();
   }
 }

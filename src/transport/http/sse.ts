@@ -9,10 +9,10 @@ import { encodeChunks, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import type { BodyBudget } from './body-budget.js';
-import { HttpRpcCode, readJsonBody, sendError, sendOverloaded } from './respond.js';
+import { HttpRpcCode, readJsonBody, sendBehind, sendError, sendOverloaded } from './respond.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
 import { SseWriter } from './sse-writer.js';
-import { maxBacklogBytes } from '../backlog.js';
+import { carriesRequest, maxBacklogBytes, UNREAD_ANSWERS_BYTES } from '../backlog.js';
 
 export const MESSAGES_PATH = '/messages';
 
@@ -38,7 +38,7 @@ class LegacySseSession extends ConnectionSession {
   }
 
   send(msg: Incoming): Wire | undefined {
-    if (this.closed) return undefined;
+    if (this.closed || !this.writer.admit(msg)) return undefined;
     const wire = encodeChunks(msg);
     this.writer.event(wire, undefined, 'message');
     return wire;
@@ -51,6 +51,11 @@ class LegacySseSession extends ConnectionSession {
 
   keepalive(): void {
     this.writer.comment('keepalive');
+  }
+
+  /** More than UNREAD_ANSWERS_BYTES wait for the host: answers it does not read (backlog.ts). */
+  get answersBehind(): boolean {
+    return this.writer.waiting > UNREAD_ANSWERS_BYTES;
   }
 }
 
@@ -65,7 +70,12 @@ export class LegacySse {
     const full = this.opts.registry.refusal(client);
     if (full) return sendOverloaded(res, full);
     const id = randomBytes(32).toString('base64url');
-    const writer = new SseWriter(res, {}, maxBacklogBytes(this.opts.maxMessageBytes));
+    const writer: SseWriter = new SseWriter(res, {}, {
+      transport: 'sse',
+      log: this.opts.log,
+      maxBytes: maxBacklogBytes(this.opts.maxMessageBytes),
+      resend: (msg) => session.send(msg),
+    });
     const session = new LegacySseSession(id, client, writer);
     this.sessions.set(id, session);
     const host = this.opts.registry.open(session, this.opts.open, client, () => {
@@ -87,6 +97,8 @@ export class LegacySse {
     if (session.client !== client) return sendError(res, 403, HttpRpcCode.Transport, 'Forbidden: the session belongs to another client');
     const body = await readJsonBody(req, res, this.opts.maxMessageBytes, this.opts.bodies);
     if (!body) return;
+    // A host that does not read its stream gets no more answers queued until it does (backlog.ts).
+    if (session.answersBehind && carriesRequest(body.value)) return sendBehind(res);
     res.writeHead(202, { 'content-type': 'text/plain' }).end('Accepted');
     // The endpoint checks the JSON-RPC shape and answers on the stream, as over stdio.
     session.onmessage?.(body.value, undefined, body.bytes);

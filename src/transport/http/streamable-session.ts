@@ -16,12 +16,18 @@ import type { ServerResponse } from 'node:http';
 import { encodeChunks, joinBatch, wireBytes, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming, JsonRpcId, JsonRpcMessage } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
+import { queuedLength, UNREAD_ANSWERS_BYTES } from '../backlog.js';
+import { watchAnswer, type Unread } from './answer-watch.js';
 import type { FrameError, Transport } from '../transport.js';
+import type { ReplayBudget } from './replay-budget.js';
 import type { HostHandle, RegisteredSession } from './sessions.js';
 import { sendWire } from './respond.js';
-import { SseWriter } from './sse-writer.js';
+import { SseWriter, type SseBacklog } from './sse-writer.js';
 
-/** Events (and bytes) kept per stream for replay; older ones are dropped (a resume past them has a gap). */
+/**
+ * Events (and bytes) kept per stream for replay; older ones are dropped (a resume past them has
+ * a gap). All streams of all sessions together are held to one budget too (replay-budget.ts).
+ */
 const REPLAY_EVENTS = 256;
 const REPLAY_BYTES = 4 * 1024 * 1024;
 /**
@@ -81,15 +87,22 @@ export class StreamableSession implements Transport, RegisteredSession {
   private seq = 0;
   private lastActive = Date.now();
   private closed = false;
+  /** Answers whose connection ended before the host read them all (each until it has, or is cut). */
+  private readonly unread = new Set<Unread>();
+  /** What every stream writer's Backlog is built with (backlog.ts). */
+  private readonly backlog: SseBacklog;
 
   constructor(
     readonly id: string,
     readonly client: string | undefined,
     private readonly log: Logger,
     /** Bytes that may wait for a stream's reader before its connection is dropped (backlog.ts). */
-    private readonly maxBacklog: number,
+    maxBacklog: number,
+    /** The replay buffers' budget, shared by all sessions. */
+    private readonly replayBudget: ReplayBudget,
   ) {
     this.streams.set(GET_STREAM, newStream(GET_STREAM, false, false));
+    this.backlog = { transport: 'http', log, maxBytes: maxBacklog, resend: (msg, related) => this.send(msg, related) };
   }
 
   get isClosed(): boolean {
@@ -117,7 +130,7 @@ export class StreamableSession implements Transport, RegisteredSession {
     this.streams.set(stream.key, stream);
     const headers = { 'mcp-session-id': this.id };
     if (opts.sse) {
-      this.attach(stream, new SseWriter(res, headers, this.maxBacklog));
+      this.attach(stream, new SseWriter(res, headers, this.backlog));
       if (opts.prime) stream.writer!.prime(`${stream.key}-${++this.seq}`, SSE_RETRY_MS);
     } else {
       stream.json = res;
@@ -153,7 +166,7 @@ export class StreamableSession implements Transport, RegisteredSession {
     const stream = this.streams.get(GET_STREAM)!;
     if (stream.writer?.open) return false;
     this.touch();
-    this.attach(stream, new SseWriter(res, { 'mcp-session-id': this.id }, this.maxBacklog));
+    this.attach(stream, new SseWriter(res, { 'mcp-session-id': this.id }, this.backlog));
     if (prime) stream.writer!.prime(`${GET_STREAM}-${++this.seq}`, SSE_RETRY_MS);
     // What was queued while no GET stream was open.
     this.replay(stream, stream.delivered);
@@ -172,7 +185,7 @@ export class StreamableSession implements Transport, RegisteredSession {
     if (after < stream.dropped) {
       this.log.warn({ stream: key, after, dropped: stream.dropped }, 'resume: some events were already dropped from the replay buffer');
     }
-    this.attach(stream, new SseWriter(res, { 'mcp-session-id': this.id }, this.maxBacklog));
+    this.attach(stream, new SseWriter(res, { 'mcp-session-id': this.id }, this.backlog));
     this.replay(stream, after);
     if (stream.done) this.complete(stream);
     return 'ok';
@@ -208,9 +221,40 @@ export class StreamableSession implements Transport, RegisteredSession {
       return wire;
     }
     if (stream?.jsonMode) stream = undefined;
+    const target = stream ?? this.unrelatedStream();
+    // A connected stream whose host is behind sheds or sets aside what may be (backlog.ts).
+    if (target.writer?.open && !target.writer.admit(msg, related)) return undefined;
     const wire = encodeChunks(msg);
-    this.emit(stream ?? this.unrelatedStream(), wire);
+    this.emit(target, wire);
     return wire;
+  }
+
+  /**
+   * Whether the host is behind reading its answers: more than UNREAD_ANSWERS_BYTES wait on its
+   * POST streams and answers together. Its next requests are refused (503) until it reads them.
+   */
+  answersBehind(): boolean {
+    let waiting = 0;
+    for (const s of this.streams.values()) if (s.key !== GET_STREAM && s.writer) waiting += s.writer.waiting;
+    for (const u of this.unread) waiting += u.waiting;
+    return waiting > UNREAD_ANSWERS_BYTES;
+  }
+
+  /**
+   * An answer whose response ended with bytes still waiting for the host: counted (answersBehind)
+   * until read. A JSON answer is watched for the stuck rule here; an SSE writer watches itself.
+   */
+  private watchUnread(res: ServerResponse, written: number, writer?: SseWriter): void {
+    if (!writer) {
+      const unread = watchAnswer(res, written, this.backlog, (u) => this.unread.delete(u));
+      if (unread) this.unread.add(unread);
+      return;
+    }
+    if (writer.waiting === 0) return;
+    this.unread.add(writer);
+    const done = (): void => void this.unread.delete(writer);
+    res.once('finish', done);
+    res.once('close', done);
   }
 
   /** The GET stream if connected; else an open POST stream; else the GET stream's buffer. */
@@ -230,20 +274,27 @@ export class StreamableSession implements Transport, RegisteredSession {
       return;
     }
     const seq = ++this.seq;
-    stream.events.push({ seq, data, bytes });
+    const ev = { seq, data, bytes };
+    stream.events.push(ev);
     stream.bytes += bytes;
     const maxBytes = waiting ? UNDELIVERED_BYTES : REPLAY_BYTES;
     // The newest event always stays, however large: it may be the response a resume needs.
     while (stream.events.length > 1 && (stream.events.length > REPLAY_EVENTS || stream.bytes > maxBytes)) {
-      const dropped = stream.events.shift()!;
-      stream.bytes -= dropped.bytes;
-      stream.dropped = dropped.seq;
+      const dropped = stream.events[0]!;
+      this.replayBudget.shift(stream);
       if (dropped.seq > stream.delivered && !this.saidDropped) {
         this.saidDropped = true;
         this.log.warn({ stream: stream.key }, 'SSE buffer full: undelivered messages are being dropped (said once per session)');
       }
     }
+    this.replayBudget.added(stream, ev);
     if (stream.writer?.event(data, `${stream.key}-${seq}`)) stream.delivered = seq;
+  }
+
+  /** A stream leaves the session: its replay buffer leaves the budget. */
+  private drop(stream: Stream): void {
+    this.streams.delete(stream.key);
+    this.replayBudget.forget(stream);
   }
 
   private replay(stream: Stream, after: number): void {
@@ -268,19 +319,23 @@ export class StreamableSession implements Transport, RegisteredSession {
     if (stream.jsonMode) {
       const res = stream.json;
       stream.json = undefined;
-      this.streams.delete(stream.key);
+      this.drop(stream);
       if (!res || res.writableEnded) return;
       if (stream.collected.length === 0) {
         // Every request of this POST was cancelled: nothing to answer with.
         res.writeHead(202, { 'mcp-session-id': this.id, 'content-length': '0' }).end();
         return;
       }
-      sendWire(res, 200, stream.batch ? joinBatch(stream.collected) : stream.collected[0]!, { 'mcp-session-id': this.id });
+      const body = stream.batch ? joinBatch(stream.collected) : stream.collected[0]!;
+      sendWire(res, 200, body, { 'mcp-session-id': this.id });
+      this.watchUnread(res, queuedLength(body));
       return;
     }
     if (stream.writer?.open) {
-      stream.writer.end();
-      this.streams.delete(stream.key);
+      const writer = stream.writer;
+      writer.end();
+      this.watchUnread(writer.res, 0, writer);
+      this.drop(stream);
       const i = this.detached.indexOf(stream);
       if (i >= 0) this.detached.splice(i, 1);
       return;
@@ -288,7 +343,7 @@ export class StreamableSession implements Transport, RegisteredSession {
     // The connection dropped before the last response: keep the events for a GET resume.
     if (!this.detached.includes(stream)) {
       this.detached.push(stream);
-      if (this.detached.length > DETACHED_STREAMS) this.streams.delete(this.detached.shift()!.key);
+      if (this.detached.length > DETACHED_STREAMS) this.drop(this.detached.shift()!);
     }
   }
 
@@ -347,6 +402,7 @@ export class StreamableSession implements Transport, RegisteredSession {
       stream.pending.clear();
       if (stream.jsonMode) this.complete(stream);
       else stream.writer?.end();
+      this.replayBudget.forget(stream);
     }
     this.streams.clear();
     this.byRequest.clear();

@@ -13,9 +13,10 @@ import { cancelProtocol, type Params } from '../../protocol/mcp.js';
 import { declaredVersion, isModernVersion } from '../../protocol/modern.js';
 import { ModernHttp } from './modern-http.js';
 import { acceptQuality } from './media.js';
-import { header, HttpRpcCode, readJsonBody, sendError, sendOverloaded } from './respond.js';
+import { header, HttpRpcCode, readJsonBody, sendBehind, sendError, sendOverloaded } from './respond.js';
 import type { OpenSession, SessionRegistry } from './sessions.js';
 import { StreamableSession } from './streamable-session.js';
+import { ReplayBudget } from './replay-budget.js';
 import { maxBacklogBytes } from '../backlog.js';
 import type { BodyBudget } from './body-budget.js';
 
@@ -35,9 +36,12 @@ const VERSIONS_TEXT = SUPPORTED_VERSIONS.join(', ');
 export class StreamableHttp {
   private readonly sessions = new Map<string, StreamableSession>();
   private readonly modern: ModernHttp;
+  /** One budget for the replay buffers of all sessions (replay-budget.ts). */
+  private readonly replay: ReplayBudget;
 
   constructor(private readonly opts: StreamableOptions) {
     this.modern = new ModernHttp(opts);
+    this.replay = new ReplayBudget(opts.log);
   }
 
   /** Shutdown: the open 2026-07-28 requests end too (they are in no session registry). */
@@ -135,6 +139,8 @@ export class StreamableHttp {
       res.writeHead(202, { 'mcp-session-id': session.id, 'content-length': '0' }).end();
       return;
     }
+    // A host that does not read its answers gets no more of them queued until it does (backlog.ts).
+    if (session.answersBehind()) return sendBehind(res);
     const version = init ? negotiateVersion(init.params?.protocolVersion) : session.host.protocolVersion;
     session.openPost(res, [...seen], {
       sse: sse >= json,
@@ -192,7 +198,7 @@ export class StreamableHttp {
   private create(client: string | undefined): StreamableSession {
     // 32 random bytes, base64url: visible ASCII as the spec asks, and unguessable.
     const id = randomBytes(32).toString('base64url');
-    const session = new StreamableSession(id, client, this.opts.log, maxBacklogBytes(this.opts.maxMessageBytes));
+    const session = new StreamableSession(id, client, this.opts.log, maxBacklogBytes(this.opts.maxMessageBytes), this.replay);
     this.sessions.set(id, session);
     const host = this.opts.registry.open(session, this.opts.open, client, () => this.sessions.delete(id));
     this.opts.log.debug({ session: host.id, client }, 'streamable HTTP session opened');

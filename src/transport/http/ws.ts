@@ -7,15 +7,14 @@
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
-import type { Wire } from '../../jsonrpc/framing.js';
+import { wireBytes, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import type { Guard } from './guard.js';
 import { HttpRpcCode } from './respond.js';
 import { parseWsMessage, sendOverWs, WS_CLOSE_GRACE_MS, WS_SUBPROTOCOL } from '../ws-frames.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
-import { maxBacklogBytes, notReading } from '../backlog.js';
-
+import { Backlog, maxBacklogBytes, unsentBytes } from '../backlog.js';
 
 export interface WsOptions {
   registry: SessionRegistry;
@@ -29,13 +28,30 @@ class WsSession extends ConnectionSession {
   readonly kind = 'ws' as const;
   /** Cleared on each keep-alive ping, set by the pong: still false at the next one = dead peer. */
   private alive = true;
+  /** What waits for a host that does not read (backlog.ts). */
+  private readonly backlog: Backlog;
 
   constructor(
     private readonly ws: WebSocket,
     /** Bytes that may wait for the peer before the connection is dropped (backlog.ts). */
-    private readonly maxBacklog: number,
+    maxBacklog: number,
+    log: Logger,
   ) {
     super();
+    this.backlog = new Backlog({
+      transport: 'ws',
+      log,
+      maxBytes: maxBacklog,
+      waiting: () => ws.bufferedAmount,
+      unsent: () => unsentBytes((ws as unknown as { _socket?: unknown })._socket),
+      cut: (why) => {
+        ws.terminate();
+        this.finish(why);
+      },
+      resend: (msg) => this.send(msg),
+      // A host that does not read its answers: its next requests wait in its own socket.
+      onBehind: (behind) => (behind ? ws.pause() : ws.resume()),
+    });
     ws.on('message', (data: RawData) => this.receive(data));
     ws.on('pong', () => (this.alive = true));
     ws.on('close', (code: number) => this.finish(`websocket closed (${code})`));
@@ -52,14 +68,15 @@ class WsSession extends ConnectionSession {
 
   send(msg: Incoming): Wire | undefined {
     if (this.closed || this.ws.readyState !== this.ws.OPEN) return undefined;
+    if (!this.backlog.admit(msg)) return undefined;
     const wire = sendOverWs(this.ws, msg);
-    const waiting = this.ws.bufferedAmount;
-    if (waiting > this.maxBacklog) {
-      // A peer that does not read: drop it rather than buffer without bound.
-      this.ws.terminate();
-      this.finish(notReading(waiting));
-    }
+    this.backlog.wrote(wireBytes(wire));
     return wire;
+  }
+
+  protected override finish(reason: string): void {
+    this.backlog.release();
+    super.finish(reason);
   }
 
   async close(): Promise<void> {
@@ -108,7 +125,7 @@ export class WsEndpoint {
     const full = registry.refusal(auth.client);
     if (full) return refuse(socket, 503, full, { 'retry-after': '5' }, HttpRpcCode.Overloaded);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
-      const session = new WsSession(ws, maxBacklogBytes(this.opts.maxMessageBytes));
+      const session = new WsSession(ws, maxBacklogBytes(this.opts.maxMessageBytes), this.opts.log);
       const host = registry.open(session, this.opts.open, auth.client);
       this.opts.log.debug({ session: host.id, client: auth.client }, 'websocket session opened');
     });
