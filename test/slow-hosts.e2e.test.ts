@@ -24,7 +24,9 @@ import { scrape, total } from './helpers/prom.js';
 afterAll(stopAllDaemons);
 
 const BAD = path.join(ROOT, 'test/fixtures/bad-upstream.mjs');
-const SERVERS = { mcpServers: { bad: { command: process.execPath, args: [BAD, '{}'] } } };
+// "logs": "broadcast": the flood is another host's call's log lines, which a shared server's
+// logs reach only when the config says so (otherwise they go to the calling session alone).
+const SERVERS = { mcpServers: { bad: { command: process.execPath, args: [BAD, '{}'], logs: 'broadcast' } } };
 /** What a host that reads nothing may cost mcpmux, garbage collected. */
 const RSS_SLACK = 24 * MB;
 /** What 100 idle sessions' replay buffers may cost after a flood: their budget (16 MB) and change. */
