@@ -439,7 +439,7 @@ export class StreamableHttpTransport implements RemoteTransport {
 /** The JSON-RPC error response in `text` for request `id` (an id-less one is taken as it), or undefined. */
 function jsonRpcError(text: string, id: JsonRpcId): { jsonrpc: '2.0'; id: JsonRpcId; error: { code: number; message: string; data?: unknown } } | undefined {
   try {
-    const v = JSON.parse(text) as { id?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } };
+    const v = parseJson(text) as { id?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } };
     const e = v?.error;
     if (!e || typeof e.code !== 'number' || (v.id !== undefined && v.id !== null && v.id !== id)) return undefined;
     return { jsonrpc: '2.0', id, error: { code: e.code, message: typeof e.message === 'string' ? e.message : 'error', ...(e.data !== undefined && { data: e.data }) } };
