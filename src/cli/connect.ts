@@ -17,6 +17,7 @@ import { classify, type JsonRpcId } from '../jsonrpc/message.js';
 import { createLogger, type Logger } from '../observe/logger.js';
 import { DEFAULTS } from '../config/types.js';
 import { UsageError } from './runtime.js';
+import { TOKEN_ENV } from './status.js';
 import { backoffDelay } from '../backoff.js';
 import { declaredVersion } from '../protocol/modern.js';
 import { modernHeaders } from '../upstream/modern-headers.js';
@@ -24,7 +25,6 @@ import { readSse } from '../upstream/sse-reader.js';
 import { HostOutput } from './host-output.js';
 
 export const DEFAULT_CONNECT_URL = `http://127.0.0.1:${DEFAULTS.port}/mcp`;
-export const TOKEN_ENV = 'MCPMUX_TOKEN';
 
 export interface ConnectOptions {
   header?: string[];

@@ -66,7 +66,7 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
   );
 }
 
-/** Where `mcpmux status` and `mcpmux restart` find the bearer token, unless `--token-env` names another variable. */
+/** Where `mcpmux status`, `mcpmux restart` and `mcpmux connect` find the bearer token (status and restart: unless `--token-env` names another variable). */
 export const TOKEN_ENV = 'MCPMUX_TOKEN';
 
 export interface StatusOptions {
