@@ -109,10 +109,12 @@ describe('an upstream that breaks the protocol', () => {
   });
 
   it('never answering initialize: it fails after timeouts.startupMs, the host is answered, the good upstream serves', async () => {
-    const config = await writeConfig({ mcpServers: { bad: bad({ neverInit: true }), good: fixture({ name: 'good' }) }, timeouts: { startupMs: 500 } });
+    // 3 s, not less: startupMs bounds every upstream's start, and on a loaded machine a shorter
+    // one also failed "good" on every retry until it was given up.
+    const config = await writeConfig({ mcpServers: { bad: bad({ neverInit: true }), good: fixture({ name: 'good' }) }, timeouts: { startupMs: 3000 } });
     const peer = startRawMux(config);
     await peer.initialize();
-    // On a loaded machine "good" may itself take longer than the 500 ms: it joins with list_changed.
+    // On a loaded machine "good" may still take longer than the host's wait: it joins with list_changed.
     const tools = await waitFor(
       async () => {
         const names: string[] = (await peer.request('tools/list')).result.tools.map((t: { name: string }) => t.name);
