@@ -21,7 +21,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
 import { countAnswers, lines, outOfRangeLines, unanswered, validOutput, type OutOfRangeLine } from './helpers/fuzz.js';
-import { closeAll, fixture, ROOT, startRawMux, tempFile, waitFor, writeConfig, type RawPeer } from './helpers/harness.js';
+import { closeAll, eachConcurrently, fixture, ROOT, startRawMux, tempFile, waitFor, writeConfig, type RawPeer } from './helpers/harness.js';
 import { openLegacySse } from './helpers/legacy-sse.js';
 
 afterEach(closeAll);
@@ -148,25 +148,19 @@ describe('fuzzing', () => {
       const h = await session();
       const statuses = new Map<number, number>();
       const bad: string[] = [];
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: 16 }, async () => {
-          while (next < input.length) {
-            const i = next++;
-            const headers = i % 4 === 0 ? { 'content-type': 'application/json', accept: 'application/json, text/event-stream' } : h;
-            const r = await fetch(d.url, { method: 'POST', headers, body: input[i], signal: AbortSignal.timeout(30_000) }).catch((e: Error) => {
-              throw new Error(`line ${i} of seed ${SEED.http} (${i % 4 === 0 ? 'no session' : 'in a session'}): ${e.message}: ${input[i]!.slice(0, 300)}`);
-            });
-            statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
-            const text = await r.text();
-            if (r.status >= 500) bad.push(`${r.status} for line ${i} of seed ${SEED.http}: ${text.slice(0, 200)}`);
-            else if (r.headers.get('content-type') === 'application/json' && text) {
-              const why = validOutput(text);
-              if (why) bad.push(`line ${i} of seed ${SEED.http}: ${why}`);
-            }
-          }
-        }),
-      );
+      await eachConcurrently(input.length, 16, async (i) => {
+        const headers = i % 4 === 0 ? { 'content-type': 'application/json', accept: 'application/json, text/event-stream' } : h;
+        const r = await fetch(d.url, { method: 'POST', headers, body: input[i], signal: AbortSignal.timeout(30_000) }).catch((e: Error) => {
+          throw new Error(`line ${i} of seed ${SEED.http} (${i % 4 === 0 ? 'no session' : 'in a session'}): ${e.message}: ${input[i]!.slice(0, 300)}`);
+        });
+        statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+        const text = await r.text();
+        if (r.status >= 500) bad.push(`${r.status} for line ${i} of seed ${SEED.http}: ${text.slice(0, 200)}`);
+        else if (r.headers.get('content-type') === 'application/json' && text) {
+          const why = validOutput(text);
+          if (why) bad.push(`line ${i} of seed ${SEED.http}: ${why}`);
+        }
+      });
       expect(bad.slice(0, 5)).toEqual([]);
       expect([...statuses.keys()].every((s) => s < 500)).toBe(true);
       await stillGood();
@@ -182,17 +176,11 @@ describe('fuzzing', () => {
       await post(JSON.stringify({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'fuzz', version: '0' } } }));
       await post('{"jsonrpc":"2.0","method":"notifications/initialized"}');
       const bad: string[] = [];
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: 8 }, async () => {
-          while (next < input.length) {
-            const i = next++;
-            const r = await post(input[i]!);
-            const text = await r.text();
-            if (r.status >= 500) bad.push(`${r.status} for line ${i} of seed ${SEED.sse}: ${text.slice(0, 200)}`);
-          }
-        }),
-      );
+      await eachConcurrently(input.length, 8, async (i) => {
+        const r = await post(input[i]!);
+        const text = await r.text();
+        if (r.status >= 500) bad.push(`${r.status} for line ${i} of seed ${SEED.sse}: ${text.slice(0, 200)}`);
+      });
       await post(JSON.stringify({ jsonrpc: '2.0', id: 'last', method: 'ping' }));
       await waitFor(() => received.some((r) => r.includes('"id":"last"')), { what: 'the last ping answered', timeoutMs: 30_000 });
       await sse.close();
@@ -252,22 +240,16 @@ describe('fuzzing', () => {
       await (await fetch(d.url, { method: 'POST', headers: h(0), body: '{"jsonrpc":"2.0","method":"notifications/initialized"}' })).text();
       const answers = answerCounter(input, 'Streamable HTTP');
       const bad: string[] = [];
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: 8 }, async () => {
-          while (next < input.length) {
-            const i = next++;
-            const l = input[i]!;
-            const res = await fetch(d.url, { method: 'POST', headers: h(i), body: l.text, signal: AbortSignal.timeout(60_000) });
-            const text = await res.text();
-            answers.add(text);
-            const want = l.httpRefused ? [400] : l.answered.length > 0 ? [200] : [200, 202];
-            if (!want.includes(res.status)) bad.push(`HTTP ${res.status} (want ${want}) for ${l.text.slice(0, 200)}: ${text.slice(0, 200)}`);
-            if (res.headers.get('content-type') === 'application/json' && text && validOutput(text)) bad.push(`${validOutput(text)} for ${l.text.slice(0, 200)}`);
-            if (/mcpmux-num-/.test(text)) bad.push(`mcpmux's marker for a big number in the answer to ${l.text.slice(0, 200)}: ${text.slice(0, 300)}`);
-          }
-        }),
-      );
+      await eachConcurrently(input.length, 8, async (i) => {
+        const l = input[i]!;
+        const res = await fetch(d.url, { method: 'POST', headers: h(i), body: l.text, signal: AbortSignal.timeout(60_000) });
+        const text = await res.text();
+        answers.add(text);
+        const want = l.httpRefused ? [400] : l.answered.length > 0 ? [200] : [200, 202];
+        if (!want.includes(res.status)) bad.push(`HTTP ${res.status} (want ${want}) for ${l.text.slice(0, 200)}: ${text.slice(0, 200)}`);
+        if (res.headers.get('content-type') === 'application/json' && text && validOutput(text)) bad.push(`${validOutput(text)} for ${l.text.slice(0, 200)}`);
+        if (/mcpmux-num-/.test(text)) bad.push(`mcpmux's marker for a big number in the answer to ${l.text.slice(0, 200)}: ${text.slice(0, 300)}`);
+      });
       expect(bad.slice(0, 5)).toEqual([]);
       // Every POST has been answered in full (its body ended): nothing is left to wait for.
       answers.check();
@@ -286,12 +268,9 @@ describe('fuzzing', () => {
       await post(JSON.stringify({ ...init, params: { ...init.params, protocolVersion: '2024-11-05' } }));
       await waitFor(() => received.some((m) => m.includes('"id":0,')), { what: 'initialize answered', timeoutMs: 30_000 });
       await post('{"jsonrpc":"2.0","method":"notifications/initialized"}');
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: 8 }, async () => {
-          while (next < input.length) await post(input[next++]!.text);
-        }),
-      );
+      await eachConcurrently(input.length, 8, async (i) => {
+        await post(input[i]!.text);
+      });
       await answers.all();
       answers.check();
       expect(received.map(validOutput).filter(Boolean).slice(0, 5)).toEqual([]);

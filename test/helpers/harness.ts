@@ -99,6 +99,16 @@ function withFullStartupWait(obj: unknown): unknown {
  * a failing test ever reaches it, so it is generous: on a loaded 2-core machine (a CI run beside
  * other work), 5 s was passed by waits for things that did happen.
  */
+/** Runs `fn(i)` for i in [0, count) with at most `width` at a time (each worker takes the next index). */
+export async function eachConcurrently(count: number, width: number, fn: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < count) await fn(next++);
+    }),
+  );
+}
+
 export const WAIT_MS = 15_000;
 
 /** Polls `fn` until it returns a truthy value (which is returned); rejects after timeoutMs. */
