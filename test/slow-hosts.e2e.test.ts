@@ -120,6 +120,17 @@ function readAll(res: http.IncomingMessage): { text: () => string; ended: Promis
   return { text: () => text, ended };
 }
 
+/** A WebSocket host on the daemon's /ws, open, terminated when the test ends. */
+async function openWs(): Promise<WebSocket> {
+  const ws = new WebSocket(`ws://127.0.0.1:${d.port}/ws`, 'mcp');
+  onTestFinished(() => ws.terminate());
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve);
+    ws.once('error', reject);
+  });
+  return ws;
+}
+
 async function memoryOf(what: () => Promise<void>): Promise<number> {
   const before = await rssAfterGc(d.child, d.stderr);
   await what();
@@ -209,12 +220,7 @@ describe('a host that reads nothing during a 32 MB notification flood', () => {
   }, 120_000);
 
   it('WebSocket: mcpmux stays bounded, and the socket carries on once read', async () => {
-    const ws = new WebSocket(`ws://127.0.0.1:${d.port}/ws`, 'mcp');
-    onTestFinished(() => ws.terminate());
-    await new Promise((resolve, reject) => {
-      ws.once('open', resolve);
-      ws.once('error', reject);
-    });
+    const ws = await openWs();
     const got: string[] = [];
     ws.on('message', (m) => got.push(String(m)));
     ws.send(JSON.stringify(INIT));
@@ -231,12 +237,7 @@ describe('a host that reads nothing during a 32 MB notification flood', () => {
   }, 120_000);
 
   it('WebSocket host that asks and never reads its answers: its requests wait in its own socket, and every answer arrives once it reads', async () => {
-    const ws = new WebSocket(`ws://127.0.0.1:${d.port}/ws`, 'mcp');
-    onTestFinished(() => ws.terminate());
-    await new Promise((resolve, reject) => {
-      ws.once('open', resolve);
-      ws.once('error', reject);
-    });
+    const ws = await openWs();
     const answered = new Set<unknown>();
     ws.on('message', (m) => {
       const v = JSON.parse(String(m));
