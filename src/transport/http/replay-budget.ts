@@ -19,13 +19,23 @@ export interface Replayable {
   dropped: number;
 }
 
+interface Entry {
+  held: Replayable;
+  seq: number;
+}
+
 export class ReplayBudget {
   private total = 0;
   /** Events held, all streams together. */
   private live = 0;
   /** Every event added, oldest first, across streams; entries of events already gone are skipped. */
-  private order: { held: Replayable; seq: number }[] = [];
+  private order: Entry[] = [];
   private head = 0;
+  /**
+   * Streams whose one event is their newest (it stays): out of the queue, so a budget held over
+   * by newest events alone costs nothing per add; back at its front when the stream gets another.
+   */
+  private readonly parked = new Map<Replayable, Entry>();
   private said = false;
 
   constructor(
@@ -33,15 +43,17 @@ export class ReplayBudget {
     readonly max = REPLAY_BUDGET_BYTES,
   ) {}
 
-  /** Bytes held now. */
-  get bytes(): number {
-    return this.total;
-  }
-
   /** `ev` was just appended to `held`: while over the budget, the oldest events anywhere go. */
   added(held: Replayable, ev: { seq: number; bytes: number }): void {
     this.total += ev.bytes;
     this.live++;
+    const older = this.parked.get(held);
+    if (older) {
+      // Its newest is no longer: the oldest event of that stream may go again, before later ones.
+      this.parked.delete(held);
+      if (this.head > 0) this.order[--this.head] = older;
+      else this.order.unshift(older);
+    }
     this.order.push({ held, seq: ev.seq });
     // One pass over the queue at most: what is left over it is newest events, which stay.
     for (let n = this.order.length - this.head; this.total > this.max && n > 0; n--) {
@@ -49,7 +61,7 @@ export class ReplayBudget {
       const first = entry.held.events[0];
       if (first?.seq !== entry.seq) continue; // already dropped by its stream, or its stream is gone
       if (entry.held.events.length === 1) {
-        this.order.push(entry); // its stream's newest: looked at again once it is not
+        this.parked.set(entry.held, entry); // its stream's newest: looked at again once it is not
         continue;
       }
       this.shift(entry.held);
@@ -76,6 +88,7 @@ export class ReplayBudget {
     this.live -= held.events.length;
     held.events = [];
     held.bytes = 0;
+    this.parked.delete(held);
   }
 
   /** Keeps the queue proportional to what is held: stale entries out, the consumed head cut. */
