@@ -32,7 +32,7 @@ export class Lists {
     fetch: PageFetch,
   ) {
     this.catalogue = new Catalogue(fetch);
-    this.walks = new Walks(this.catalogue, (kind, up) => (kind.key === 'tools' || kind.key === 'prompts' ? this.names.publishedBy(kind.key, up.name).length : 0));
+    this.walks = new Walks(this.catalogue, (kind, up) => (kind.key === 'tools' || kind.key === 'prompts' ? this.names.count(kind.key, up.name) : 0));
     this.kinds = {
       tools: { method: 'tools/list', key: 'tools', capability: 'tools', present: (up, item) => this.presentNamed('tools', up, item) },
       prompts: { method: 'prompts/list', key: 'prompts', capability: 'prompts', present: (up, item) => this.presentNamed('prompts', up, item) },
@@ -91,7 +91,7 @@ export class Lists {
 
   /** How many tools, prompts and resources of a server hosts have been shown so far. */
   counts(server: string): { tools: number; prompts: number; resources: number } {
-    return { tools: this.names.publishedBy('tools', server).length, prompts: this.names.publishedBy('prompts', server).length, resources: this.uris.get(server)?.size ?? 0 };
+    return { tools: this.names.count('tools', server), prompts: this.names.count('prompts', server), resources: this.uris.get(server)?.size ?? 0 };
   }
 
   /** A server removed or restarted (reload): what its lists showed is no longer known. */

@@ -32,11 +32,11 @@ export interface NameIndexOptions {
   /** A name already shown to hosts now belongs to another item: lists must be rebuilt. */
   onMoved?: (kind: NamedKind) => void;
   /**
-   * A server went past `maxPerServer` and its least recently listed name `pub` was forgotten:
-   * pages cached with it must go, so that a host calling it makes a walk that publishes it
-   * again (if the server still lists it).
+   * A server went past `maxPerServer` and its `count` least recently listed names were forgotten
+   * (said once per trim, however many went): pages cached with them must go, so that a host
+   * calling one makes a walk that publishes it again (if the server still lists it).
    */
-  onForgotten?: (kind: NamedKind, server: string, pub: string) => void;
+  onForgotten?: (kind: NamedKind, server: string, count: number) => void;
   /** Default MAX_NAMES_PER_SERVER. */
   maxPerServer?: number;
 }
@@ -109,6 +109,7 @@ export class NameIndex {
   /** A server past its cap forgets the names it listed least recently. */
   private trim(kind: NamedKind, server: string): void {
     const own = this.byServer[kind].get(server)!;
+    let count = 0;
     while (own.size > this.maxPerServer) {
       const pub = own.values().next().value as string;
       own.delete(pub);
@@ -118,8 +119,9 @@ export class NameIndex {
         this.byOwner[kind].delete(owner.server + '\0' + owner.name);
       }
       this.version++;
-      this.opts.onForgotten?.(kind, server, pub);
+      count++;
     }
+    if (count > 0) this.opts.onForgotten?.(kind, server, count);
   }
 
   /** `<wanted>_<place in the config>`, made unique if even that is taken. */
@@ -130,10 +132,14 @@ export class NameIndex {
     return pub;
   }
 
-  /** The public names published so far for a server's items (at most `maxPerServer`). */
-  publishedBy(kind: NamedKind, server: string): readonly string[] {
-    const own = this.byServer[kind].get(server);
-    return own ? [...own] : [];
+  /** The public names published so far for a server's items (at most `maxPerServer`), not copied. */
+  publishedBy(kind: NamedKind, server: string): Iterable<string> {
+    return this.byServer[kind].get(server) ?? NONE;
+  }
+
+  /** How many public names a server's items have now. */
+  count(kind: NamedKind, server: string): number {
+    return this.byServer[kind].get(server)?.size ?? 0;
   }
 
   /**
@@ -229,3 +235,5 @@ export function wrapToolView(tool: Record<string, unknown>, server: string): Rec
   if (typeof meta['ui/resourceUri'] === 'string') out['ui/resourceUri'] = wrapUri(server, meta['ui/resourceUri'] as string);
   return { ...tool, _meta: out };
 }
+
+const NONE: ReadonlySet<string> = new Set();
