@@ -8,7 +8,7 @@
 // then apply to its side of the connection).
 
 import type { Writable } from 'node:stream';
-import { encodeChunks } from '../jsonrpc/framing.js';
+import { encodeChunks, writeWire } from '../jsonrpc/framing.js';
 import type { Logger } from '../observe/logger.js';
 
 export class HostOutput {
@@ -36,15 +36,8 @@ export class HostOutput {
       this.log.warn({ err: String(err) }, 'a message from the daemon could not be written to the host');
       return;
     }
-    if (typeof wire === 'string') {
-      this.out.write(wire + '\n');
-      return;
-    }
     // Raw values (opaque.ts) go out as the Buffers they arrived in, in one writev.
-    this.out.cork();
-    for (const piece of wire) this.out.write(piece);
-    this.out.write('\n');
-    this.out.uncork();
+    writeWire(this.out, typeof wire === 'string' ? wire + '\n' : [...wire, '\n']);
   }
 
   /** Resolves once the host has taken what waits for it (at once if it has, or if it is gone). */

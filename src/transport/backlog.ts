@@ -22,6 +22,7 @@ import type { Wire } from '../jsonrpc/framing.js';
 import type { Incoming, JsonRpcId } from '../jsonrpc/message.js';
 import { publishHostBacklog, type HostTransport } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
+import { isObject } from '../objects.js';
 
 /** Past this many bytes waiting for a host, what may be lost is shed (see above). */
 export const SHED_BYTES = 1024 * 1024;
@@ -52,8 +53,8 @@ export function maxBacklogBytes(maxMessageBytes: number): number {
 }
 
 /** The reason given when a peer is dropped for not reading. */
-export function notReading(waiting: number): string {
-  return `the peer is not reading what mcpmux sends (${waiting} bytes waiting)`;
+export function notReading(waiting: number, who = 'the peer'): string {
+  return `${who} is not reading what mcpmux sends (${waiting} bytes waiting)`;
 }
 
 /** The reason given when a peer is dropped for having taken nothing for too long. */
@@ -61,9 +62,12 @@ export function stuck(waiting: number, ms: number): string {
   return `the peer has read nothing of what mcpmux sends for ${Math.round(ms / 1000)} s (${waiting} bytes waiting)`;
 }
 
-function stuckMs(): number {
-  const v = Number(process.env[STUCK_ENV]);
-  return Number.isFinite(v) && v > 0 ? v : STUCK_MS;
+/** STUCK_MS, or the environment's STUCK_ENV (read once: every writer has a Backlog). */
+const STUCK_AFTER_MS = ((v) => (Number.isFinite(v) && v > 0 ? v : STUCK_MS))(Number(process.env[STUCK_ENV]));
+
+/** Bytes waiting on an HTTP response: its own buffer (socket included; 0 once it is gone). */
+export function waitingOn(res: { destroyed: boolean; writableLength: number }): number {
+  return res.destroyed ? 0 : res.writableLength;
 }
 
 const KEEP = 0;
@@ -74,7 +78,7 @@ const SHED = 1;
  * notifications that must arrive), SHED (progress, log messages), or a key under which only
  * the newest one waits (list_changed per list, resources/updated per URI).
  */
-export function treatment(msg: Incoming): typeof KEEP | typeof SHED | string {
+function treatment(msg: Incoming): typeof KEEP | typeof SHED | string {
   if (Array.isArray(msg) || !('method' in msg) || 'id' in msg) return KEEP;
   switch (msg.method) {
     case 'notifications/progress':
@@ -118,7 +122,7 @@ export function unsentBytes(stream: unknown): number | undefined {
 
 /** Whether a parsed body (one message or a batch) holds a request (something to be answered). */
 export function carriesRequest(value: unknown): boolean {
-  const isRequest = (m: unknown): boolean => typeof m === 'object' && m !== null && 'method' in m && 'id' in m;
+  const isRequest = (m: unknown): boolean => isObject(m) && 'method' in m && 'id' in m;
   return Array.isArray(value) ? value.some(isRequest) : isRequest(value);
 }
 
@@ -154,7 +158,6 @@ export class Backlog {
   private progressAt = 0;
   private saidShed = false;
   private readonly pending = new Map<string, { msg: Incoming; related: JsonRpcId | undefined }>();
-  private readonly stuckMs = stuckMs();
 
   constructor(private readonly opts: BacklogOptions) {}
 
@@ -234,7 +237,7 @@ export class Backlog {
     this.taken = this.written - this.opts.waiting();
     this.unsent = this.opts.unsent?.();
     this.progressAt = Date.now();
-    this.timer = setInterval(() => this.check(), Math.min(CHECK_MS, this.stuckMs));
+    this.timer = setInterval(() => this.check(), Math.min(CHECK_MS, STUCK_AFTER_MS));
     this.timer.unref();
     this.opts.onBehind?.(true);
   }
@@ -250,7 +253,7 @@ export class Backlog {
     this.taken = Math.max(taken, this.taken);
     this.unsent = unsent;
     if (waiting <= SHED_BYTES) return this.catchUp();
-    if (now - this.progressAt >= this.stuckMs) this.cutNow(stuck(waiting, now - this.progressAt), 'stuck', waiting);
+    if (now - this.progressAt >= STUCK_AFTER_MS) this.cutNow(stuck(waiting, now - this.progressAt), 'stuck', waiting);
   }
 
   private catchUp(): void {

@@ -11,7 +11,7 @@ import { WebSocket, type RawData } from 'ws';
 import { RpcError, type Incoming, type JsonRpcId } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
 import { MuxError } from '../protocol/mcp.js';
-import { maxBacklogBytes } from '../transport/backlog.js';
+import { carriesRequest, maxBacklogBytes, notReading } from '../transport/backlog.js';
 import type { FrameError } from '../transport/transport.js';
 import { parseWsMessage, sendOverWs, WS_CLOSE_GRACE_MS, WS_SUBPROTOCOL } from '../transport/ws-frames.js';
 import type { RemoteTransport } from './connect.js';
@@ -77,11 +77,8 @@ export class WsTransport implements RemoteTransport {
   send(msg: Incoming): void {
     if (this.closed || this.ws.readyState !== WebSocket.OPEN) return;
     const waiting = this.ws.bufferedAmount;
-    if (waiting > this.maxBuffered && !Array.isArray(msg) && 'method' in msg && 'id' in msg) {
-      throw new RpcError(
-        MuxError.UpstreamUnavailable,
-        `WebSocket ${this.where}: the server is not reading what mcpmux sends (${waiting} bytes waiting); the request was not sent`,
-      );
+    if (waiting > this.maxBuffered && carriesRequest(msg)) {
+      throw new RpcError(MuxError.UpstreamUnavailable, `WebSocket ${this.where}: ${notReading(waiting, 'the server')}; the request was not sent`);
     }
     sendOverWs(this.ws, msg);
   }

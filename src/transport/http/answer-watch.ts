@@ -6,7 +6,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from '../../observe/logger.js';
 import type { HostTransport } from '../../observe/events.js';
-import { Backlog, unsentBytes } from '../backlog.js';
+import { Backlog, unsentBytes, waitingOn } from '../backlog.js';
 
 /** Something whose bytes still wait for the host. */
 export interface Unread {
@@ -21,7 +21,7 @@ export function watchAnswer(res: ServerResponse, written: number, opts: { transp
   if (res.destroyed || res.writableFinished || res.writableLength === 0) return undefined;
   const unread: Unread = {
     get waiting() {
-      return res.destroyed ? 0 : res.writableLength;
+      return waitingOn(res);
     },
   };
   const backlog = new Backlog({

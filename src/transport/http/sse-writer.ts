@@ -4,7 +4,7 @@
 import type { ServerResponse } from 'node:http';
 import { writeWire, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming, JsonRpcId } from '../../jsonrpc/message.js';
-import { Backlog, queuedLength, unsentBytes, type BacklogOptions } from '../backlog.js';
+import { Backlog, queuedLength, unsentBytes, waitingOn, type BacklogOptions } from '../backlog.js';
 
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream',
@@ -32,7 +32,7 @@ export class SseWriter {
   ) {
     this.backlog = new Backlog({
       ...backlog,
-      waiting: () => res.writableLength,
+      waiting: () => this.waiting,
       unsent: () => unsentBytes(res.socket),
       cut: (why) => {
         this.why = why;
@@ -58,7 +58,7 @@ export class SseWriter {
 
   /** Bytes waiting for the host now (after end() too, until the host has read them). */
   get waiting(): number {
-    return this.res.destroyed ? 0 : this.res.writableLength;
+    return waitingOn(this.res);
   }
 
   get open(): boolean {
