@@ -54,7 +54,7 @@ interface Owned {
  * or MAX_OWNED_TOTAL in all, the oldest goes first. A forgotten task is "Unknown task" to its
  * host; a forgotten elicitation's completion reaches nobody.
  */
-export class OwnedIds {
+class OwnedIds {
   /** Oldest first (a Map keeps insertion order; a re-set id moves to the end). */
   private readonly owned = new Map<string, Owned>();
   private readonly bySession = new Map<SessionPort, Set<string>>();

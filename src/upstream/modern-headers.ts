@@ -18,7 +18,7 @@ export function modernHeaders(h: Headers, version: string, msg: { method?: unkno
 }
 
 /** A value as a header may carry it: as it is when plain visible ASCII, else `=?base64?…?=`. */
-export function headerSafe(v: string): string {
+function headerSafe(v: string): string {
   const plain = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/.test(v) && !(v.startsWith('=?base64?') && v.endsWith('?='));
   return plain ? v : `=?base64?${Buffer.from(v, 'utf8').toString('base64')}?=`;
 }

@@ -22,11 +22,6 @@ export class BodyBudget {
   give(n: number): void {
     this.used = Math.max(0, this.used - n);
   }
-
-  /** Bytes held now. */
-  get held(): number {
-    return this.used;
-  }
 }
 
 /** The budget for bodies of at most `maxMessageBytes` each. */

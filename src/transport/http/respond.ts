@@ -58,7 +58,7 @@ export function sendWire(res: ServerResponse, status: number, body: Wire, header
  * How long a connection refused before its body was read stays open after the answer (what
  * still arrives is thrown away) before it is reset.
  */
-export const LINGER_MS = 500;
+const LINGER_MS = 500;
 
 /**
  * Node ends the socket of a `connection: close` answer with destroySoon(): end, then destroy as
