@@ -47,6 +47,11 @@ interface Page {
 }
 
 /** Upstream pages cached, at most, in JSON characters of what they hold (their cursors included). */
+/** The upstreams of `ups` that can be asked for `kind` now: ready, and offering its capability. */
+export function offering(kind: ListKind, ups: readonly Upstream[]): Upstream[] {
+  return ups.filter((u) => u.state === 'ready' && u.capabilities[kind.capability] !== undefined);
+}
+
 export const MAX_CACHED_PAGE_CHARS = 32 * 1024 * 1024;
 /** Whole host pages memoised, at most, in JSON characters of the upstream pages they are made of. */
 export const MAX_MEMO_CHARS = 16 * 1024 * 1024;
@@ -94,13 +99,13 @@ export class Catalogue {
   ): Promise<Params> {
     // Checked before the memo: a bad cursor (123, "", null) must not find the first page there.
     const from = params?.cursor === undefined ? undefined : decodeCursor(kind.method, params.cursor);
-    const offering = upstreams.filter((u) => u.state === 'ready' && u.capabilities[kind.capability] !== undefined);
+    const offered = offering(kind, upstreams);
     // A page that only cached upstream pages go into is the same object until one of them
     // changes: reuse it, and with it its serialisation (markStable).
-    const memoKey = offering.every((u) => this.cacheable(kind, u)) ? this.memoKey(kind, offering, params?.cursor as string | undefined, visibleKey) : undefined;
+    const memoKey = offered.every((u) => this.cacheable(kind, u)) ? this.memoKey(kind, offered, params?.cursor as string | undefined, visibleKey) : undefined;
     const memo = memoKey === undefined ? undefined : this.merged.get(memoKey);
     if (memo) return memo;
-    const { result, size } = await this.build(kind, offering, from, signal, visible);
+    const { result, size } = await this.build(kind, offered, from, signal, visible);
     if (memoKey !== undefined) {
       markStable(result);
       this.merged.set(memoKey, result, { size: size + memoKey.length + ENTRY_CHARS });

@@ -6,7 +6,7 @@ import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import type { Params } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
-import { Catalogue, type ListKind, type PageFetch } from './catalogue.js';
+import { Catalogue, offering, type ListKind, type PageFetch } from './catalogue.js';
 import type { Governance, ItemKind } from './forward.js';
 import { wrapId } from './ids.js';
 import { toolViewUris, wrapToolView, wrapUri, type NameIndex, type NamedKind } from './naming.js';
@@ -115,9 +115,9 @@ export class Lists {
    */
   async all(list: ListName, ups: readonly Upstream[], signal: CancelSignal): Promise<{ items: Params[]; failed: WalkFailure[] }> {
     const kind = this.kinds[list];
-    const offering = ups.filter((u) => u.state === 'ready' && u.capabilities[kind.capability] !== undefined);
+    const offered = offering(kind, ups);
     const walked = await Promise.all(
-      offering.map(async (up) => {
+      offered.map(async (up) => {
         const items: Params[] = [];
         try {
           await this.catalogue.walk(kind, up, signal, (page) => {

@@ -41,7 +41,7 @@ export class Resolver {
     // An MCP Apps view's call by its server's own name: known without walking every list.
     const viewed = owner || kind !== 'tools' ? [] : this.viewOwners(session, publicName);
     if (viewed.length === 1) return viewed[0]!;
-    let unread: WalkFailure[] = [];
+    let unread: readonly WalkFailure[] = NO_FAILURES;
     if (!owner) {
       // Not in any list served so far (say, a host that remembers tools across an mcpmux
       // restart, or a name that does not exist): have the lists walked (or walked lately,
@@ -136,3 +136,6 @@ export class Resolver {
     return up && { up, rest: publicName.slice(at + sep.length) };
   }
 }
+
+/** No list left unread (most calls): shared, not allocated per call. */
+const NO_FAILURES: readonly WalkFailure[] = [];

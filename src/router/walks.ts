@@ -13,7 +13,7 @@ import { Canceller, type CancelSignal } from '../jsonrpc/cancel.js';
 import { RpcError, ErrorCode } from '../jsonrpc/message.js';
 import { cancelled, ListTooLong } from '../upstream/paging.js';
 import type { Upstream } from '../upstream/upstream.js';
-import type { Catalogue, ListKind } from './catalogue.js';
+import { offering, type Catalogue, type ListKind } from './catalogue.js';
 
 /** How long a walk's outcome stands for an upstream whose list has not said it changed. */
 export const WALK_MEMORY_MS = 30_000;
@@ -56,10 +56,10 @@ export class Walks {
    * -32800 when `signal` fires.
    */
   async ensure(kind: ListKind, ups: readonly Upstream[], signal: CancelSignal): Promise<WalkFailure[]> {
-    const offering = ups.filter((u) => u.state === 'ready' && u.capabilities[kind.capability] !== undefined);
-    const outcomes = await Promise.all(offering.map((up) => this.fresh(kind, up) ?? this.join(kind, up, signal)));
+    const offered = offering(kind, ups);
+    const outcomes = await Promise.all(offered.map((up) => this.fresh(kind, up) ?? this.join(kind, up, signal)));
     const failures: WalkFailure[] = [];
-    outcomes.forEach((o, i) => o?.error && failures.push({ server: offering[i]!.name, error: o.error }));
+    outcomes.forEach((o, i) => o?.error && failures.push({ server: offered[i]!.name, error: o.error }));
     return failures;
   }
 
