@@ -120,6 +120,14 @@ export function unsentBytes(stream: unknown): number | undefined {
   return typeof q === 'number' ? q : undefined;
 }
 
+function jsonChars(msg: Incoming): number {
+  try {
+    return JSON.stringify(msg).length;
+  } catch {
+    return Infinity; // cannot be written anyway (nesting): never held
+  }
+}
+
 /** Whether a parsed body (one message or a batch) holds a request (something to be answered). */
 export function carriesRequest(value: unknown): boolean {
   const isRequest = (m: unknown): boolean => isObject(m) && 'method' in m && 'id' in m;
@@ -157,7 +165,9 @@ export class Backlog {
   private unsent: number | undefined;
   private progressAt = 0;
   private saidShed = false;
-  private readonly pending = new Map<string, { msg: Incoming; related: JsonRpcId | undefined }>();
+  private readonly pending = new Map<string, { msg: Incoming; related: JsonRpcId | undefined; chars: number }>();
+  /** What `pending` holds, in JSON characters: at most SHED_BYTES, whatever an upstream puts in them. */
+  private pendingChars = 0;
 
   constructor(private readonly opts: BacklogOptions) {}
 
@@ -174,21 +184,38 @@ export class Backlog {
     if (this.gone) return false;
     if (!this.behind && this.opts.waiting() <= SHED_BYTES) {
       // A newer notice of the same kind goes out now: the one set aside says nothing more.
-      if (t !== SHED && this.pending.delete(t)) this.shed(msg, 'coalesced');
+      if (t !== SHED && this.unhold(t)) this.shed(msg, 'coalesced');
       return true;
     }
     this.fallBehind();
     if (t === SHED) {
       this.shed(msg, 'shed');
     } else if (this.pending.has(t)) {
-      this.shed(this.pending.get(t)!.msg, 'coalesced');
-      this.pending.set(t, { msg, related });
+      this.shed(this.unhold(t)!.msg, 'coalesced');
+      this.hold(t, msg, related);
     } else if (this.pending.size >= MAX_COALESCED) {
       this.shed(msg, 'shed');
     } else {
-      this.pending.set(t, { msg, related });
+      this.hold(t, msg, related);
     }
     return false;
+  }
+
+  /** Sets `msg` aside under `key` until the host catches up, or sheds it past what pending may hold. */
+  private hold(key: string, msg: Incoming, related: JsonRpcId | undefined): void {
+    // Only while behind, and only for the few coalesced kinds: the one serialisation is cheap.
+    const chars = jsonChars(msg);
+    if (this.pendingChars + chars > SHED_BYTES) return this.shed(msg, 'shed');
+    this.pending.set(key, { msg, related, chars });
+    this.pendingChars += chars;
+  }
+
+  private unhold(key: string): { msg: Incoming } | undefined {
+    const held = this.pending.get(key);
+    if (!held) return undefined;
+    this.pending.delete(key);
+    this.pendingChars -= held.chars;
+    return held;
   }
 
   /** `bytes` were written: cuts the connection past the hard bound; false when it did. */
@@ -266,6 +293,7 @@ export class Backlog {
   private flushPending(): void {
     const pending = [...this.pending.values()];
     this.pending.clear();
+    this.pendingChars = 0;
     for (const p of pending) this.opts.resend(p.msg, p.related);
   }
 
