@@ -144,11 +144,11 @@ export class ToolPins {
     let lists = this.listed.get(server);
     if (!lists) this.listed.set(server, (lists = new Map()));
     lists.set(conn, names);
-    const keep = (tool: string) => {
-      for (const [c, listed] of lists) if (c.state !== 'closed' && listed.has(tool)) return true;
-      return false;
-    };
+    // Closed connections go here (a server's next complete listing, on any connection); what
+    // the open ones listed is kept, gathered once rather than asked per tool and connection.
     for (const c of lists.keys()) if (c.state === 'closed') lists.delete(c);
+    const listedAnywhere = lists.size === 1 ? names : new Set([...lists.values()].flatMap((l) => [...l]));
+    const keep = (tool: string) => listedAnywhere.has(tool);
     const mine = this.seen.get(server);
     for (const tool of mine?.keys() ?? []) if (!keep(tool)) mine!.delete(tool);
     const known = this.opts.pinned.has(server) ? this.state.servers[server] : undefined;
