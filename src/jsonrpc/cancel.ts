@@ -2,6 +2,8 @@
 // an EventTarget, and making one per request (plus add/removeEventListener) cost over a tenth of
 // mcpmux's CPU under load. This carries exactly what the data path needs.
 
+import { RpcError } from './message.js';
+
 export interface CancelSignal {
   readonly aborted: boolean;
   readonly reason: string | undefined;
@@ -40,3 +42,8 @@ export class Canceller implements CancelSignal {
 
 /** A signal that never fires, for internal requests nobody can cancel. */
 export const NEVER: CancelSignal = { aborted: false, reason: undefined, onCancel: () => noop };
+
+/** What a request that `signal` cancelled rejects with: -32800, the code MCP (and LSP) use. */
+export function cancelledError(signal: CancelSignal): RpcError {
+  return new RpcError(-32800, `Request cancelled: ${signal.reason ?? 'cancelled'}`);
+}

@@ -4,7 +4,7 @@
 // cancel notification is passed in, so this file stays free of MCP knowledge.
 
 import { jsonText } from './big-numbers.js';
-import { Canceller, type CancelSignal } from './cancel.js';
+import { Canceller, cancelledError, type CancelSignal } from './cancel.js';
 import { peekId, wireBytes, type Wire } from './framing.js';
 import {
   classify,
@@ -330,6 +330,3 @@ function internalError(id: JsonRpcId, _err: unknown): JsonRpcResponse {
   return failure(id, ErrorCode.InternalError, 'Internal error in mcpmux (the details are in its log)');
 }
 
-function cancelledError(signal: CancelSignal): RpcError {
-  return new RpcError(-32800, `Request cancelled: ${signal.reason ?? 'cancelled'}`);
-}

@@ -11,7 +11,8 @@
 
 import { Canceller, type CancelSignal } from '../jsonrpc/cancel.js';
 import { RpcError, ErrorCode } from '../jsonrpc/message.js';
-import { cancelled, ListTooLong } from '../upstream/paging.js';
+import { cancelledError } from '../jsonrpc/cancel.js';
+import { ListTooLong } from '../upstream/paging.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { offering, type Catalogue, type ListKind } from './catalogue.js';
 
@@ -74,7 +75,7 @@ export class Walks {
 
   /** Waits on the upstream's walk of this list, starting it if none is under way. */
   private join(kind: ListKind, up: Upstream, signal: CancelSignal): Promise<Outcome | undefined> {
-    if (signal.aborted) return Promise.reject(cancelled(signal));
+    if (signal.aborted) return Promise.reject(cancelledError(signal));
     let byList = this.running.get(up);
     if (!byList) this.running.set(up, (byList = new Map()));
     let run = byList.get(kind.method);
@@ -95,7 +96,7 @@ export class Walks {
           if (byList.get(kind.method) === joined) byList.delete(kind.method);
           joined.stop.cancel(signal.reason ?? 'cancelled');
         }
-        reject(cancelled(signal));
+        reject(cancelledError(signal));
       });
       void joined.done.then((o) => {
         off();

@@ -8,9 +8,8 @@
 // MAX_WALK_ITEMS items it ends with an error naming the server, and the caller's cancellation
 // ends it at once, the page in flight included.
 
-import type { CancelSignal } from '../jsonrpc/cancel.js';
+import { cancelledError, type CancelSignal } from '../jsonrpc/cancel.js';
 import { ErrorCode, RpcError } from '../jsonrpc/message.js';
-import { McpError } from '../protocol/mcp.js';
 
 /** Pages one walk reads at most: a list that goes on past them is "too long". */
 export const MAX_WALK_PAGES = 1000;
@@ -67,9 +66,9 @@ export class ListTooLong extends RpcError {
 
 /** `p`, or a -32800 rejection as soon as `signal` fires (a page shared by other walks may go on). */
 function untilCancelled<T>(p: Promise<T>, signal: CancelSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(cancelled(signal));
+  if (signal.aborted) return Promise.reject(cancelledError(signal));
   return new Promise<T>((resolve, reject) => {
-    const off = signal.onCancel(() => reject(cancelled(signal)));
+    const off = signal.onCancel(() => reject(cancelledError(signal)));
     p.then(
       (v) => (off(), resolve(v)),
       (e: unknown) => (off(), reject(e)),
@@ -77,6 +76,3 @@ function untilCancelled<T>(p: Promise<T>, signal: CancelSignal): Promise<T> {
   });
 }
 
-export function cancelled(signal: CancelSignal): RpcError {
-  return new RpcError(McpError.RequestCancelled, `Request cancelled: ${signal.reason ?? 'cancelled'}`);
-}
