@@ -18,8 +18,8 @@ export async function runCheck(opts: GlobalOptions & { probe?: boolean }): Promi
   let failed = 0;
   try {
     for (const up of router.list()) {
-      const line = await describe(up);
-      if (line.startsWith('FAILED')) failed++;
+      const { ok, line } = await describe(up);
+      if (!ok) failed++;
       process.stdout.write(`  ${up.name}: ${line}\n`);
     }
   } finally {
@@ -29,8 +29,9 @@ export async function runCheck(opts: GlobalOptions & { probe?: boolean }): Promi
 }
 
 /** One upstream's line: FAILED and why, or what it is and how many items it lists. */
-async function describe(up: Upstream): Promise<string> {
-  if (up.state !== 'ready') return `FAILED (${up.reason || up.state})`;
+async function describe(up: Upstream): Promise<{ ok: boolean; line: string }> {
+  const failed = (why: string) => ({ ok: false, line: `FAILED (${why})` });
+  if (up.state !== 'ready') return failed(up.reason || up.state);
   const caps = up.capabilities;
   const counts: string[] = [];
   for (const [cap, method, key] of [
@@ -42,15 +43,15 @@ async function describe(up: Upstream): Promise<string> {
     try {
       counts.push(`${await countAll(up, method, key)} ${key}`);
     } catch (err) {
-      return `FAILED (${(err as Error).message})`;
+      return failed((err as Error).message);
     }
   }
   const info = up.info!;
   const server = info.serverInfo as Params;
-  return (
-    `ok, ${String(server.name ?? '?')} ${String(server.version ?? '')}, ` +
-    `protocol ${info.protocolVersion}, capabilities [${Object.keys(caps).join(', ')}], ${counts.join(', ')}`
-  );
+  return {
+    ok: true,
+    line: `ok, ${String(server.name ?? '?')} ${String(server.version ?? '')}, ` + `protocol ${info.protocolVersion}, capabilities [${Object.keys(caps).join(', ')}], ${counts.join(', ')}`,
+  };
 }
 
 /** How many items a list has, every page read: bounded like every walk (upstream/paging.ts). */

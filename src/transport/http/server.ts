@@ -7,7 +7,7 @@
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { ClientToken } from '../../config/types.js';
+import { DEFAULTS, type ClientToken } from '../../config/types.js';
 import type { Logger } from '../../observe/logger.js';
 import { AdminListener, addHealthRoutes, closeServer, listenOn, OperatorRoutes, runRoute, type RouteHandler } from './admin.js';
 import { pathOf, splitTarget } from './url.js';
@@ -112,7 +112,7 @@ export class HttpServer {
   }
 
   private get adminHost(): string {
-    return this.opts.adminHost ?? '127.0.0.1';
+    return this.opts.adminHost ?? DEFAULTS.adminHost;
   }
 
   /**
