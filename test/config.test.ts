@@ -311,25 +311,62 @@ describe('loadConfig: file and JSON errors', () => {
     expect(err.issues).toEqual([{ path: '/', message: 'cannot read config file: file not found' }]);
   });
 
-  it('reports line and column of an unexpected token', async () => {
-    const issues = await issuesOf('{\n  "mcpServers": {\n    "a": [1,]\n  }\n}\n');
-    expect(issues).toEqual([{ path: '/', message: "invalid JSON at line 3, column 13: Unexpected token ']'" }]);
+  it('reports line and column of a stray bracket, naming it', async () => {
+    const issues = await issuesOf('{\n  "mcpServers": {\n    "a": 1]\n  }\n}\n');
+    expect(issues).toEqual([{ path: '/', message: "invalid JSON at line 3, column 11: Unexpected ']' (comma expected)" }]);
   });
 
   it('reports line and column of a missing comma', async () => {
     const issues = await issuesOf('{\n  "mcpServers": {}\n  "listen": {}\n}');
-    expect(issues).toHaveLength(1);
-    expect(issues[0]!.message).toMatch(/^invalid JSON at line 3, column 3: /);
+    expect(issues).toEqual([{ path: '/', message: 'invalid JSON at line 3, column 3: Comma expected' }]);
   });
 
-  it('reports a truncated file at its end', async () => {
+  it('reports a truncated file just after its last character', async () => {
     const issues = await issuesOf('{\n  "mcpServers": {\n');
-    expect(issues).toEqual([{ path: '/', message: 'invalid JSON at line 2, column 18: Unexpected end of JSON input' }]);
+    expect(issues).toEqual([{ path: '/', message: 'invalid JSON at line 2, column 18: Unexpected end of file (close brace expected)' }]);
+  });
+
+  it('reports text after the value, and an unclosed string where it starts', async () => {
+    expect(await issuesOf('{"mcpServers": {}}\n}\n')).toEqual([{ path: '/', message: "invalid JSON at line 2, column 1: Unexpected '}' after the JSON value" }]);
+    expect(await issuesOf('{"mcpServers": {"a": {"command": "x}}}\n')).toEqual([{ path: '/', message: 'invalid JSON at line 1, column 34: Unexpected end of string' }]);
   });
 
   it('refuses a file whose root is not an object', async () => {
     expect(await issuesOf('[]')).toEqual([{ path: '/', message: 'expected object, got array' }]);
-    expect(await issuesOf('')).toEqual([{ path: '/', message: 'invalid JSON at line 1, column 1: Unexpected end of JSON input' }]);
+    expect(await issuesOf('')).toEqual([{ path: '/', message: 'invalid JSON at line 1, column 1: Empty file' }]);
+    expect(await issuesOf(' \n\n')).toEqual([{ path: '/', message: 'invalid JSON at line 1, column 1: Empty file' }]);
+  });
+
+  it('reads JSONC: // and /* */ comments and trailing commas, as the README examples are written', async () => {
+    const c = await load(`// mcpmux config
+{
+  "$schema": "./schema/config.schema.json",
+  /* the servers */
+  "mcpServers": {
+    "fs": { "command": "npx", "args": ["-y", "server", "/srv",], }, // trailing commas
+    "url-ish": { "command": "x", "args": ["http://a/b", "/* not a comment */", "// nor this"] },
+  },
+  "timeouts": { "requestMs": 1000, },
+}
+`);
+    expect(c.servers.map((s) => s.name)).toEqual(['fs', 'url-ish']);
+    expect((c.servers[0] as StdioServerConfig).args).toEqual(['-y', 'server', '/srv']);
+    expect((c.servers[1] as StdioServerConfig).args).toEqual(['http://a/b', '/* not a comment */', '// nor this']);
+    expect(c.timeouts.requestMs).toBe(1000);
+  });
+
+  it('reads values as JSON.parse does: doubles, the last of duplicate keys, "__proto__" as a plain key', async () => {
+    // 2^53 + 1 is a double (9007199254740992), as before: the schema then judges that value.
+    const big = await issuesOf('{"mcpServers": {}, "limits": {"maxSessions": 9007199254740993, "maxMessageBytes": 1e400}}');
+    expect(big).toEqual(expect.arrayContaining([{ path: '/limits/maxMessageBytes', message: expect.stringMatching(/Infinity|null|integer|number/) }]));
+    const c = await load('{"mcpServers": {"a": {"command": "x"}}, "timeouts": {"requestMs": 1, "requestMs": 2000}, "limits": {"maxSessions": 12345678901234567890}}');
+    expect(c.timeouts.requestMs).toBe(2000);
+    expect(c.limits.maxSessions).toBe(JSON.parse('12345678901234567890'));
+    // jsonc-parser's own parse() would make this the object's prototype, and its mcpServers the config's.
+    expect(await issuesOf('{"__proto__": {"mcpServers": {"a": {"command": "x"}}}}')).toEqual([
+      { path: '/mcpServers', message: 'missing required key "mcpServers"' },
+      { path: '/__proto__', message: 'unknown key "__proto__"' },
+    ]);
   });
 
   it('accepts a UTF-8 byte order mark', async () => {

@@ -1,7 +1,8 @@
 // Reads, expands, validates and defaults a config file into a `Config`.
 //
-// Pipeline: read -> JSON.parse -> `${VAR}` expansion -> JSON Schema (ajv, every error) ->
-// semantic checks the schema cannot express -> defaults. Every problem found along the way is
+// Pipeline: read -> JSONC (JSON with comments and trailing commas, ../jsonc.ts) -> `${VAR}`
+// expansion -> JSON Schema (ajv, every error) -> semantic checks the schema cannot express ->
+// defaults. Every problem found along the way is
 // collected and thrown together as one `ConfigError`, each issue located by its JSON path.
 
 import { readFileSync } from 'node:fs';
@@ -10,6 +11,7 @@ import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
 import { isObject } from '../objects.js';
+import { JsoncError, parseJsonc } from '../jsonc.js';
 import { secretArgs } from './secret-args.js';
 import {
   ANONYMOUS_CLIENT,
@@ -82,12 +84,12 @@ export async function loadConfig(file: string, env: NodeJS.ProcessEnv = process.
 
 /** Parses config text; `file` names it in errors and anchors relative paths. */
 export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv): Config {
-  const source = text.replace(/^\uFEFF/, ''); // editors on Windows may write a BOM
   let json: unknown;
   try {
-    json = JSON.parse(source);
+    json = parseJsonc(text); // comments and trailing commas allowed; a BOM ignored
   } catch (err) {
-    throw new ConfigError(file, [{ path: '/', message: describeJsonError(source, err as Error) }]);
+    if (!(err instanceof JsoncError)) throw err;
+    throw new ConfigError(file, [{ path: '/', message: err.message }]);
   }
 
   const expanded = expandEnv(json, env);
@@ -112,57 +114,6 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
   if (issues.length > 0) throw new ConfigError(file, issues);
   config.secrets = collectSecrets(config, expanded.secrets);
   return config;
-}
-
-// ---- JSON syntax errors ----
-
-/** "invalid JSON at line 3, column 5: Unexpected token '}'" (1-based line and column). */
-function describeJsonError(text: string, err: Error): string {
-  const msg = err.message;
-  let pos: number;
-  let reason: string;
-  const at = /^(.*) in JSON at position (\d+)/.exec(msg);
-  if (at) {
-    reason = at[1]!;
-    pos = Number(at[2]);
-  } else if (/^Unexpected token/.test(msg)) {
-    // Node 20 omits the position for this message (and quotes the text, which may hold secrets).
-    reason = /^Unexpected token '.+?'(?=, )/.exec(msg)?.[0] ?? 'Unexpected token';
-    pos = firstUnexpectedToken(text);
-  } else {
-    reason = msg.replace(/ \(line \d+ column \d+\)$/, '');
-    pos = text.length; // "Unexpected end of JSON input"
-  }
-  // A cut-off file fails in many ways ("Unterminated string", "Expected property name"...);
-  // point just after its last character and say what happened.
-  const end = text.trimEnd().length;
-  if (pos >= end) {
-    pos = end;
-    reason = 'Unexpected end of JSON input';
-  }
-  const before = text.slice(0, pos).split('\n');
-  return `invalid JSON at line ${before.length}, column ${before.at(-1)!.length + 1}: ${reason}`;
-}
-
-/** The offset of the character JSON.parse rejects: the shortest prefix that fails the same way. */
-function firstUnexpectedToken(text: string): number {
-  const fails = (n: number) => {
-    try {
-      JSON.parse(text.slice(0, n));
-      return false;
-    } catch (e) {
-      // A cut-off prefix fails with "end of input"-like messages, never "Unexpected token".
-      return /^Unexpected token/.test((e as Error).message);
-    }
-  };
-  let lo = 1;
-  let hi = text.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (fails(mid)) hi = mid;
-    else lo = mid + 1;
-  }
-  return lo - 1;
 }
 
 // ---- ajv errors -> issues ----
