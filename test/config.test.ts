@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expandEnv, jsonPointer } from '../src/config/expand.js';
 import { loadConfig, parseConfig } from '../src/config/load.js';
+import { nearest } from '../src/config/suggest.js';
 import { ConfigError, type ConfigIssue, type RemoteServerConfig, type StdioServerConfig } from '../src/config/types.js';
 
 let dir: string;
@@ -168,8 +169,53 @@ describe('loadConfig: the DESIGN example', () => {
 describe('loadConfig: schema errors', () => {
   it('refuses an unknown key at top level and inside a server, naming it', async () => {
     const issues = await issuesOf({ mcpServers: { fs: { comand: 'npx' } }, listn: {} });
-    expect(issues).toContainEqual({ path: '/listn', message: 'unknown key "listn"' });
-    expect(issues).toContainEqual({ path: '/mcpServers/fs/comand', message: 'unknown key "comand"' });
+    expect(issues).toContainEqual({ path: '/listn', message: 'unknown key "listn" (did you mean "listen"?)' });
+    expect(issues).toContainEqual({ path: '/mcpServers/fs/comand', message: 'unknown key "comand" (did you mean "command"?)' });
+  });
+
+  it('suggests the nearest allowed key at every level, and nothing for a key near none', async () => {
+    const issues = await issuesOf({
+      mcpServers: { fs: { command: 'x', agrs: [], Env: {}, restart: { maxRetires: 1 }, oauth: {}, colour: 'red' } },
+      ratelimits: [],
+      listen: { prot: 7330, auth: { tokens: [{ client: 'ci', tokenenv: 'T' }] } },
+      policy: { tool: { allow: ['*'] }, clients: { anonymous: { alow: ['*'] } } },
+      limits: { maxSesions: 3 },
+      timeouts: { requestMS: 1000 },
+      zzz: 1,
+    });
+    const unknown = issues.filter((i) => i.message.startsWith('unknown key'));
+    expect(unknown).toEqual(
+      expect.arrayContaining([
+        { path: '/ratelimits', message: 'unknown key "ratelimits" (did you mean "rateLimits"?)' },
+        { path: '/zzz', message: 'unknown key "zzz"' },
+        { path: '/mcpServers/fs/agrs', message: 'unknown key "agrs" (did you mean "args"?)' },
+        { path: '/mcpServers/fs/Env', message: 'unknown key "Env" (did you mean "env"?)' },
+        { path: '/mcpServers/fs/colour', message: 'unknown key "colour"' },
+        { path: '/mcpServers/fs/restart/maxRetires', message: 'unknown key "maxRetires" (did you mean "maxRetries"?)' },
+        { path: '/listen/prot', message: 'unknown key "prot" (did you mean "port"?)' },
+        { path: '/listen/auth/tokens/0/tokenenv', message: 'unknown key "tokenenv" (did you mean "tokenEnv"?)' },
+        { path: '/policy/tool', message: 'unknown key "tool" (did you mean "tools"?)' },
+        { path: '/policy/clients/anonymous/alow', message: 'unknown key "alow" (did you mean "allow"?)' },
+        { path: '/limits/maxSesions', message: 'unknown key "maxSesions" (did you mean "maxSessions"?)' },
+        { path: '/timeouts/requestMS', message: 'unknown key "requestMS" (did you mean "requestMs"?)' },
+      ]),
+    );
+    expect(unknown).toHaveLength(12);
+  });
+
+  it('nearest(): case-insensitive edit distance, close enough or nothing', () => {
+    const keys = ['command', 'args', 'env', 'url', 'timeoutMs', 'rateLimits', 'tools', 'transport'];
+    expect(nearest('comand', keys)).toBe('command');
+    expect(nearest('commnad', keys)).toBe('command'); // two letters swapped: one edit
+    expect(nearest('RATELIMITS', keys)).toBe('rateLimits');
+    expect(nearest('timeout', keys)).toBe('timeoutMs');
+    expect(nearest('ur', keys)).toBe('url');
+    // Too far, or too short to tell: no guess.
+    expect(nearest('x', keys)).toBeUndefined();
+    expect(nearest('cmd', keys)).toBeUndefined();
+    expect(nearest('environment', keys)).toBeUndefined();
+    expect(nearest('description', keys)).toBeUndefined();
+    expect(nearest('anything', [])).toBeUndefined();
   });
 
   it('refuses wrong types with the path, expected and actual type', async () => {

@@ -13,6 +13,7 @@ import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
 import { isObject } from '../objects.js';
 import { JsoncError, parseJsonc } from '../jsonc.js';
 import { secretArgs } from './secret-args.js';
+import { nearest } from './suggest.js';
 import {
   ANONYMOUS_CLIENT,
   ConfigError,
@@ -32,7 +33,8 @@ import {
 export const SCHEMA_URL = new URL('../../schema/config.schema.json', import.meta.url);
 
 const schema = JSON.parse(readFileSync(SCHEMA_URL, 'utf8')) as object;
-// verbose: errors carry the offending value, so type errors can say what they got.
+// verbose: errors carry the offending value, so type errors can say what they got, and the schema
+// they failed, so an unknown key can be matched against the keys allowed beside it.
 const validate = new Ajv({ allErrors: true, verbose: true, allowUnionTypes: true }).compile(schema);
 
 // ---- the file's shape once the schema has accepted it (everything optional) ----
@@ -124,7 +126,13 @@ function toIssue(e: ErrorObject, secrets: string[]): ConfigIssue {
   switch (e.keyword) {
     case 'additionalProperties': {
       const key = String(p.additionalProperty);
-      return { path: `${e.instancePath}/${pointerSegment(key)}`, message: `unknown key ${JSON.stringify(key)}` };
+      // verbose: the schema object that lists the keys allowed here.
+      const known = Object.keys((e.parentSchema as { properties?: object } | undefined)?.properties ?? {});
+      const meant = nearest(key, known);
+      return {
+        path: `${e.instancePath}/${pointerSegment(key)}`,
+        message: `unknown key ${JSON.stringify(key)}${meant === undefined ? '' : ` (did you mean ${JSON.stringify(meant)}?)`}`,
+      };
     }
     case 'required': {
       const key = String(p.missingProperty);
