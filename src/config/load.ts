@@ -2,8 +2,8 @@
 //
 // Pipeline: read -> JSONC (JSON with comments and trailing commas, ../jsonc.ts) -> `${VAR}`
 // expansion -> JSON Schema (ajv, every error) -> semantic checks the schema cannot express ->
-// defaults. Every problem found along the way is
-// collected and thrown together as one `ConfigError`, each issue located by its JSON path.
+// defaults. Every problem found along the way is collected and thrown together as one
+// `ConfigError`, each issue located by its JSON path.
 
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
