@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
-import { closeAll, fixture, runMux, tempDir, waitFor } from './helpers/harness.js';
+import { closeAll, fixture, runMux, startMux, tempDir, waitFor } from './helpers/harness.js';
 
 afterAll(async () => {
   await stopAllDaemons();
@@ -53,6 +53,18 @@ describe('JSONC config through the real binary', () => {
     const probe = await runMux(['check', '--probe', '--config', file]);
     expect(probe.status, probe.stderr).toBe(0);
     expect(probe.stdout).toMatch(/notes:.*\b2 tools\b/);
+  });
+
+  it('stdio (what a desktop host runs) serves its servers', async () => {
+    const mux = await startMux(await configFile(commented(['notes', 'todo'])));
+    try {
+      const names = (await mux.client.listTools()).tools.map((t) => t.name).sort();
+      expect(names).toHaveLength(4);
+      expect(names.filter((n) => n.startsWith('notes__'))).toHaveLength(2);
+      expect(names.filter((n) => n.startsWith('todo__'))).toHaveLength(2);
+    } finally {
+      await mux.close();
+    }
   });
 
   it('serve starts with it and serves its servers; a reload reads the file the same way, and refuses a broken edit with line and column', async () => {
