@@ -3,7 +3,7 @@
 // own: it knows strings from comments, and the same library edits such files in place
 // (`modify` + `applyEdits`) keeping every comment and the file's formatting.
 
-import { parse, printParseErrorCode, type ParseError } from 'jsonc-parser';
+import { parseTree, printParseErrorCode, type Node, type ParseError } from 'jsonc-parser';
 
 /** A file that is not JSONC; `line` and `column` are 1-based and point at the first problem. */
 export class JsoncError extends Error {
@@ -19,22 +19,69 @@ export class JsoncError extends Error {
 /** Options every reader here uses: comments and trailing commas allowed, nothing else lenient. */
 export const JSONC_OPTIONS = { allowTrailingComma: true, disallowComments: false, allowEmptyContent: false } as const;
 
-/** Parses JSONC text (a leading BOM is ignored); throws `JsoncError` at the first problem. */
+/**
+ * Parses JSONC text (a leading BOM is ignored); throws `JsoncError` at the first problem.
+ * Values are what JSON.parse would build from the same text without its comments and trailing
+ * commas: numbers as doubles, the last of duplicate keys wins, every key an own property.
+ */
 export function parseJsonc(text: string): unknown {
   const source = text.replace(/^\uFEFF/, '');
   const errors: ParseError[] = [];
-  const value: unknown = parse(source, errors, JSONC_OPTIONS);
-  const first = errors[0];
-  if (first) {
-    const before = source.slice(0, first.offset).split('\n');
-    throw new JsoncError(before.length, before.at(-1)!.length + 1, reasonOf(first));
+  let tree: Node | undefined;
+  try {
+    tree = parseTree(source, errors, JSONC_OPTIONS);
+  } catch (err) {
+    // The parser recurses once per nesting level; JSON.parse does not, so say what happened.
+    if (err instanceof RangeError) throw new JsoncError(1, 1, 'Nested too deeply');
+    throw err;
   }
-  return value;
+  const first = errors[0];
+  if (first) throw errorAt(source, first);
+  return valueOf(tree!);
+}
+
+/**
+ * A node's value. Not jsonc-parser's own `parse()`/`getNodeValue()`: they assign keys, so a
+ * `"__proto__"` key would become the object's prototype (its keys then seen through every read
+ * but listed by none) where JSON.parse makes it an ordinary key.
+ */
+function valueOf(node: Node): unknown {
+  if (node.type === 'array') return node.children!.map(valueOf);
+  if (node.type !== 'object') return node.value as unknown;
+  const o: Record<string, unknown> = {};
+  for (const [key, value] of node.children!.map((p) => p.children!)) {
+    Object.defineProperty(o, key!.value as string, { value: valueOf(value!), enumerable: true, writable: true, configurable: true });
+  }
+  return o;
+}
+
+/** Punctuation a parse error may stop at: safe to quote (unlike a token, which may be a secret). */
+const PUNCTUATION = new Set(['{', '}', '[', ']', ':', ',']);
+
+function errorAt(source: string, e: ParseError): JsoncError {
+  const end = source.replace(/[ \t\r\n]+$/, '').length;
+  let offset = e.offset;
+  let reason = reasonOf(e);
+  if (end === 0) {
+    offset = 0;
+    reason = 'Empty file';
+  } else if (offset >= end) {
+    // A cut-off file: point just after its last character, where the rest went missing.
+    offset = end;
+    reason = `Unexpected end of file (${lower(reason)})`;
+  } else if (PUNCTUATION.has(source[offset]!)) {
+    // "Comma expected" at a stray "]" says too little: name what was found, then what was wanted.
+    const found = `'${source[offset]}'`;
+    reason = printParseErrorCode(e.error) === 'EndOfFileExpected' ? `Unexpected ${found} after the JSON value` : `Unexpected ${found} (${lower(reason)})`;
+  }
+  const before = source.slice(0, offset).split('\n');
+  return new JsoncError(before.length, before.at(-1)!.length + 1, reason);
 }
 
 function reasonOf(e: ParseError): string {
   // jsonc-parser names its codes in PascalCase ("CloseBraceExpected"): say them in words.
-  const code = printParseErrorCode(e.error);
-  if (code === 'EndOfFileExpected') return 'Unexpected text after the JSON value';
-  return code.replace(/([a-z])([A-Z])/g, '$1 $2').replace(/^./, (c) => c.toUpperCase()).replace(/ ([A-Z])/g, (_, c: string) => ' ' + c.toLowerCase());
+  if (printParseErrorCode(e.error) === 'EndOfFileExpected') return 'Unexpected text after the JSON value';
+  return printParseErrorCode(e.error).replace(/([a-z])([A-Z])/g, '$1 $2').replace(/^./, (c) => c.toUpperCase()).replace(/ ([A-Z])/g, (_, c: string) => ' ' + c.toLowerCase());
 }
+
+const lower = (s: string): string => s[0]!.toLowerCase() + s.slice(1);

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expandEnv, jsonPointer } from '../src/config/expand.js';
 import { loadConfig, parseConfig } from '../src/config/load.js';
+import { nearest } from '../src/config/suggest.js';
 import { ConfigError, type ConfigIssue, type RemoteServerConfig, type StdioServerConfig } from '../src/config/types.js';
 
 let dir: string;
@@ -168,8 +169,53 @@ describe('loadConfig: the DESIGN example', () => {
 describe('loadConfig: schema errors', () => {
   it('refuses an unknown key at top level and inside a server, naming it', async () => {
     const issues = await issuesOf({ mcpServers: { fs: { comand: 'npx' } }, listn: {} });
-    expect(issues).toContainEqual({ path: '/listn', message: 'unknown key "listn"' });
-    expect(issues).toContainEqual({ path: '/mcpServers/fs/comand', message: 'unknown key "comand"' });
+    expect(issues).toContainEqual({ path: '/listn', message: 'unknown key "listn" (did you mean "listen"?)' });
+    expect(issues).toContainEqual({ path: '/mcpServers/fs/comand', message: 'unknown key "comand" (did you mean "command"?)' });
+  });
+
+  it('suggests the nearest allowed key at every level, and nothing for a key near none', async () => {
+    const issues = await issuesOf({
+      mcpServers: { fs: { command: 'x', agrs: [], Env: {}, restart: { maxRetires: 1 }, oauth: {}, colour: 'red' } },
+      ratelimits: [],
+      listen: { prot: 7330, auth: { tokens: [{ client: 'ci', tokenenv: 'T' }] } },
+      policy: { tool: { allow: ['*'] }, clients: { anonymous: { alow: ['*'] } } },
+      limits: { maxSesions: 3 },
+      timeouts: { requestMS: 1000 },
+      zzz: 1,
+    });
+    const unknown = issues.filter((i) => i.message.startsWith('unknown key'));
+    expect(unknown).toEqual(
+      expect.arrayContaining([
+        { path: '/ratelimits', message: 'unknown key "ratelimits" (did you mean "rateLimits"?)' },
+        { path: '/zzz', message: 'unknown key "zzz"' },
+        { path: '/mcpServers/fs/agrs', message: 'unknown key "agrs" (did you mean "args"?)' },
+        { path: '/mcpServers/fs/Env', message: 'unknown key "Env" (did you mean "env"?)' },
+        { path: '/mcpServers/fs/colour', message: 'unknown key "colour"' },
+        { path: '/mcpServers/fs/restart/maxRetires', message: 'unknown key "maxRetires" (did you mean "maxRetries"?)' },
+        { path: '/listen/prot', message: 'unknown key "prot" (did you mean "port"?)' },
+        { path: '/listen/auth/tokens/0/tokenenv', message: 'unknown key "tokenenv" (did you mean "tokenEnv"?)' },
+        { path: '/policy/tool', message: 'unknown key "tool" (did you mean "tools"?)' },
+        { path: '/policy/clients/anonymous/alow', message: 'unknown key "alow" (did you mean "allow"?)' },
+        { path: '/limits/maxSesions', message: 'unknown key "maxSesions" (did you mean "maxSessions"?)' },
+        { path: '/timeouts/requestMS', message: 'unknown key "requestMS" (did you mean "requestMs"?)' },
+      ]),
+    );
+    expect(unknown).toHaveLength(12);
+  });
+
+  it('nearest(): case-insensitive edit distance, close enough or nothing', () => {
+    const keys = ['command', 'args', 'env', 'url', 'timeoutMs', 'rateLimits', 'tools', 'transport'];
+    expect(nearest('comand', keys)).toBe('command');
+    expect(nearest('commnad', keys)).toBe('command'); // two letters swapped: one edit
+    expect(nearest('RATELIMITS', keys)).toBe('rateLimits');
+    expect(nearest('timeout', keys)).toBe('timeoutMs');
+    expect(nearest('ur', keys)).toBe('url');
+    // Too far, or too short to tell: no guess.
+    expect(nearest('x', keys)).toBeUndefined();
+    expect(nearest('cmd', keys)).toBeUndefined();
+    expect(nearest('environment', keys)).toBeUndefined();
+    expect(nearest('description', keys)).toBeUndefined();
+    expect(nearest('anything', [])).toBeUndefined();
   });
 
   it('refuses wrong types with the path, expected and actual type', async () => {
@@ -311,25 +357,62 @@ describe('loadConfig: file and JSON errors', () => {
     expect(err.issues).toEqual([{ path: '/', message: 'cannot read config file: file not found' }]);
   });
 
-  it('reports line and column of an unexpected token', async () => {
-    const issues = await issuesOf('{\n  "mcpServers": {\n    "a": [1,]\n  }\n}\n');
-    expect(issues).toEqual([{ path: '/', message: "invalid JSON at line 3, column 13: Unexpected token ']'" }]);
+  it('reports line and column of a stray bracket, naming it', async () => {
+    const issues = await issuesOf('{\n  "mcpServers": {\n    "a": 1]\n  }\n}\n');
+    expect(issues).toEqual([{ path: '/', message: "invalid JSON at line 3, column 11: Unexpected ']' (comma expected)" }]);
   });
 
   it('reports line and column of a missing comma', async () => {
     const issues = await issuesOf('{\n  "mcpServers": {}\n  "listen": {}\n}');
-    expect(issues).toHaveLength(1);
-    expect(issues[0]!.message).toMatch(/^invalid JSON at line 3, column 3: /);
+    expect(issues).toEqual([{ path: '/', message: 'invalid JSON at line 3, column 3: Comma expected' }]);
   });
 
-  it('reports a truncated file at its end', async () => {
+  it('reports a truncated file just after its last character', async () => {
     const issues = await issuesOf('{\n  "mcpServers": {\n');
-    expect(issues).toEqual([{ path: '/', message: 'invalid JSON at line 2, column 18: Unexpected end of JSON input' }]);
+    expect(issues).toEqual([{ path: '/', message: 'invalid JSON at line 2, column 18: Unexpected end of file (close brace expected)' }]);
+  });
+
+  it('reports text after the value, and an unclosed string where it starts', async () => {
+    expect(await issuesOf('{"mcpServers": {}}\n}\n')).toEqual([{ path: '/', message: "invalid JSON at line 2, column 1: Unexpected '}' after the JSON value" }]);
+    expect(await issuesOf('{"mcpServers": {"a": {"command": "x}}}\n')).toEqual([{ path: '/', message: 'invalid JSON at line 1, column 34: Unexpected end of string' }]);
   });
 
   it('refuses a file whose root is not an object', async () => {
     expect(await issuesOf('[]')).toEqual([{ path: '/', message: 'expected object, got array' }]);
-    expect(await issuesOf('')).toEqual([{ path: '/', message: 'invalid JSON at line 1, column 1: Unexpected end of JSON input' }]);
+    expect(await issuesOf('')).toEqual([{ path: '/', message: 'invalid JSON at line 1, column 1: Empty file' }]);
+    expect(await issuesOf(' \n\n')).toEqual([{ path: '/', message: 'invalid JSON at line 1, column 1: Empty file' }]);
+  });
+
+  it('reads JSONC: // and /* */ comments and trailing commas, as the README examples are written', async () => {
+    const c = await load(`// mcpmux config
+{
+  "$schema": "./schema/config.schema.json",
+  /* the servers */
+  "mcpServers": {
+    "fs": { "command": "npx", "args": ["-y", "server", "/srv",], }, // trailing commas
+    "url-ish": { "command": "x", "args": ["http://a/b", "/* not a comment */", "// nor this"] },
+  },
+  "timeouts": { "requestMs": 1000, },
+}
+`);
+    expect(c.servers.map((s) => s.name)).toEqual(['fs', 'url-ish']);
+    expect((c.servers[0] as StdioServerConfig).args).toEqual(['-y', 'server', '/srv']);
+    expect((c.servers[1] as StdioServerConfig).args).toEqual(['http://a/b', '/* not a comment */', '// nor this']);
+    expect(c.timeouts.requestMs).toBe(1000);
+  });
+
+  it('reads values as JSON.parse does: doubles, the last of duplicate keys, "__proto__" as a plain key', async () => {
+    // 2^53 + 1 is a double (9007199254740992), as before: the schema then judges that value.
+    const big = await issuesOf('{"mcpServers": {}, "limits": {"maxSessions": 9007199254740993, "maxMessageBytes": 1e400}}');
+    expect(big).toEqual(expect.arrayContaining([{ path: '/limits/maxMessageBytes', message: expect.stringMatching(/Infinity|null|integer|number/) }]));
+    const c = await load('{"mcpServers": {"a": {"command": "x"}}, "timeouts": {"requestMs": 1, "requestMs": 2000}, "limits": {"maxSessions": 12345678901234567890}}');
+    expect(c.timeouts.requestMs).toBe(2000);
+    expect(c.limits.maxSessions).toBe(JSON.parse('12345678901234567890'));
+    // jsonc-parser's own parse() would make this the object's prototype, and its mcpServers the config's.
+    expect(await issuesOf('{"__proto__": {"mcpServers": {"a": {"command": "x"}}}}')).toEqual([
+      { path: '/mcpServers', message: 'missing required key "mcpServers"' },
+      { path: '/__proto__', message: 'unknown key "__proto__"' },
+    ]);
   });
 
   it('accepts a UTF-8 byte order mark', async () => {

@@ -72,8 +72,19 @@ describe('status', () => {
     expect((await fetch(`${d.base}/status/restart?server=fx`, { method: 'POST' })).status).toBe(401);
     expect((await fetch(`${d.base}/healthz`)).status).toBe(200);
     expect((await status(d, { headers: { authorization: 'Bearer ops-token-123' } })).upstreams).toHaveLength(1);
-    expect((await cli(['status', '--url', d.base])).code).toBe(1);
     expect((await cli(['status', '--url', d.base], { MCPMUX_TOKEN: 'ops-token-123' })).code).toBe(0);
+    // A 401 says which variable to set (exit 1: the command line was fine, the token is not).
+    const none = await cli(['status', '--url', d.base]);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('answered 401');
+    expect(none.stderr).toContain('(the daemon wants a token: set $MCPMUX_TOKEN (or the variable --token-env names) to a token from listen.auth.tokens)');
+    const wrong = await cli(['status', '--url', d.base], { MCPMUX_TOKEN: 'not-the-token' });
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain('(the token in $MCPMUX_TOKEN is not one of listen.auth.tokens: set $MCPMUX_TOKEN (or the variable --token-env names) to one that is)');
+    expect(wrong.stderr).not.toContain('not-the-token');
+    const named = await cli(['restart', 'fx', '--url', d.base, '--token-env', 'MUX_MINE'], { MUX_MINE: 'not-the-token' });
+    expect(named.code).toBe(1);
+    expect(named.stderr).toMatch(/^mcpmux restart: .* answered 401.*\(the token in \$MUX_MINE is not one of listen\.auth\.tokens: set \$MUX_MINE to one that is\)/);
     await d.stop();
   });
 
@@ -168,10 +179,17 @@ describe('status', () => {
     await peer.close();
   });
 
-  it('mcpmux status says clearly when no daemon answers', async () => {
-    const r = await cli(['status', '--url', 'http://127.0.0.1:1']);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/cannot reach the daemon at http:\/\/127\.0\.0\.1:1/);
+  it('mcpmux status and restart say clearly when no daemon answers, and exit 1 (2 is for a wrong command line)', async () => {
+    const base = `http://127.0.0.1:${await freePort()}`; // nothing listens there
+    for (const args of [['status'], ['status', '--json'], ['restart', 'fx']]) {
+      const r = await cli([...args, '--url', base]);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr).toContain(`mcpmux ${args[0]}: cannot reach the daemon at ${base}: connect ECONNREFUSED`);
+      expect(r.stdout).toBe('');
+    }
+    const usage = await cli(['status', '--url', 'not a url']);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain('--url not a url: not a URL');
   });
 });
 

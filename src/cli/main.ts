@@ -1,4 +1,5 @@
-// The `mcpmux` command line. Exit codes: 0 ok, 1 invalid config or failed check, 2 usage error.
+// The `mcpmux` command line. Exit codes: 0 ok; 1 something failed (an invalid config, a failed
+// check, a daemon that cannot be reached or refuses); 2 a usage error (the command line is wrong).
 
 import { Command, CommanderError, Option } from 'commander';
 import { VERSION } from '../version.js';

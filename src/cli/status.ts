@@ -84,25 +84,43 @@ function headers(tokenEnv = TOKEN_ENV): Record<string, string> {
 
 /** What to say beside a refusal, so the fix is in the message. */
 function hint(status: number, tokenEnv = TOKEN_ENV): string {
-  if (status === 401) return ` (the daemon wants a token: set $${tokenEnv} to one of listen.auth.tokens, or pass --token-env VAR)`;
+  if (status === 401) {
+    const which = tokenEnv === TOKEN_ENV ? `$${TOKEN_ENV} (or the variable --token-env names)` : `$${tokenEnv}`;
+    return process.env[tokenEnv]
+      ? ` (the token in $${tokenEnv} is not one of listen.auth.tokens: set ${which} to one that is)`
+      : ` (the daemon wants a token: set ${which} to a token from listen.auth.tokens)`;
+  }
   if (status === 403) return ' (this token\'s client is not marked "admin": true in listen.auth.tokens)';
   if (status === 404) return ' (with listen.adminPort set, these routes are on the admin port: --url http://127.0.0.1:<adminPort>)';
   return '';
 }
 
-async function call(base: string, path: string, init: RequestInit = {}, tokenEnv?: string): Promise<Response> {
+/**
+ * The daemon's answer, or undefined (said on stderr) when nothing answered: the command then
+ * exits 1, as for any failure; 2 is for a command line that is wrong.
+ */
+async function call(command: string, base: string, path: string, init: RequestInit = {}, tokenEnv?: string): Promise<Response | undefined> {
   const auth = headers(tokenEnv);
+  let url: URL;
   try {
-    return await fetch(new URL(path, base.endsWith('/') ? base : `${base}/`), { ...init, headers: { ...auth, ...(init.headers as object) }, signal: AbortSignal.timeout(10_000) });
+    url = new URL(path, base.endsWith('/') ? base : `${base}/`);
+  } catch {
+    throw new UsageError(`--url ${base}: not a URL (e.g. http://127.0.0.1:7330)`);
+  }
+  try {
+    return await fetch(url, { ...init, headers: { ...auth, ...(init.headers as object) }, signal: AbortSignal.timeout(10_000) });
   } catch (err) {
-    throw new UsageError(`cannot reach the daemon at ${base}: ${(err as Error).cause ? String((err as Error & { cause: Error }).cause.message) : (err as Error).message}`);
+    const why = (err as Error).cause ? String((err as Error & { cause: Error }).cause.message) : (err as Error).message;
+    process.stderr.write(`mcpmux ${command}: cannot reach the daemon at ${base}: ${why} (is \`mcpmux serve\` running there? --url names another address)\n`);
+    return undefined;
   }
 }
 
 /** `mcpmux status [--json] [--url BASE]`. */
 export async function runStatus(opts: StatusOptions): Promise<number> {
   const base = opts.url ?? DEFAULT_BASE;
-  const res = await call(base, 'status', {}, opts.tokenEnv);
+  const res = await call('status', base, 'status', {}, opts.tokenEnv);
+  if (!res) return 1;
   const body = await res.text();
   if (!res.ok) {
     process.stderr.write(`mcpmux status: ${base} answered ${res.status}: ${body.slice(0, 300)}${hint(res.status, opts.tokenEnv)}\n`);
@@ -141,7 +159,8 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
 /** `mcpmux restart NAME [--url BASE] [--token-env VAR]`. */
 export async function runRestart(name: string, opts: { url?: string; tokenEnv?: string }): Promise<number> {
   const base = opts.url ?? DEFAULT_BASE;
-  const res = await call(base, `status/restart?server=${encodeURIComponent(name)}`, { method: 'POST' }, opts.tokenEnv);
+  const res = await call('restart', base, `status/restart?server=${encodeURIComponent(name)}`, { method: 'POST' }, opts.tokenEnv);
+  if (!res) return 1;
   const body = await res.text();
   if (res.status !== 202) {
     // A 404 naming the server is about the server, not about where the routes are.

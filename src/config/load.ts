@@ -1,8 +1,9 @@
 // Reads, expands, validates and defaults a config file into a `Config`.
 //
-// Pipeline: read -> JSON.parse -> `${VAR}` expansion -> JSON Schema (ajv, every error) ->
-// semantic checks the schema cannot express -> defaults. Every problem found along the way is
-// collected and thrown together as one `ConfigError`, each issue located by its JSON path.
+// Pipeline: read -> JSONC (JSON with comments and trailing commas, ../jsonc.ts) -> `${VAR}`
+// expansion -> JSON Schema (ajv, every error) -> semantic checks the schema cannot express ->
+// defaults. Every problem found along the way is collected and thrown together as one
+// `ConfigError`, each issue located by its JSON path.
 
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -10,7 +11,9 @@ import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
 import { isObject } from '../objects.js';
+import { JsoncError, parseJsonc } from '../jsonc.js';
 import { secretArgs } from './secret-args.js';
+import { nearest } from './suggest.js';
 import {
   ANONYMOUS_CLIENT,
   ConfigError,
@@ -30,7 +33,8 @@ import {
 export const SCHEMA_URL = new URL('../../schema/config.schema.json', import.meta.url);
 
 const schema = JSON.parse(readFileSync(SCHEMA_URL, 'utf8')) as object;
-// verbose: errors carry the offending value, so type errors can say what they got.
+// verbose: errors carry the offending value, so type errors can say what they got, and the schema
+// they failed, so an unknown key can be matched against the keys allowed beside it.
 const validate = new Ajv({ allErrors: true, verbose: true, allowUnionTypes: true }).compile(schema);
 
 // ---- the file's shape once the schema has accepted it (everything optional) ----
@@ -82,12 +86,12 @@ export async function loadConfig(file: string, env: NodeJS.ProcessEnv = process.
 
 /** Parses config text; `file` names it in errors and anchors relative paths. */
 export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv): Config {
-  const source = text.replace(/^\uFEFF/, ''); // editors on Windows may write a BOM
   let json: unknown;
   try {
-    json = JSON.parse(source);
+    json = parseJsonc(text); // comments and trailing commas allowed; a BOM ignored
   } catch (err) {
-    throw new ConfigError(file, [{ path: '/', message: describeJsonError(source, err as Error) }]);
+    if (!(err instanceof JsoncError)) throw err;
+    throw new ConfigError(file, [{ path: '/', message: err.message }]);
   }
 
   const expanded = expandEnv(json, env);
@@ -114,57 +118,6 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
   return config;
 }
 
-// ---- JSON syntax errors ----
-
-/** "invalid JSON at line 3, column 5: Unexpected token '}'" (1-based line and column). */
-function describeJsonError(text: string, err: Error): string {
-  const msg = err.message;
-  let pos: number;
-  let reason: string;
-  const at = /^(.*) in JSON at position (\d+)/.exec(msg);
-  if (at) {
-    reason = at[1]!;
-    pos = Number(at[2]);
-  } else if (/^Unexpected token/.test(msg)) {
-    // Node 20 omits the position for this message (and quotes the text, which may hold secrets).
-    reason = /^Unexpected token '.+?'(?=, )/.exec(msg)?.[0] ?? 'Unexpected token';
-    pos = firstUnexpectedToken(text);
-  } else {
-    reason = msg.replace(/ \(line \d+ column \d+\)$/, '');
-    pos = text.length; // "Unexpected end of JSON input"
-  }
-  // A cut-off file fails in many ways ("Unterminated string", "Expected property name"...);
-  // point just after its last character and say what happened.
-  const end = text.trimEnd().length;
-  if (pos >= end) {
-    pos = end;
-    reason = 'Unexpected end of JSON input';
-  }
-  const before = text.slice(0, pos).split('\n');
-  return `invalid JSON at line ${before.length}, column ${before.at(-1)!.length + 1}: ${reason}`;
-}
-
-/** The offset of the character JSON.parse rejects: the shortest prefix that fails the same way. */
-function firstUnexpectedToken(text: string): number {
-  const fails = (n: number) => {
-    try {
-      JSON.parse(text.slice(0, n));
-      return false;
-    } catch (e) {
-      // A cut-off prefix fails with "end of input"-like messages, never "Unexpected token".
-      return /^Unexpected token/.test((e as Error).message);
-    }
-  };
-  let lo = 1;
-  let hi = text.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (fails(mid)) hi = mid;
-    else lo = mid + 1;
-  }
-  return lo - 1;
-}
-
 // ---- ajv errors -> issues ----
 
 function toIssue(e: ErrorObject, secrets: string[]): ConfigIssue {
@@ -173,7 +126,13 @@ function toIssue(e: ErrorObject, secrets: string[]): ConfigIssue {
   switch (e.keyword) {
     case 'additionalProperties': {
       const key = String(p.additionalProperty);
-      return { path: `${e.instancePath}/${pointerSegment(key)}`, message: `unknown key ${JSON.stringify(key)}` };
+      // verbose: the schema object that lists the keys allowed here.
+      const known = Object.keys((e.parentSchema as { properties?: object } | undefined)?.properties ?? {});
+      const meant = nearest(key, known);
+      return {
+        path: `${e.instancePath}/${pointerSegment(key)}`,
+        message: `unknown key ${JSON.stringify(key)}${meant === undefined ? '' : ` (did you mean ${JSON.stringify(meant)}?)`}`,
+      };
     }
     case 'required': {
       const key = String(p.missingProperty);
