@@ -207,17 +207,30 @@ describe('a server that fails says why (issue 19, point 11)', () => {
     expect(spawned).toHaveLength(1);
   });
 
-  it('check --probe: command not found and not executable, each said as such, exit 1', async () => {
-    const script = path.join(tempDir(), 'server.sh');
+  it('check --probe: command not found, not executable, a missing #! interpreter, a missing cwd: each said as such, exit 1', async () => {
+    const dir = tempDir();
+    const script = path.join(dir, 'server.sh');
     writeFileSync(script, '#!/bin/sh\nexit 0\n');
     chmodSync(script, 0o644);
-    const config = await writeConfig({ mcpServers: { ghost: { command: 'mcpmux-test-no-such-command', args: [] }, noexec: { command: script, args: [] } } });
+    const shebang = path.join(dir, 'shebang.sh');
+    writeFileSync(shebang, '#!/nonexistent/interpreter\n');
+    chmodSync(shebang, 0o755);
+    const config = await writeConfig({
+      mcpServers: {
+        ghost: { command: 'mcpmux-test-no-such-command', args: [] },
+        noexec: { command: script, args: [] },
+        shebang: { command: shebang, args: [] },
+        nocwd: { command: process.execPath, args: [], cwd: path.join(dir, 'gone') },
+      },
+    });
     const r = await mcpmux(['check', '--probe', '--config', config, '--log-level', 'info']);
     expect(r.code, r.stderr).toBe(1);
     expect(r.stdout).toContain(`ghost: FAILED (command not found: mcpmux-test-no-such-command (not on PATH=/usr/bin:/bin; give its full path`);
     expect(r.stdout).toContain(`noexec: FAILED (permission denied: ${script} (not executable`);
+    expect(r.stdout).toContain(`shebang: FAILED (cannot run ${shebang}: the interpreter on its #! line was not found)`);
+    expect(r.stdout).toContain(`nocwd: FAILED (working folder not found: ${path.join(dir, 'gone')}`);
     // Started once each, never retried.
-    expect(r.stderr.split('\n').filter((l) => l.includes('"msg":"spawned upstream"'))).toHaveLength(2);
+    expect(r.stderr.split('\n').filter((l) => l.includes('"msg":"spawned upstream"'))).toHaveLength(4);
     expect(r.stderr).not.toContain('"msg":"restarting upstream"');
   });
 

@@ -3,6 +3,7 @@
 // the spec's shutdown order on close.
 
 import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { maskSecretArgs } from '../config/secret-args.js';
 import type { StdioServerConfig } from '../config/types.js';
@@ -120,8 +121,12 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
 function cannotRun(cfg: StdioServerConfig, env: Record<string, string>, code: string | undefined): string | undefined {
   if (code === 'ENOENT' && cfg.cwd !== undefined && !existsSync(cfg.cwd)) return `working folder not found: ${cfg.cwd} (the server's cwd)`;
   if (code === 'ENOENT') {
-    const where = cfg.command.includes('/') || cfg.command.includes('\\') ? 'no such file' : `not on PATH=${env.PATH ?? '(unset)'}`;
-    return `command not found: ${cfg.command} (${where}; give its full path, or set PATH in the server's "env")`;
+    if (cfg.command.includes('/') || cfg.command.includes('\\')) {
+      // The file is there: what is missing is the interpreter its #! line names.
+      if (existsSync(path.resolve(cfg.cwd ?? process.cwd(), cfg.command))) return `cannot run ${cfg.command}: the interpreter on its #! line was not found`;
+      return `command not found: ${cfg.command} (no such file)`;
+    }
+    return `command not found: ${cfg.command} (not on PATH=${env.PATH ?? '(unset)'}; give its full path, or set PATH in the server's "env")`;
   }
   if (code === 'EACCES') return `permission denied: ${cfg.command} (not executable by this user; check its mode, or give the interpreter as the command)`;
   return undefined;
