@@ -21,6 +21,8 @@ export async function runCheck(opts: GlobalOptions & { probe?: boolean }): Promi
       const { ok, line } = await describe(up);
       if (!ok) failed++;
       process.stdout.write(`  ${up.name}: ${line}\n`);
+      // The server's own last words are usually the real reason ("exited with code 3" is not).
+      if (!ok) for (const said of up.stderr) process.stdout.write(`      stderr| ${said}\n`);
     }
   } finally {
     await router.close();

@@ -238,18 +238,22 @@ export async function startedRouter(config: Config, opts: GlobalOptions): Promis
 /**
  * Makes `stop` run at most once, whoever calls it first: SIGTERM or SIGINT (after which the
  * process exits), or the caller (stdio when the host closes stdin). A second signal while
- * stopping exits at once. Returns the once-only `stop`.
+ * stopping exits at once; the first signal during a stop the caller began (a host that closed
+ * stdin, then signals mcpmux as the SDK's client does) waits for that drain and exits 0.
+ * Returns the once-only `stop`.
  */
 export function onShutdownSignals(log: Logger, stop: (why: string) => Promise<void>): (why: string) => Promise<void> {
   let stopped: Promise<void> | undefined;
+  let signalled = false;
   const once = (why: string): Promise<void> => (stopped ??= stop(why));
   const handler = (signal: NodeJS.Signals): void => {
-    if (stopped) {
+    if (signalled) {
       log.warn({ signal }, 'second signal; exiting now');
       void flushLogs(log, 200).finally(() => process.exit(1));
       return;
     }
-    log.info({ signal }, 'shutting down');
+    signalled = true;
+    log.info({ signal, ...(stopped && { draining: true }) }, 'shutting down');
     // A drain that fails (a child that would not stop, an audit log that could not be written
     // out) exits 1, so a supervisor knows the stop was not clean.
     void once(signal).then(

@@ -11,6 +11,7 @@ import type { HostTransport } from '../observe/events.js';
 import { HttpServer } from '../transport/http/server.js';
 import { DEFAULT_IDLE_SESSION_MS, type SessionKind } from '../transport/http/sessions.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
+import { cannotListen } from './listen-error.js';
 import { addStatusRoutes } from './status.js';
 
 /** What each HTTP session kind is called in events, metrics and the audit log. */
@@ -41,9 +42,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   const unwatchLogins = await watchLoginsFor(runtime);
   const observers = startObservers(config, log, true);
   if (!observers) return 1;
-  router.start();
   let started = false;
-  void router.ready().then(() => (started = true));
 
   const server = new HttpServer({
     host,
@@ -80,16 +79,21 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   addMetricsRoute(server.adminRoutes, observers.metrics!);
   addStatusRoutes(server.adminRoutes, router, { configPath: config.path, lastReload: () => reloader.last });
 
+  // The ports first, the upstreams after: a port in use (another daemon running) must fail
+  // before any server is spawned, not after each started and had to be stopped again.
   let bound;
   try {
     bound = await server.listen();
   } catch (err) {
-    log.error({ err: (err as Error).message, host, port: port ?? config.listen.port }, 'cannot listen');
-    await router.close();
+    const why = cannotListen(err, host, port ?? config.listen.port);
+    log.error({ err: (err as Error).message, code: (err as NodeJS.ErrnoException).code, host, port: port ?? config.listen.port }, `cannot listen: ${why}`);
+    unwatchLogins();
     pins.close();
     await observers.close();
     return 1;
   }
+  router.start();
+  void router.ready().then(() => (started = true));
   const base = `http://${host.includes(':') ? `[${host}]` : host}:${bound.port}`;
   // Tests (and people) look for this line: msg "listening", the /mcp url and the bound port.
   log.info(

@@ -136,7 +136,7 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
     uptimeS: number;
     config: { path: string | null };
     lastReload: ReloadRecord | null;
-    upstreams: { name: string; transport: string; state: string; gaveUp?: boolean; pid?: number; restarts: number; inFlight: number; tools: number; prompts: number; resources: number; lastError?: string }[];
+    upstreams: { name: string; transport: string; state: string; gaveUp?: boolean; pid?: number; restarts: number; inFlight: number; tools: number; prompts: number; resources: number; lastError?: string; stderr?: string[] }[];
     sessions: { total: number; byTransport: Record<string, number>; byClient: Record<string, number> };
   };
   const out: string[] = [];
@@ -152,6 +152,12 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
   }
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   for (const r of rows) out.push(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd());
+  // A failed server's own last stderr lines, under the table: usually the real reason.
+  for (const u of s.upstreams) {
+    if (!u.stderr?.length) continue;
+    out.push('', `${u.name}: its last stderr lines`);
+    for (const said of u.stderr) out.push(`  stderr| ${said}`);
+  }
   process.stdout.write(out.join('\n') + '\n');
   return 0;
 }

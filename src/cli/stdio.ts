@@ -7,9 +7,19 @@
 import { Guard } from '../transport/http/guard.js';
 import { AdminListener, addHealthRoutes, OperatorRoutes } from '../transport/http/admin.js';
 import { StreamTransport } from '../transport/stream.js';
+import type { StopGrace } from '../upstream/connect.js';
 import { flushLogs } from '../observe/logger.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
+import { cannotListen } from './listen-error.js';
 import { addStatusRoutes } from './status.js';
+
+/**
+ * How each child is stopped when mcpmux stops under a host. The SDK's stdio client (Inspector,
+ * and the hosts built on it) ends mcpmux's stdin, waits 2 s, then SIGTERMs it: every child must
+ * be gone well before, so mcpmux exits 0 by itself. All children at once: stdin closed, SIGTERM
+ * after 500 ms, SIGKILL 500 ms later (a daemon gives them 2 s at each step).
+ */
+const WITHIN_HOST_GRACE: StopGrace = { afterEofMs: 500, afterTermMs: 500 };
 
 export interface StdioOptions extends GlobalOptions {
   adminPort?: string;
@@ -47,11 +57,12 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
       const port = await admin.listen();
       log.info({ url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/metrics`, port }, 'admin listening');
     } catch (err) {
-      log.error({ err: (err as Error).message, host, port: adminPort }, 'cannot listen on the admin port');
+      log.error({ err: (err as Error).message, code: (err as NodeJS.ErrnoException).code, host, port: adminPort }, `cannot listen on the admin port: ${cannotListen(err, host, adminPort)}`);
       await observers.close();
       return 1;
     }
   }
+  router.stopChildrenWithin(WITHIN_HOST_GRACE);
   router.start();
   void router.ready().then(() => (started = true));
 

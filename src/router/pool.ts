@@ -7,6 +7,7 @@ import type { Config, ServerConfig } from '../config/types.js';
 import { RpcError } from '../jsonrpc/message.js';
 import { makeScrubber, type Logger } from '../observe/logger.js';
 import { MuxError, type Params } from '../protocol/mcp.js';
+import type { StopGrace } from '../upstream/connect.js';
 import { Upstream, type UpstreamListener } from '../upstream/upstream.js';
 import { VERSION } from '../version.js';
 import type { SessionPort } from './session-port.js';
@@ -28,6 +29,10 @@ export class UpstreamPool {
   private scrub: ((text: string) => string) | undefined;
   /** Where every connection's unprompted traffic goes; set by the router before anything starts. */
   listener: UpstreamListener | undefined;
+  /** How a child is stopped when its connection closes here (undefined: the default grace). */
+  grace: StopGrace | undefined;
+  /** Connections closing (a session's, a reload's), which closeAll waits for too. */
+  private readonly closing = new Set<Promise<void>>();
 
   constructor(
     private config: Config,
@@ -86,11 +91,11 @@ export class UpstreamPool {
     const stop = (name: string, why: string): void => {
       const shared = this.shared.get(name);
       this.shared.delete(name);
-      if (shared) closing.push(shared.close(why));
+      if (shared) closing.push(this.close(shared, why));
       for (const mine of this.perSession.values()) {
         const own = mine.get(name);
         mine.delete(name);
-        if (own) closing.push(own.close(why));
+        if (own) closing.push(this.close(own, why));
       }
     };
     for (const name of plan.removed) stop(name, `server "${name}" was removed from the config`);
@@ -151,13 +156,24 @@ export class UpstreamPool {
   async closeFor(session: SessionPort): Promise<void> {
     const mine = this.perSession.get(session);
     this.perSession.delete(session);
-    if (mine) await Promise.all([...mine.values()].map((u) => u.close()));
+    if (mine) await Promise.all([...mine.values()].map((u) => this.close(u)));
   }
 
+  /**
+   * Closes every connection, all at once (a stop is mostly waiting), and waits for those
+   * already closing (a session that just ended): no child outlives this.
+   */
   async closeAll(): Promise<void> {
     const all = this.all();
     this.perSession.clear();
-    await Promise.all(all.map((u) => u.close()));
+    await Promise.all([...all.map((u) => this.close(u)), ...this.closing]);
+  }
+
+  private close(up: Upstream, why?: string): Promise<void> {
+    const p = up.close(why, this.grace);
+    this.closing.add(p);
+    void p.finally(() => this.closing.delete(p));
+    return p;
   }
 
   /** The session that owns an upstream connection; undefined for shared ones. */

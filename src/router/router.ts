@@ -15,6 +15,7 @@ import type { JsonRpcRequest } from '../jsonrpc/message.js';
 import type { RequestEvent } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
 import type { Params } from '../protocol/mcp.js';
+import type { StopGrace } from '../upstream/connect.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { Audience } from './audience.js';
 import { Dispatch } from './dispatch.js';
@@ -181,6 +182,14 @@ export class Router {
     await this.pool.closeAll();
   }
 
+  /**
+   * How long each child gets at each step of its stop from now on, whenever a connection
+   * closes (a session's, a reload's, the shutdown): `mcpmux stdio` stops within its host's grace.
+   */
+  stopChildrenWithin(grace: StopGrace): void {
+    this.pool.grace = grace;
+  }
+
   /** Shared upstream connections in config order (for `check` and `tools`). */
   list(): Upstream[] {
     return this.pool.sharedList();
@@ -197,6 +206,8 @@ export class Router {
       state: up.needsLogin ? 'needs-login' : up.state,
       ...(up.gaveUp && { gaveUp: true }),
       ...(up.reason && { lastError: up.reason }),
+      // What a failed child last said itself (the real reason, often), until it is ready again.
+      ...(up.stderr.length > 0 && up.state !== 'ready' && { stderr: up.stderr }),
       ...(up.pid !== undefined && { pid: up.pid }),
       restarts: up.restarts,
       inFlight: up.inFlight,

@@ -32,7 +32,10 @@ export class StreamTransport implements Transport {
     private readonly input: Readable,
     private readonly output: Writable,
     maxMessageBytes: number,
-    /** False when the owner knows better why the stream ended (a child: its exit status). */
+    /**
+     * False when the owner knows better why the streams ended (a child: its exit status): the
+     * input's end and the output's errors (EPIPE from a child that died) are then its to report.
+     */
     closeOnInputEnd = true,
     /**
      * Set for a host (mcpmux stdio): what may be lost is shed while the host is behind, and its
@@ -58,7 +61,7 @@ export class StreamTransport implements Transport {
     input.on('data', (chunk: Buffer) => this.decoder.push(chunk, this.emit));
     if (closeOnInputEnd) input.on('end', () => this.finish('input ended'));
     input.on('error', (e) => this.finish(`input error: ${e.message}`));
-    output.on('error', (e) => this.finish(`output error: ${e.message}`));
+    if (closeOnInputEnd) output.on('error', (e) => this.finish(`output error: ${e.message}`));
   }
 
   /**

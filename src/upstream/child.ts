@@ -1,28 +1,39 @@
 // A stdio upstream: a child process spawned with execa (never through a shell), its stdout and
-// stdin as the MCP stream, its stderr into our logs, and the spec's shutdown order on close.
+// stdin as the MCP stream, its stderr into our logs (and its last lines kept, for status), and
+// the spec's shutdown order on close.
 
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { maskSecretArgs } from '../config/secret-args.js';
 import type { StdioServerConfig } from '../config/types.js';
 import type { Logger } from '../observe/logger.js';
 import { StreamTransport } from '../transport/stream.js';
 import { childEnv } from './child-env.js';
+import type { Connection, StopGrace } from './connect.js';
 import { guardGroup, releaseGroup, signalGroup } from './reaper.js';
 
 /** Process groups exist on POSIX systems. */
 const GROUPS = process.platform !== 'win32';
-import type { Connection } from './connect.js';
 
-/** How long a child gets after stdin closes, and again after SIGTERM, before the next step. */
-const GRACE_MS = 2000;
+/**
+ * How long a child gets after stdin closes, and again after SIGTERM, before the next step, when
+ * nobody is waiting on mcpmux (a reload, a restart, a daemon's drain).
+ */
+const DEFAULT_GRACE: StopGrace = { afterEofMs: 2000, afterTermMs: 2000 };
 const MAX_STDERR_LINE = 4096;
-
+/** How long a child whose stdin broke gets to exit, so that its exit status is the reason told. */
+const PIPE_ERROR_WAIT_MS = 1000;
+/** What is kept of a child's stderr for status and `check --probe`: its last lines, this many, at most STDERR_TAIL_BYTES. */
+const STDERR_TAIL_LINES = 5;
+const STDERR_TAIL_BYTES = 1024;
 
 export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log: Logger): Connection {
+  const env = childEnv(process.env, cfg.env, cfg.inheritEnv);
   const proc: ResultPromise = execa(cfg.command, cfg.args, {
     cwd: cfg.cwd,
     // Only what a login shell needs, plus its own env (child-env.ts).
-    env: childEnv(process.env, cfg.env, cfg.inheritEnv),
+    env,
     extendEnv: false,
     stdin: 'pipe',
     stdout: 'pipe',
@@ -41,61 +52,107 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
   // loader made every log line's scrubber know them, for what the server itself prints).
   log.info({ command: cfg.command, args: maskSecretArgs(cfg.args), childPid: proc.pid }, 'spawned upstream');
 
+  let permanent: string | undefined;
   const exited = proc.then((r) => {
     // execa's messages quote the whole command line, whose arguments may hold secrets: hosts
     // read this reason, so it names the command and the system's error only.
-    if (r.failed && r.exitCode === undefined && r.signal === undefined) return `failed to start ${JSON.stringify(cfg.command)}: ${r.code ?? r.originalMessage ?? 'unknown error'}`;
+    if (r.failed && r.exitCode === undefined && r.signal === undefined) {
+      permanent = cannotRun(cfg, env, r.code);
+      return permanent ?? `failed to start ${JSON.stringify(cfg.command)}: ${r.code ?? r.originalMessage ?? 'unknown error'}`;
+    }
     if (r.signal) return `killed by ${r.signal}`;
     return `exited with code ${r.exitCode}`;
   });
 
-  pipeStderr(proc, log);
+  const stderrTail = pipeStderr(proc, log);
   const transport = new StreamTransport(proc.stdout!, proc.stdin!, maxMessageBytes, false);
+  // How long what is left of the group gets after SIGTERM: a stop() may shorten it.
+  let groupGraceMs = DEFAULT_GRACE.afterTermMs;
   void exited.then((how) => {
     transport.finish(how);
     // What it started may outlive it (an `sh -c` wrapper that died): the group goes too.
-    if (pgid !== undefined) void endGroup(pgid);
+    if (pgid !== undefined) void endGroup(pgid, groupGraceMs);
   });
-  // A write to a child that already died must not become an unhandled 'error'.
-  proc.stdin!.on('error', () => {});
+  // A write to a child that died fails (EPIPE): its exit status is the reason worth telling
+  // ("exited with code 1", with its stderr), not the pipe's. Only a child that closed its stdin
+  // and stays is reported by the pipe's error.
+  let pipeFailed = false;
+  proc.stdin!.on('error', (err) => {
+    if (pipeFailed) return;
+    pipeFailed = true;
+    void exitsWithin(exited, PIPE_ERROR_WAIT_MS).then((gone) => gone || transport.finish(`output error: ${err.message}`));
+  });
 
   let stopping: Promise<void> | undefined;
-  const stop = (): Promise<void> =>
+  const stop = (grace: StopGrace = DEFAULT_GRACE): Promise<void> =>
     (stopping ??= (async () => {
+      groupGraceMs = grace.afterTermMs;
       if (proc.exitCode === null && proc.signalCode === null) {
         // The spec's order: stdin closed, then SIGTERM, then SIGKILL (to the whole group).
         proc.stdin?.end();
-        if (!(await exitsWithin(exited, GRACE_MS))) {
+        if (!(await exitsWithin(exited, grace.afterEofMs))) {
           if (pgid === undefined || !signalGroup(pgid, 'SIGTERM')) proc.kill('SIGTERM');
-          if (!(await exitsWithin(exited, GRACE_MS))) {
+          if (!(await exitsWithin(exited, grace.afterTermMs))) {
             if (pgid === undefined || !signalGroup(pgid, 'SIGKILL')) proc.kill('SIGKILL');
             await exited;
           }
         }
       }
-      if (pgid !== undefined) await endGroup(pgid);
+      if (pgid !== undefined) await endGroup(pgid, grace.afterTermMs);
     })());
 
-  return { transport, exited, stop, pid: proc.pid };
+  return {
+    transport,
+    exited,
+    stop,
+    pid: proc.pid,
+    stderrTail,
+    get permanent() {
+      return permanent;
+    },
+  };
+}
+
+/**
+ * Why the command can never run as configured (not found, not executable, no such working
+ * folder), said so a person can fix it; undefined for other spawn errors (worth retrying).
+ * Node reports a missing cwd as ENOENT too, so that is checked first.
+ */
+function cannotRun(cfg: StdioServerConfig, env: Record<string, string>, code: string | undefined): string | undefined {
+  if (code === 'ENOENT' && cfg.cwd !== undefined && !existsSync(cfg.cwd)) return `working folder not found: ${cfg.cwd} (the server's cwd)`;
+  if (code === 'ENOENT') {
+    if (cfg.command.includes('/') || cfg.command.includes('\\')) {
+      // The file is there: what is missing is the interpreter its #! line names.
+      if (existsSync(path.resolve(cfg.cwd ?? process.cwd(), cfg.command))) return `cannot run ${cfg.command}: the interpreter on its #! line was not found`;
+      return `command not found: ${cfg.command} (no such file)`;
+    }
+    return `command not found: ${cfg.command} (not on PATH=${env.PATH ?? '(unset)'}; give its full path, or set PATH in the server's "env")`;
+  }
+  if (code === 'EACCES') return `permission denied: ${cfg.command} (not executable by this user; check its mode, or give the interpreter as the command)`;
+  return undefined;
 }
 
 /** Ends what is left of a process group (SIGTERM, then SIGKILL after the grace), then releases it. */
-const ending = new Map<number, Promise<void>>();
-function endGroup(pgid: number): Promise<void> {
-  let p = ending.get(pgid);
-  if (!p) {
-    p = (async () => {
-      if (signalGroup(pgid, 'SIGTERM')) {
-        const deadline = Date.now() + GRACE_MS;
-        while (signalGroup(pgid, 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-        signalGroup(pgid, 'SIGKILL');
-      }
-      releaseGroup(pgid);
-      ending.delete(pgid);
-    })();
-    ending.set(pgid, p);
+const ending = new Map<number, { done: Promise<void>; deadline: number }>();
+function endGroup(pgid: number, graceMs: number): Promise<void> {
+  const deadline = Date.now() + graceMs;
+  const now = ending.get(pgid);
+  if (now) {
+    // A stop with a shorter grace (the host is waiting) shortens the wait already under way.
+    now.deadline = Math.min(now.deadline, deadline);
+    return now.done;
   }
-  return p;
+  const entry = { done: Promise.resolve(), deadline };
+  entry.done = (async () => {
+    if (signalGroup(pgid, 'SIGTERM')) {
+      while (signalGroup(pgid, 0) && Date.now() < entry.deadline) await new Promise((r) => setTimeout(r, 50));
+      signalGroup(pgid, 'SIGKILL');
+    }
+    releaseGroup(pgid);
+    ending.delete(pgid);
+  })();
+  ending.set(pgid, entry);
+  return entry.done;
 }
 
 function exitsWithin(exited: Promise<string>, ms: number): Promise<boolean> {
@@ -116,16 +173,36 @@ function exitsWithin(exited: Promise<string>, ms: number): Promise<boolean> {
  */
 const STDERR_MSG = "the server's own stderr, relayed (its words, not an mcpmux error)";
 
-function pipeStderr(proc: ResultPromise, log: Logger): void {
+function pipeStderr(proc: ResultPromise, log: Logger): () => string[] {
   let rest = '';
+  const tail: string[] = [];
+  const keep = (line: string): void => {
+    log.info({ stderr: line }, STDERR_MSG);
+    tail.push(line.length > STDERR_TAIL_BYTES ? `${line.slice(0, STDERR_TAIL_BYTES)}…` : line);
+    if (tail.length > STDERR_TAIL_LINES) tail.shift();
+  };
   proc.stderr?.setEncoding('utf8');
   proc.stderr?.on('data', (chunk: string) => {
     const lines = (rest + chunk).split('\n');
     rest = lines.pop() ?? '';
     if (rest.length > MAX_STDERR_LINE) rest = rest.slice(0, MAX_STDERR_LINE);
-    for (const line of lines) if (line.trim()) log.info({ stderr: line.slice(0, MAX_STDERR_LINE) }, STDERR_MSG);
+    for (const line of lines) if (line.trim()) keep(line.slice(0, MAX_STDERR_LINE).trimEnd());
   });
   proc.stderr?.on('end', () => {
-    if (rest.trim()) log.info({ stderr: rest }, STDERR_MSG);
+    if (rest.trim()) keep(rest.trimEnd());
+    rest = '';
   });
+  // The last lines within STDERR_TAIL_BYTES all told, newest kept; a partial last line counts
+  // (a server that dies mid-line still said it).
+  return () => {
+    const lines = rest.trim() ? [...tail, rest.trimEnd()].slice(-STDERR_TAIL_LINES) : [...tail];
+    let bytes = 0;
+    const out: string[] = [];
+    for (let i = lines.length - 1; i >= 0; i--) {
+      bytes += Buffer.byteLength(lines[i]!);
+      if (bytes > STDERR_TAIL_BYTES && out.length > 0) break;
+      out.unshift(lines[i]!);
+    }
+    return out;
+  };
 }

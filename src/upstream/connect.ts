@@ -12,8 +12,8 @@ export interface Connection {
   transport: Transport;
   /** Resolves (never rejects) with a description once the connection is gone for good. */
   exited: Promise<string>;
-  /** Ends the connection (for a child: the spec's shutdown order). */
-  stop(): Promise<void>;
+  /** Ends the connection (for a child: the spec's shutdown order, within `grace`). */
+  stop(grace?: StopGrace): Promise<void>;
   /**
    * Set by remote transports when the server ended our session (HTTP 404): the upstream is
    * re-initialized at once instead of after a backoff.
@@ -23,6 +23,22 @@ export interface Connection {
   pid?: number;
   /** Set by the HTTP transport when the server wants a login (401) that mcpmux does not have. */
   needsLogin?: boolean;
+  /**
+   * Set when the connection can never work as configured (a stdio command not found or not
+   * executable): why, for a person to fix. Restarting is pointless, so it is not retried.
+   */
+  readonly permanent?: string;
+  /** A stdio child's last stderr lines (bounded), unscrubbed: what it said before it failed. */
+  stderrTail?(): string[];
+}
+
+/**
+ * How long a child gets after its stdin is closed, then after SIGTERM, before SIGKILL. A stdio
+ * host that closed mcpmux's stdin waits only so long itself before it signals mcpmux.
+ */
+export interface StopGrace {
+  afterEofMs: number;
+  afterTermMs: number;
 }
 
 /** What http.ts, sse.ts and ws.ts provide: a Transport that may need a moment before it can send. */

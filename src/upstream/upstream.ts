@@ -9,7 +9,7 @@ import { RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest
 import { publishUpstreamProtocolError, publishUpstreamState, type UpstreamStateName } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError, withProgressToken, type Params } from '../protocol/mcp.js';
-import { connectUpstream, type Connection } from './connect.js';
+import { connectUpstream, type Connection, type StopGrace } from './connect.js';
 import { envelope, handshake, type ServerInfo } from './handshake.js';
 import { fromModern, PARAM_HEADERS, paramHeaders, paramHeaderValues, ResourceListens } from './modern.js';
 import { stripEnvelope } from '../protocol/modern.js';
@@ -95,8 +95,16 @@ export class Upstream {
   readonly log: Logger;
   /** Restarts scheduled so far (for status). */
   restarts = 0;
-  /** It failed too often and is left alone until `restart()` (or a reload). */
+  /**
+   * It failed too often, or cannot start at all as configured (command not found), and is left
+   * alone until `restart()` (or a reload).
+   */
   gaveUp = false;
+  /**
+   * Its child's last stderr lines when it last failed or was lost (bounded, secrets scrubbed):
+   * usually the real reason. Empty once it is ready again.
+   */
+  stderr: string[] = [];
   /** The server wants an OAuth login mcpmux does not have: left alone until one is stored (`mcpmux login`). */
   needsLogin = false;
   /** When it failed or was lost, within the crash-loop window (oldest first). */
@@ -177,10 +185,10 @@ export class Upstream {
    * Stops the connection (if any) and forgets it; resolves once every connection let go so far
    * has stopped, with this one (for what it knew: needsLogin, expired).
    */
-  private async drop(): Promise<Connection | undefined> {
+  private async drop(grace?: StopGrace): Promise<Connection | undefined> {
     const conn = this.connection;
     this.connection = undefined;
-    if (conn) this.stopping = Promise.all([this.stopping, conn.stop()]);
+    if (conn) this.stopping = Promise.all([this.stopping, conn.stop(grace)]);
     await this.stopping;
     return conn;
   }
@@ -219,6 +227,7 @@ export class Upstream {
       this.info = info;
       this.state = 'ready';
       this.reason = '';
+      this.stderr = [];
       this.log.info({ protocolVersion: this.info.protocolVersion, serverInfo: this.info.serverInfo }, 'upstream ready');
       this.publish('up');
       this.deps.listener.stateChanged(this);
@@ -234,8 +243,19 @@ export class Upstream {
    * a crash loop (even one whose every start reaches initialize) is left alone until an admin
    * restarts it, instead of being hammered every half second forever.
    */
-  private scheduleRestart(epoch: number, immediately: boolean, needsLogin: boolean): void {
-    if (needsLogin) {
+  private scheduleRestart(epoch: number, immediately: boolean, conn: Connection | undefined): void {
+    const permanent = conn?.permanent;
+    if (permanent) {
+      // Command not found, not executable: the next start would fail the same way, so there is
+      // none; the fix is in the config (or the system), then a restart or a reload.
+      this.gaveUp = true;
+      this.reason = this.deps.scrub?.(permanent) ?? permanent;
+      this.log.error({ reason: this.reason }, 'upstream cannot start, not retried (fix it, then mcpmux restart NAME or reload the config)');
+      this.publish('failed', { reason: this.reason });
+      this.deps.listener.stateChanged(this);
+      return;
+    }
+    if (conn?.needsLogin === true) {
       // Retrying cannot help: a person must log in. Said once per episode, with what to run.
       if (!this.needsLogin) this.log.warn({ server: this.name }, `server ${this.name} needs a login; run: mcpmux login ${this.name}`);
       this.needsLogin = true;
@@ -426,13 +446,16 @@ export class Upstream {
     open();
   }
 
-  /** Ends it for good; requests in flight fail with `why` (which hosts read, so it names no secret). */
-  async close(why = 'closed by mcpmux'): Promise<void> {
+  /**
+   * Ends it for good; requests in flight fail with `why` (which hosts read, so it names no
+   * secret). `grace`: how long a child gets at each step of its stop (the default when omitted).
+   */
+  async close(why = 'closed by mcpmux', grace?: StopGrace): Promise<void> {
     this.supersede();
     if (this.state === 'closed') return;
     this.setState('closed', why);
     this.publish('closed');
-    await this.drop();
+    await this.drop(grace);
   }
 
   private readonly handlers = {
@@ -475,7 +498,8 @@ export class Upstream {
     const conn = await this.drop();
     // Restarted or closed while its connection stopped: that one decides what comes next.
     if (epoch !== this.epoch) return;
-    this.scheduleRestart(epoch, wasReady && conn?.expired === true, conn?.needsLogin === true);
+    this.keepStderr(conn);
+    this.scheduleRestart(epoch, wasReady && conn?.expired === true, conn);
   }
 
   /** Start `epoch` failed (its handshake); a superseded start's failure is nobody's business. */
@@ -486,7 +510,14 @@ export class Upstream {
     this.publish('failed', { reason });
     const conn = await this.drop();
     if (epoch !== this.epoch) return;
-    this.scheduleRestart(epoch, false, conn?.needsLogin === true);
+    this.keepStderr(conn);
+    this.scheduleRestart(epoch, false, conn);
+  }
+
+  /** What a failed child last said on stderr, scrubbed like every reason hosts and operators read. */
+  private keepStderr(conn: Connection | undefined): void {
+    const tail = conn?.stderrTail?.() ?? [];
+    this.stderr = tail.map((line) => this.deps.scrub?.(line) ?? line);
   }
 
   private publish(state: UpstreamStateName, more?: { reason?: string; attempt?: number; delayMs?: number }): void {
