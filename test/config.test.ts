@@ -208,11 +208,18 @@ describe('loadConfig: schema errors', () => {
     ]);
   });
 
-  it('does not echo values that came from the environment', async () => {
-    const issues = await issuesOf({ mcpServers: {}, logLevel: '${LEVEL}' }, { LEVEL: 'hunter2' });
-    expect(issues).toHaveLength(1);
-    expect(issues[0]!.message).not.toContain('hunter2');
-    expect(issues[0]!.message).toContain('got a value from the environment');
+  it('does not echo secret values that came from the environment, and quotes ordinary ones', async () => {
+    for (const [config, env] of [
+      [{ mcpServers: {}, logLevel: '${LEVEL}', secrets: ['LEVEL'] }, { LEVEL: 'hunter2' }],
+      [{ mcpServers: {}, logLevel: '${LEVEL_TOKEN}' }, { LEVEL_TOKEN: 'hunter2' }],
+    ] as const) {
+      const issues = await issuesOf(config, env);
+      expect(issues).toHaveLength(1);
+      expect(issues[0]!.message).not.toContain('hunter2');
+      expect(issues[0]!.message).toContain('got a value from the environment');
+    }
+    const issues = await issuesOf({ mcpServers: {}, logLevel: '${LEVEL}' }, { LEVEL: 'loud' });
+    expect(issues[0]!.message).toContain('got "loud"');
   });
 });
 
@@ -270,7 +277,7 @@ describe('loadConfig: environment expansion', () => {
     expect(a.command).toBe('node');
     expect(a.args).toEqual(['fallback', '${NOT_EXPANDED}', 'x-yes']);
     expect((c.servers[1] as RemoteServerConfig).url).toBe('http://localhost:8080/mcp');
-    expect(c.secrets).toEqual(['yes']); // defaults are in the file, not secrets
+    expect(c.secrets).toEqual([]); // defaults are in the file; SET names no secret
   });
 
   it('reports a missing variable once, not again as an empty value', async () => {
@@ -628,7 +635,7 @@ describe('parseConfig: robustness', () => {
 });
 
 describe('loadConfig: secrets', () => {
-  it('collects expanded values, header and env values and tokens, deduplicated and non-empty', async () => {
+  it('collects secret expanded values, header values, secret-named env values and tokens, deduplicated and non-empty', async () => {
     const c = await load(
       {
         mcpServers: {
@@ -641,7 +648,8 @@ describe('loadConfig: secrets', () => {
       { SHARED: 'shared-value', B_TOKEN: 'b-secret', CMD: 'node', CI_TOKEN: 'ci-token', UNUSED: 'unused' },
     );
     expect([...c.secrets].sort()).toEqual(
-      ['shared-value', 'b-secret', 'node', 'inline-key', 'Bearer b-secret', 'plain', 'ci-token'].sort(),
+      // SHARED (in env SAME) and CMD name no secret: their values are words, not secrets.
+      ['b-secret', 'inline-key', 'Bearer b-secret', 'plain', 'ci-token'].sort(),
     );
   });
 });

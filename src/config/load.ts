@@ -10,7 +10,8 @@ import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
 import { isObject } from '../objects.js';
-import { secretArgs } from './secret-args.js';
+import { secretArgs, tokenLike } from './secret-args.js';
+import { secretValues, secretVariable } from './secrecy.js';
 import {
   ANONYMOUS_CLIENT,
   ConfigError,
@@ -65,6 +66,7 @@ interface RawConfig {
   limits?: { maxMessageBytes?: number; maxInFlightPerSession?: number; maxSessions?: number; maxSessionsPerClient?: number; maxSessionUpstreams?: number; maxRateLimitKeys?: number };
   logLevel?: string;
   pinTools?: boolean;
+  secrets?: string[];
 }
 
 /** Reads and loads a config file. Throws `ConfigError` with every issue found. */
@@ -90,7 +92,17 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
     throw new ConfigError(file, [{ path: '/', message: describeJsonError(source, err as Error) }]);
   }
 
-  const expanded = expandEnv(json, env);
+  // `"secrets"` holds variable names, not values: it is not expanded (a `${X}` in it is refused
+  // by the schema as a name).
+  const named = isObject(json) ? json.secrets : undefined;
+  const expanded = expandEnv(isObject(json) ? { ...json, secrets: undefined } : json, env);
+  if (isObject(expanded.value)) {
+    if (named === undefined) delete expanded.value.secrets;
+    else expanded.value.secrets = named;
+  }
+  // Which values from the environment are secrets (secrecy.ts); the rest may be quoted.
+  const names = new Set(Array.isArray(named) ? named.filter((n): n is string => typeof n === 'string') : []);
+  const fromEnv = secretValues(expanded.used, names);
   // A missing variable expands to "", which the schema may then call empty or malformed: that
   // is the same problem, reported once (as the missing variable).
   const missing = new Set(expanded.missing.map((m) => m.path));
@@ -101,7 +113,7 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
     : (validate.errors ?? [])
         // ajv reports a bad server name twice (propertyNames + its inner pattern); keep the first.
         .filter((e) => e.propertyName === undefined && !consequence(e))
-        .map((e) => toIssue(e, expanded.used.map((u) => u.value)));
+        .map((e) => toIssue(e, fromEnv));
   // Semantic checks only look at parts the schema accepted, so they can trust the shapes and do
   // not repeat a problem the schema already reported.
   const clean = (p: string) => !schemaIssues.some((i) => i.path === p || i.path.startsWith(p + '/'));
@@ -116,7 +128,7 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
     unavailable.set(serverPointer(m.path)!, names);
   }
   const fatal = expanded.issues.filter((i) => !localPaths.has(i.path));
-  if (!clean('/')) throw new ConfigError(file, [...fatal, ...schemaIssues]); // the root is not an object
+  if (!clean('/')) throw new ConfigError(file, [...fatal, ...schemaIssues]); // the root is not an object (so no values)
 
   const semantic: ConfigIssue[] = [];
   const config = build(expanded.value as RawConfig, path.resolve(file), env, { clean, missing, unavailable }, semantic);
@@ -129,9 +141,9 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
       return issues.some((i) => i.path === at || i.path.startsWith(`${at}/`));
     };
     const related = expanded.issues.filter((i) => localPaths.has(i.path) && broken(i));
-    throw new ConfigError(file, [...related, ...issues]);
+    throw new ConfigError(file, [...related, ...issues].map((i) => ({ ...i, message: scrub(i.message, fromEnv) })));
   }
-  config.secrets = collectSecrets(config, expanded.used.map((u) => u.value));
+  config.secrets = collectSecrets(config, fromEnv, names);
   return config;
 }
 
@@ -227,6 +239,7 @@ function toIssue(e: ErrorObject, secrets: string[]): ConfigIssue {
         message: `must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}, got ${show(e.data, secrets)}`,
       };
     case 'pattern':
+      if (/^\/secrets\/\d+$/.test(at)) return { path: at, message: `must be the name of an environment variable (letters, digits and _, not starting with a digit; no \${...}), got ${show(e.data, secrets)}` };
       return { path: at, message: `must match ${String(p.pattern)}, got ${show(e.data, secrets)}` };
     case 'minimum':
     case 'maximum':
@@ -245,6 +258,12 @@ function typeName(v: unknown): string {
   if (Array.isArray(v)) return 'array';
   if (typeof v === 'number' && !Number.isInteger(v)) return `number ${v}`;
   return typeof v;
+}
+
+/** A message with every secret from the environment replaced (a prefix, say, may quote one). */
+function scrub(message: string, secrets: readonly string[]): string {
+  for (const s of [...secrets].sort((a, b) => b.length - a.length)) if (s.length >= 4) message = message.split(s).join('[REDACTED]');
+  return message;
 }
 
 /** Quotes a value for an error message, unless it carries a secret from the environment. */
@@ -567,15 +586,21 @@ function isGlob(s: string): boolean {
 }
 
 /**
- * Expanded values, header and env values of every server, secret-looking arguments written as
- * they are (secret-args.ts), OAuth client secrets and keys, and every client token.
+ * What loggers and the audit log scrub: the secret values from the environment (secrecy.ts);
+ * every header value; a stdio server's `env` values whose key names a secret (the same rule as
+ * for variables, `"secrets"` included) or that look like tokens; secret-looking arguments
+ * written as they are (secret-args.ts); OAuth client secrets and keys; every client token.
  */
-function collectSecrets(config: Config, expanded: string[]): string[] {
-  const all = new Set(expanded);
+function collectSecrets(config: Config, fromEnv: string[], named: ReadonlySet<string>): string[] {
+  const all = new Set(fromEnv);
   for (const s of config.servers) {
-    for (const v of Object.values(s.transport === 'stdio' ? s.env : s.headers)) all.add(v);
-    if (s.transport === 'stdio') for (const v of secretArgs(s.args)) all.add(v);
-    else for (const v of [s.oauth?.clientSecret, s.oauth?.privateKey]) if (v) all.add(v);
+    if (s.transport === 'stdio') {
+      for (const [k, v] of Object.entries(s.env)) if (secretVariable(k, named) || tokenLike(v)) all.add(v);
+      for (const v of secretArgs(s.args)) all.add(v);
+    } else {
+      for (const v of Object.values(s.headers)) all.add(v);
+      for (const v of [s.oauth?.clientSecret, s.oauth?.privateKey]) if (v) all.add(v);
+    }
   }
   for (const t of config.listen.auth.tokens) all.add(t.token);
   all.delete('');

@@ -20,7 +20,7 @@ function secretName(name: string): boolean {
  * A value that looks like a token on its own: a known prefix, or a long run of token
  * characters with letters and digits mixed (paths, package names and URLs have `/`, `@`, `:`).
  */
-function tokenLike(v: string): boolean {
+export function tokenLike(v: string): boolean {
   if (TOKEN_PREFIX.test(v)) return true;
   if (v.length < 20 || !/^[A-Za-z0-9_\-+=.]+$/.test(v) || !/\d/.test(v) || !/[A-Za-z]/.test(v)) return false;
   return v.length >= 32 || (/[a-z]/.test(v) && /[A-Z]/.test(v));

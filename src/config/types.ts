@@ -168,8 +168,10 @@ export interface Config {
   limits: { maxMessageBytes: number; maxInFlightPerSession: number; maxSessions: number; maxSessionsPerClient: number; maxSessionUpstreams: number; maxRateLimitKeys: number };
   logLevel: string | undefined;
   /**
-   * Every value that came out of a `${VAR}` expansion, plus every header value and token.
-   * Loggers scrub these from every line they write.
+   * The values loggers and the audit log scrub from every line: `${VAR}` values that are secret
+   * (secrecy.ts: the variable's name, where it is used, its shape, or the top-level `"secrets"`
+   * list), every header value, secret-named `env` values, secret-looking arguments, OAuth
+   * secrets and client tokens. Not every `${VAR}`: folders and words stay readable.
    */
   secrets: string[];
 }
