@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expandEnv, jsonPointer } from '../src/config/expand.js';
 import { loadConfig, parseConfig } from '../src/config/load.js';
+import { secretVariable } from '../src/config/secrecy.js';
 import { ConfigError, type ConfigIssue, type RemoteServerConfig, type StdioServerConfig } from '../src/config/types.js';
 
 let dir: string;
@@ -671,5 +672,46 @@ describe('config.schema.json', () => {
     expect(missing).toEqual([]);
     expect(schema.$schema).toBe('http://json-schema.org/draft-07/schema#');
     expect(schema.additionalProperties).toBe(false);
+  });
+});
+
+describe('secrecy: which ${VAR} values are secrets (issue 19)', () => {
+  it('a name that says secret, or one listed in "secrets"; not a folder, a mode or PATH', () => {
+    const none = new Set<string>();
+    for (const name of ['GITHUB_TOKEN', 'OPENAI_API_KEY', 'apikey', 'CLIENT_SECRET', 'DB_PASSWORD', 'FTP_PASSWD', 'SSH_PASSPHRASE', 'SLACK_AUTH', 'GOOGLE_APPLICATION_CREDENTIALS', 'SESSION_COOKIE', 'GITHUB_PAT', 'PRIVATE_PEM']) {
+      expect(secretVariable(name, none), name).toBe(true);
+    }
+    for (const name of ['HOME_DIR', 'MODE', 'PATH', 'PWD', 'NOTES_DIR', 'PORT', 'PASSTHROUGH', 'DATABASE_URL']) expect(secretVariable(name, none), name).toBe(false);
+    expect(secretVariable('DATABASE_URL', new Set(['DATABASE_URL']))).toBe(true);
+  });
+
+  it('values are secret by name, by place (headers, OAuth secrets), by shape, or by the list', async () => {
+    const env = {
+      NOTES: '/home/me/notes', MODE: 'stdio', GH_TOKEN: 'gh-value', HDR: 'header-value', CS: 'client-secret-value',
+      SHAPED: 'ghp_0123456789abcdefABCDEF', DB: 'postgres-url', PLAIN: 'plain-value',
+    };
+    const c = await load(
+      {
+        mcpServers: {
+          s: { command: 'x', args: ['${NOTES}', '${MODE}', '${GH_TOKEN}', '${SHAPED}', '${DB}'], env: { WHERE: '${NOTES}', API_TOKEN: '${PLAIN}', LITERAL: 'as-written', MY_DB: 'listed-literal' } },
+          r: { url: 'https://r.example/mcp', headers: { 'X-Any': 'x-${HDR}' }, oauth: { clientId: 'id', clientSecret: '${CS}' } },
+        },
+        secrets: ['DB', 'MY_DB'],
+      },
+      env,
+    );
+    expect([...c.secrets].sort()).toEqual(
+      ['gh-value', 'header-value', 'x-header-value', 'client-secret-value', 'ghp_0123456789abcdefABCDEF', 'postgres-url', 'plain-value', 'listed-literal'].sort(),
+    );
+    // Folders, words and env values under ordinary names are not.
+    for (const word of ['/home/me/notes', 'stdio', 'as-written']) expect(c.secrets).not.toContain(word);
+  });
+
+  it('"secrets" is not expanded: a ${...} in it is refused as a name', async () => {
+    expect(await issuesOf({ mcpServers: {}, secrets: ['${X}', 'OK_NAME', 3] }, { X: 'VALUE' })).toEqual([
+      { path: '/secrets/0', message: 'must be the name of an environment variable (letters, digits and _, not starting with a digit; no ${...}), got "${X}"' },
+      { path: '/secrets/2', message: 'expected string, got number' },
+    ]);
+    expect(await issuesOf({ mcpServers: {}, secrets: 'X' })).toEqual([{ path: '/secrets', message: 'expected array, got string' }]);
   });
 });
