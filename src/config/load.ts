@@ -123,9 +123,9 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
   const localPaths = new Set(local.map((m) => m.path));
   const unavailable = new Map<string, string[]>(); // server pointer -> missing names, in file order
   for (const m of local) {
-    const names = unavailable.get(serverPointer(m.path)!) ?? [];
-    if (!names.includes(m.name)) names.push(m.name);
-    unavailable.set(serverPointer(m.path)!, names);
+    const list = unavailable.get(serverPointer(m.path)!) ?? [];
+    if (!list.includes(m.name)) list.push(m.name);
+    unavailable.set(serverPointer(m.path)!, list);
   }
   const fatal = expanded.issues.filter((i) => !localPaths.has(i.path));
   if (!clean('/')) throw new ConfigError(file, [...fatal, ...schemaIssues]); // the root is not an object (so no values)
