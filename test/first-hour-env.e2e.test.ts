@@ -168,6 +168,14 @@ describe('a missing variable disables only its server (issue 19, point 1)', () =
     expect(set.stdout).toContain('ok (3 server(s) enabled, 0 disabled)');
   }, 60_000);
 
+  it('login refuses a server disabled for a missing variable, naming it', async () => {
+    const home = tempDir();
+    const file = await writeConfig({ mcpServers: { remote: { url: 'https://${REMOTE_HOST}/mcp' } } });
+    const r = await runDesktop(home, ['login', 'remote', '--no-browser', '--config', file]);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('server remote is disabled: environment variable REMOTE_HOST is not set');
+  }, 60_000);
+
   it('a missing variable in listen or audit is still a config error (exit 1), in stdio and check alike', async () => {
     const home = tempDir();
     for (const [extra, at, name] of [
