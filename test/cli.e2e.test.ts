@@ -82,7 +82,8 @@ describe('cli: mcpmux check', () => {
   it.each([
     ['an unknown key', { mcpServers: { a: { command: 'x', bogus: 1 } } }, '/mcpServers/a/bogus', /bogus/],
     ['a wrong type', { mcpServers: { a: { command: 'x', args: 'not-an-array' } } }, '/mcpServers/a/args', /array/],
-    ['a missing ${VAR}', { mcpServers: { a: { command: '${MCPMUX_TEST_SURELY_UNSET}' } } }, '/mcpServers/a/command', /MCPMUX_TEST_SURELY_UNSET/],
+    // (outside a server's entry: there it disables the server alone, test/first-hour-env.e2e.test.ts)
+    ['a missing ${VAR}', { mcpServers: {}, audit: { path: '${MCPMUX_TEST_SURELY_UNSET}' } }, '/audit/path', /MCPMUX_TEST_SURELY_UNSET/],
     ['a wrong type in mcpmux keys', { mcpServers: {}, namespace: { maxNameLength: 'long' } }, '/namespace/maxNameLength', /integer|number/],
   ])('%s exits 1 naming the file, the JSON path and what was expected', async (_what, cfg, jsonPath, expected) => {
     const file = await writeConfig(cfg);
@@ -95,10 +96,10 @@ describe('cli: mcpmux check', () => {
   });
 
   it('every error of a config is reported at once', async () => {
-    const file = await writeConfig({ mcpServers: { a: { command: 'x', bogus: 1, args: 'str' }, b: { command: '${MCPMUX_TEST_SURELY_UNSET}' } } });
+    const file = await writeConfig({ mcpServers: { a: { command: 'x', bogus: 1, args: 'str' } }, listen: { host: '${MCPMUX_TEST_SURELY_UNSET}' } });
     const r = await mcpmux(['check', '--config', file]);
     expect(r.code).toBe(1);
-    for (const p of ['/mcpServers/a/bogus', '/mcpServers/a/args', '/mcpServers/b/command']) expect(r.stderr).toContain(p);
+    for (const p of ['/mcpServers/a/bogus', '/mcpServers/a/args', '/listen/host']) expect(r.stderr).toContain(p);
   });
 
   it.each([

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expandEnv, jsonPointer } from '../src/config/expand.js';
 import { loadConfig, parseConfig } from '../src/config/load.js';
 import { nearest } from '../src/config/suggest.js';
+import { secretVariable } from '../src/config/secrecy.js';
 import { ConfigError, type ConfigIssue, type RemoteServerConfig, type StdioServerConfig } from '../src/config/types.js';
 
 let dir: string;
@@ -254,19 +255,58 @@ describe('loadConfig: schema errors', () => {
     ]);
   });
 
-  it('does not echo values that came from the environment', async () => {
-    const issues = await issuesOf({ mcpServers: {}, logLevel: '${LEVEL}' }, { LEVEL: 'hunter2' });
-    expect(issues).toHaveLength(1);
-    expect(issues[0]!.message).not.toContain('hunter2');
-    expect(issues[0]!.message).toContain('got a value from the environment');
+  it('does not echo secret values that came from the environment, and quotes ordinary ones', async () => {
+    for (const [config, env] of [
+      [{ mcpServers: {}, logLevel: '${LEVEL}', secrets: ['LEVEL'] }, { LEVEL: 'hunter2' }],
+      [{ mcpServers: {}, logLevel: '${LEVEL_TOKEN}' }, { LEVEL_TOKEN: 'hunter2' }],
+    ] as const) {
+      const issues = await issuesOf(config, env);
+      expect(issues).toHaveLength(1);
+      expect(issues[0]!.message).not.toContain('hunter2');
+      expect(issues[0]!.message).toContain('got a value from the environment');
+    }
+    const issues = await issuesOf({ mcpServers: {}, logLevel: '${LEVEL}' }, { LEVEL: 'loud' });
+    expect(issues[0]!.message).toContain('got "loud"');
   });
 });
 
 describe('loadConfig: environment expansion', () => {
-  it('refuses a missing ${VAR} at the path of its string', async () => {
-    const issues = await issuesOf(designExample, { MCPMUX_CI_TOKEN: 'ci-secret' });
-    expect(issues).toEqual([
-      { path: '/mcpServers/remote/headers/Authorization', message: 'environment variable REMOTE_TOKEN is not set' },
+  it('disables a server whose own entry needs a missing ${VAR}, naming the variables', async () => {
+    const c = await load(designExample, { MCPMUX_CI_TOKEN: 'ci-secret' });
+    const remote = c.servers.find((s) => s.name === 'remote')!;
+    expect(remote.disabled).toBe(true);
+    expect(remote.unavailable).toEqual({ missing: ['REMOTE_TOKEN'], reason: 'environment variable REMOTE_TOKEN is not set' });
+    expect(c.servers.filter((s) => s.unavailable).map((s) => s.name)).toEqual(['remote']);
+    expect(c.servers.find((s) => s.name === 'fs')).toMatchObject({ disabled: false });
+    expect(c.servers.find((s) => s.name === 'fs')!.unavailable).toBeUndefined();
+  });
+
+  it('names every missing variable of a server once, in file order', async () => {
+    const c = await load({
+      mcpServers: {
+        s: { command: '${CMD}', args: ['${A}', '${B}', '${A}'], env: { X: '${C}' }, cwd: '${D}', prefix: '${P}' },
+        r: { url: 'https://${HOST}/mcp', headers: { 'X-Key': '${K}' }, type: '${T}' },
+        off: { command: '${GONE}', disabled: true },
+      },
+    });
+    const [s, r, off] = c.servers;
+    expect(s!.unavailable).toEqual({ missing: ['CMD', 'A', 'B', 'C', 'D', 'P'], reason: 'environment variables CMD, A, B, C, D and P are not set' });
+    expect(r!.unavailable?.missing).toEqual(['HOST', 'K', 'T']);
+    // Disabled in the file: nothing to say about what it would need.
+    expect(off).toMatchObject({ disabled: true });
+    expect(off!.unavailable).toBeUndefined();
+  });
+
+  it('still refuses a missing ${VAR} outside mcpServers, and a server entry that is broken besides', async () => {
+    expect(await issuesOf({ mcpServers: { ok: { command: 'x' }, s: { command: '${CMD}' } }, audit: { path: '${AUDIT_DIR}/a.jsonl' } })).toEqual([
+      { path: '/audit/path', message: 'environment variable AUDIT_DIR is not set' },
+    ]);
+    expect(await issuesOf({ mcpServers: {}, listen: { host: '${HOST}' } })).toEqual([
+      { path: '/listen/host', message: 'environment variable HOST is not set' },
+    ]);
+    expect(await issuesOf({ mcpServers: { s: { command: '${CMD}', comand: 'x' } } })).toEqual([
+      { path: '/mcpServers/s/command', message: 'environment variable CMD is not set' },
+      { path: '/mcpServers/s/comand', message: expect.stringContaining('unknown key "comand"') },
     ]);
   });
 
@@ -284,12 +324,14 @@ describe('loadConfig: environment expansion', () => {
     expect(a.command).toBe('node');
     expect(a.args).toEqual(['fallback', '${NOT_EXPANDED}', 'x-yes']);
     expect((c.servers[1] as RemoteServerConfig).url).toBe('http://localhost:8080/mcp');
-    expect(c.secrets).toEqual(['yes']); // defaults are in the file, not secrets
+    expect(c.secrets).toEqual([]); // defaults are in the file; SET names no secret
   });
 
   it('reports a missing variable once, not again as an empty value', async () => {
-    const issues = await issuesOf({ mcpServers: { r: { url: '${URL}' } } });
-    expect(issues).toEqual([{ path: '/mcpServers/r/url', message: 'environment variable URL is not set' }]);
+    const c = await load({ mcpServers: { r: { url: '${URL}' } } });
+    expect(c.servers[0]!.unavailable).toEqual({ missing: ['URL'], reason: 'environment variable URL is not set' });
+    const issues = await issuesOf({ mcpServers: {}, logLevel: '${LEVEL}' });
+    expect(issues).toEqual([{ path: '/logLevel', message: 'environment variable LEVEL is not set' }]);
   });
 
   it('expandEnv: keys are not expanded, malformed references are issues', () => {
@@ -297,7 +339,7 @@ describe('loadConfig: environment expansion', () => {
     expect(r.value).toEqual({ '${K}': ['a', 'a${', '${1X}'] });
     expect(r.issues.map((i) => i.path)).toEqual(['/${K}/1', '/${K}/2']);
     expect(r.issues[0]!.message).toMatch(/^malformed \$\{\.\.\.\} reference/);
-    expect(r.secrets).toEqual(['a']);
+    expect(r.used).toEqual([{ path: '/${K}/0', name: 'A', value: 'a' }]);
   });
 });
 
@@ -307,8 +349,10 @@ describe('loadConfig: several errors at once', () => {
       mcpServers: {
         a: { command: 'x', prefix: 'p', extra: true },
         b: { command: 'y', prefix: 'p' },
+        // (a missing variable in a server's entry disables it; elsewhere it is an issue)
         c: { url: 'https://c.example/mcp', headers: { 'X-Key': '${KEY}' } },
       },
+      logLevel: '${LEVEL}',
       listen: { port: -1 },
       timeouts: { requestMs: 5000, maxMs: 1000 },
     });
@@ -317,7 +361,7 @@ describe('loadConfig: several errors at once', () => {
     expect(err.issues.map((i) => i.path).sort()).toEqual(
       [
         '/mcpServers/a/extra',
-        '/mcpServers/c/headers/X-Key',
+        '/logLevel',
         '/listen/port',
         '/timeouts/maxMs',
         // a has a schema error, so its semantic checks wait; b alone owns prefix "p" so far
@@ -675,7 +719,7 @@ describe('parseConfig: robustness', () => {
 });
 
 describe('loadConfig: secrets', () => {
-  it('collects expanded values, header and env values and tokens, deduplicated and non-empty', async () => {
+  it('collects secret expanded values, header values, secret-named env values and tokens, deduplicated and non-empty', async () => {
     const c = await load(
       {
         mcpServers: {
@@ -688,7 +732,8 @@ describe('loadConfig: secrets', () => {
       { SHARED: 'shared-value', B_TOKEN: 'b-secret', CMD: 'node', CI_TOKEN: 'ci-token', UNUSED: 'unused' },
     );
     expect([...c.secrets].sort()).toEqual(
-      ['shared-value', 'b-secret', 'node', 'inline-key', 'Bearer b-secret', 'plain', 'ci-token'].sort(),
+      // SHARED (in env SAME) and CMD name no secret: their values are words, not secrets.
+      ['b-secret', 'inline-key', 'Bearer b-secret', 'plain', 'ci-token'].sort(),
     );
   });
 });
@@ -710,5 +755,46 @@ describe('config.schema.json', () => {
     expect(missing).toEqual([]);
     expect(schema.$schema).toBe('http://json-schema.org/draft-07/schema#');
     expect(schema.additionalProperties).toBe(false);
+  });
+});
+
+describe('secrecy: which ${VAR} values are secrets (issue 19)', () => {
+  it('a name that says secret, or one listed in "secrets"; not a folder, a mode or PATH', () => {
+    const none = new Set<string>();
+    for (const name of ['GITHUB_TOKEN', 'OPENAI_API_KEY', 'apikey', 'CLIENT_SECRET', 'DB_PASSWORD', 'FTP_PASSWD', 'SSH_PASSPHRASE', 'SLACK_AUTH', 'GOOGLE_APPLICATION_CREDENTIALS', 'SESSION_COOKIE', 'GITHUB_PAT', 'PRIVATE_PEM']) {
+      expect(secretVariable(name, none), name).toBe(true);
+    }
+    for (const name of ['HOME_DIR', 'MODE', 'PATH', 'PWD', 'NOTES_DIR', 'PORT', 'PASSTHROUGH', 'DATABASE_URL']) expect(secretVariable(name, none), name).toBe(false);
+    expect(secretVariable('DATABASE_URL', new Set(['DATABASE_URL']))).toBe(true);
+  });
+
+  it('values are secret by name, by place (headers, OAuth secrets), by shape, or by the list', async () => {
+    const env = {
+      NOTES: '/home/me/notes', MODE: 'stdio', GH_TOKEN: 'gh-value', HDR: 'header-value', CS: 'client-secret-value',
+      SHAPED: 'ghp_0123456789abcdefABCDEF', DB: 'postgres-url', PLAIN: 'plain-value',
+    };
+    const c = await load(
+      {
+        mcpServers: {
+          s: { command: 'x', args: ['${NOTES}', '${MODE}', '${GH_TOKEN}', '${SHAPED}', '${DB}'], env: { WHERE: '${NOTES}', API_TOKEN: '${PLAIN}', LITERAL: 'as-written', MY_DB: 'listed-literal' } },
+          r: { url: 'https://r.example/mcp', headers: { 'X-Any': 'x-${HDR}' }, oauth: { clientId: 'id', clientSecret: '${CS}' } },
+        },
+        secrets: ['DB', 'MY_DB'],
+      },
+      env,
+    );
+    expect([...c.secrets].sort()).toEqual(
+      ['gh-value', 'header-value', 'x-header-value', 'client-secret-value', 'ghp_0123456789abcdefABCDEF', 'postgres-url', 'plain-value', 'listed-literal'].sort(),
+    );
+    // Folders, words and env values under ordinary names are not.
+    for (const word of ['/home/me/notes', 'stdio', 'as-written']) expect(c.secrets).not.toContain(word);
+  });
+
+  it('"secrets" is not expanded: a ${...} in it is refused as a name', async () => {
+    expect(await issuesOf({ mcpServers: {}, secrets: ['${X}', 'OK_NAME', 3] }, { X: 'VALUE' })).toEqual([
+      { path: '/secrets/0', message: 'must be the name of an environment variable (letters, digits and _, not starting with a digit; no ${...}), got "${X}"' },
+      { path: '/secrets/2', message: 'expected string, got number' },
+    ]);
+    expect(await issuesOf({ mcpServers: {}, secrets: 'X' })).toEqual([{ path: '/secrets', message: 'expected array, got string' }]);
   });
 });

@@ -1,4 +1,6 @@
-// `mcpmux check [--probe]`: validate the config; with --probe, start every upstream and report.
+// `mcpmux check [--probe] [--strict]`: validate the config; with --probe, start every upstream
+// and report. A server disabled for a missing variable is listed with the reason; the config is
+// still valid (exit 0) unless --strict, which exits 1 for it (for scripts and install).
 
 import { NEVER } from '../jsonrpc/cancel.js';
 import type { Params } from '../protocol/mcp.js';
@@ -6,13 +8,24 @@ import { nextCursorOf, walkPages } from '../upstream/paging.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { loadOrReport, startedRouter, tolerateClosedStdout, type GlobalOptions } from './runtime.js';
 
-export async function runCheck(opts: GlobalOptions & { probe?: boolean }): Promise<number> {
+export interface CheckOptions extends GlobalOptions {
+  probe?: boolean;
+  strict?: boolean;
+}
+
+export async function runCheck(opts: CheckOptions): Promise<number> {
   tolerateClosedStdout();
   const config = await loadOrReport(opts);
   if (!config) return 1;
   const enabled = config.servers.filter((s) => !s.disabled);
   process.stdout.write(`${config.path}: ok (${enabled.length} server(s) enabled, ${config.servers.length - enabled.length} disabled)\n`);
-  if (!opts.probe) return 0;
+  const unavailable = config.servers.filter((s) => s.unavailable);
+  for (const s of unavailable) process.stdout.write(`  ${s.name}: disabled (${s.unavailable!.reason})\n`);
+  const strictFailed = opts.strict === true && unavailable.length > 0;
+  if (strictFailed) {
+    process.stderr.write(`mcpmux check: --strict: ${unavailable.length} server(s) disabled for a missing environment variable: ${unavailable.map((s) => s.name).join(', ')}\n`);
+  }
+  if (!opts.probe) return strictFailed ? 1 : 0;
 
   const { router } = await startedRouter(config, opts);
   let failed = 0;
@@ -27,7 +40,7 @@ export async function runCheck(opts: GlobalOptions & { probe?: boolean }): Promi
   } finally {
     await router.close();
   }
-  return failed ? 1 : 0;
+  return failed || strictFailed ? 1 : 0;
 }
 
 /** One upstream's line: FAILED and why, or what it is and how many items it lists. */

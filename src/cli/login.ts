@@ -19,6 +19,11 @@ async function remoteServer(name: string, opts: GlobalOptions): Promise<RemoteSe
 export async function runLogin(name: string, opts: GlobalOptions & { browser?: boolean }): Promise<number> {
   const server = await remoteServer(name, opts);
   if (!server) return 1;
+  // Its URL or OAuth settings would be missing a piece: say which variable instead of failing on it.
+  if (server.unavailable) {
+    process.stderr.write(`mcpmux login: server ${name} is disabled: ${server.unavailable.reason}; set it and try again\n`);
+    return 1;
+  }
   if (server.oauth?.grant === 'client_credentials') throw new UsageError(`server ${name} uses the client_credentials grant: mcpmux gets its tokens itself, there is no login`);
   try {
     const { scope } = await login(server, { noBrowser: opts.browser === false, say: (line) => process.stderr.write(`${line}\n`) });

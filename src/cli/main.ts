@@ -32,7 +32,8 @@ export async function main(argv: string[]): Promise<number> {
 
   configured('check', 'validate the config; --probe also connects to every upstream')
     .option('--probe', 'connect to each upstream and report its capabilities and counts')
-    .action((o: GlobalOptions & { probe?: boolean }) => {
+    .option('--strict', 'exit 1 when a server is disabled because an environment variable it needs is not set')
+    .action((o: import('./check.js').CheckOptions) => {
       result = runCheck(o);
     });
 

@@ -13,6 +13,7 @@ import { AuditLog } from '../observe/audit.js';
 import type { HostTransport } from '../observe/events.js';
 import { addLogSecrets, createLogger, flushLogs, type Logger } from '../observe/logger.js';
 import { Metrics } from '../observe/metrics.js';
+import { unavailableLine } from '../router/merge.js';
 import { Router } from '../router/router.js';
 import { HostSession } from '../session/host-session.js';
 import { ParkedCalls } from '../session/parked.js';
@@ -74,6 +75,7 @@ export async function loadOrReport(opts: GlobalOptions): Promise<Config | undefi
 export function createRuntime(initial: Config, opts: GlobalOptions): Runtime {
   let config = initial;
   const log = createLogger(opts.logLevel ?? config.logLevel ?? 'info', config.secrets);
+  warnUnavailable(log, config);
   let router: Router | undefined;
   const pinnedOf = (c: Config) => new Set(c.servers.filter((s) => s.pinTools).map((s) => s.name));
   const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
@@ -95,8 +97,10 @@ export function createRuntime(initial: Config, opts: GlobalOptions): Runtime {
       ...(client !== undefined && { client }),
     });
   const reconfigure = async (next: Config, plan: ReloadPlan): Promise<void> => {
+    const before = config;
     config = next;
     addLogSecrets(log, next.secrets);
+    warnUnavailable(log, next, before);
     // --log-level wins over the file, as at start.
     if (!opts.logLevel) log.level = next.logLevel ?? 'info';
     pins.setPinned(pinnedOf(next), new Set(next.servers.map((s) => s.name)));
@@ -114,6 +118,19 @@ export function createRuntime(initial: Config, opts: GlobalOptions): Runtime {
     openSession,
     reconfigure,
   };
+}
+
+/**
+ * One warning per server not started for want of a variable (names, never values); on a
+ * reload, only for servers that were not unavailable for the same variables before.
+ */
+function warnUnavailable(log: Logger, config: Config, before?: Config): void {
+  for (const s of config.servers) {
+    if (!s.unavailable) continue;
+    const was = before?.servers.find((b) => b.name === s.name)?.unavailable;
+    if (was && was.missing.join() === s.unavailable.missing.join()) continue;
+    log.warn({ server: s.name, missing: s.unavailable.missing }, unavailableLine(s.name, s.unavailable.reason));
+  }
 }
 
 /** The subscribers on the event bus that the config asks for. Start them before the router. */

@@ -136,7 +136,7 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
     uptimeS: number;
     config: { path: string | null };
     lastReload: ReloadRecord | null;
-    upstreams: { name: string; transport: string; state: string; gaveUp?: boolean; pid?: number; restarts: number; inFlight: number; tools: number; prompts: number; resources: number; lastError?: string; stderr?: string[] }[];
+    upstreams: { name: string; transport: string; state: string; gaveUp?: boolean; pid?: number; restarts: number; inFlight: number; tools: number; prompts: number; resources: number; lastError?: string; stderr?: string[]; unavailable?: { missing: string[]; reason: string } }[];
     sessions: { total: number; byTransport: Record<string, number>; byClient: Record<string, number> };
   };
   const out: string[] = [];
@@ -148,7 +148,7 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
   out.push('');
   const rows = [['server', 'state', 'transport', 'pid', 'restarts', 'in flight', 'tools', 'prompts', 'resources', 'last error']];
   for (const u of s.upstreams) {
-    rows.push([u.name, u.gaveUp ? `${u.state} (given up)` : u.state, u.transport, u.pid?.toString() ?? '', String(u.restarts), String(u.inFlight), String(u.tools), String(u.prompts), String(u.resources), u.lastError ?? '']);
+    rows.push([u.name, u.gaveUp ? `${u.state} (given up)` : u.state, u.transport, u.pid?.toString() ?? '', String(u.restarts), String(u.inFlight), String(u.tools), String(u.prompts), String(u.resources), u.lastError ?? u.unavailable?.reason ?? '']);
   }
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   for (const r of rows) out.push(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd());

@@ -12,7 +12,8 @@ import { Ajv, type ErrorObject } from 'ajv';
 import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
 import { isObject } from '../objects.js';
 import { JsoncError, parseJsonc } from '../jsonc.js';
-import { secretArgs } from './secret-args.js';
+import { secretArgs, tokenLike } from './secret-args.js';
+import { secretValues, secretVariable } from './secrecy.js';
 import { nearest } from './suggest.js';
 import {
   ANONYMOUS_CLIENT,
@@ -69,6 +70,7 @@ interface RawConfig {
   limits?: { maxMessageBytes?: number; maxInFlightPerSession?: number; maxSessions?: number; maxSessionsPerClient?: number; maxSessionUpstreams?: number; maxRateLimitKeys?: number };
   logLevel?: string;
   pinTools?: boolean;
+  secrets?: string[];
 }
 
 /** Reads and loads a config file. Throws `ConfigError` with every issue found. */
@@ -94,10 +96,20 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
     throw new ConfigError(file, [{ path: '/', message: err.message }]);
   }
 
-  const expanded = expandEnv(json, env);
+  // `"secrets"` holds variable names, not values: it is not expanded (a `${X}` in it is refused
+  // by the schema as a name).
+  const named = isObject(json) ? json.secrets : undefined;
+  const expanded = expandEnv(isObject(json) ? { ...json, secrets: undefined } : json, env);
+  if (isObject(expanded.value)) {
+    if (named === undefined) delete expanded.value.secrets;
+    else expanded.value.secrets = named;
+  }
+  // Which values from the environment are secrets (secrecy.ts); the rest may be quoted.
+  const names = new Set(Array.isArray(named) ? named.filter((n): n is string => typeof n === 'string') : []);
+  const fromEnv = secretValues(expanded.used, names);
   // A missing variable expands to "", which the schema may then call empty or malformed: that
   // is the same problem, reported once (as the missing variable).
-  const missing = new Set(expanded.issues.map((i) => i.path));
+  const missing = new Set(expanded.missing.map((m) => m.path));
   const consequence = (e: ErrorObject) =>
     missing.has(e.instancePath) && ['minLength', 'pattern', 'enum'].includes(e.keyword);
   const schemaIssues = validate(expanded.value)
@@ -105,17 +117,49 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
     : (validate.errors ?? [])
         // ajv reports a bad server name twice (propertyNames + its inner pattern); keep the first.
         .filter((e) => e.propertyName === undefined && !consequence(e))
-        .map((e) => toIssue(e, expanded.secrets));
+        .map((e) => toIssue(e, fromEnv));
   // Semantic checks only look at parts the schema accepted, so they can trust the shapes and do
   // not repeat a problem the schema already reported.
   const clean = (p: string) => !schemaIssues.some((i) => i.path === p || i.path.startsWith(p + '/'));
-  const issues: ConfigIssue[] = [...expanded.issues, ...schemaIssues];
-  if (!clean('/')) throw new ConfigError(file, issues); // the root is not an object
+  // A variable missing from one server's own entry disables that server alone (a desktop host
+  // keeps the others); missing anywhere else, it is a config error as before.
+  const local = expanded.missing.filter((m) => serverPointer(m.path) !== undefined);
+  const localPaths = new Set(local.map((m) => m.path));
+  const unavailable = new Map<string, string[]>(); // server pointer -> missing names, in file order
+  for (const m of local) {
+    const list = unavailable.get(serverPointer(m.path)!) ?? [];
+    if (!list.includes(m.name)) list.push(m.name);
+    unavailable.set(serverPointer(m.path)!, list);
+  }
+  const fatal = expanded.issues.filter((i) => !localPaths.has(i.path));
+  if (!clean('/')) throw new ConfigError(file, [...fatal, ...schemaIssues]); // the root is not an object (so no values)
 
-  const config = build(expanded.value as RawConfig, path.resolve(file), env, { clean, missing }, issues);
-  if (issues.length > 0) throw new ConfigError(file, issues);
-  config.secrets = collectSecrets(config, expanded.secrets);
+  const semantic: ConfigIssue[] = [];
+  const config = build(expanded.value as RawConfig, path.resolve(file), env, { clean, missing, unavailable }, semantic);
+  // What an empty expansion makes of a value (a "" type, say) is the missing variable again.
+  const issues = [...fatal, ...schemaIssues, ...semantic.filter((i) => !missing.has(i.path))];
+  if (issues.length > 0) {
+    // A server that is broken anyway: its missing variables are part of what to fix.
+    const broken = (m: { path: string }) => {
+      const at = serverPointer(m.path)!;
+      return issues.some((i) => i.path === at || i.path.startsWith(`${at}/`));
+    };
+    const related = expanded.issues.filter((i) => localPaths.has(i.path) && broken(i));
+    throw new ConfigError(file, [...related, ...issues].map((i) => ({ ...i, message: scrub(i.message, fromEnv) })));
+  }
+  config.secrets = collectSecrets(config, fromEnv, names);
   return config;
+}
+
+/** `/mcpServers/NAME` for a path inside a server's entry (`/mcpServers/NAME/args/0`), else undefined. */
+function serverPointer(p: string): string | undefined {
+  return /^\/mcpServers\/[^/]+(?=\/)/.exec(p)?.[0];
+}
+
+/** "environment variable A is not set", "environment variables A and B are not set". */
+export function missingReason(names: readonly string[]): string {
+  if (names.length === 1) return `environment variable ${names[0]} is not set`;
+  return `environment variables ${names.slice(0, -1).join(', ')} and ${names.at(-1)} are not set`;
 }
 
 // ---- ajv errors -> issues ----
@@ -154,6 +198,7 @@ function toIssue(e: ErrorObject, secrets: string[]): ConfigIssue {
         message: `must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}, got ${show(e.data, secrets)}`,
       };
     case 'pattern':
+      if (/^\/secrets\/\d+$/.test(at)) return { path: at, message: `must be the name of an environment variable (letters, digits and _, not starting with a digit; no \${...}), got ${show(e.data, secrets)}` };
       return { path: at, message: `must match ${String(p.pattern)}, got ${show(e.data, secrets)}` };
     case 'minimum':
     case 'maximum':
@@ -174,6 +219,12 @@ function typeName(v: unknown): string {
   return typeof v;
 }
 
+/** A message with every secret from the environment replaced (a prefix, say, may quote one). */
+function scrub(message: string, secrets: readonly string[]): string {
+  for (const s of [...secrets].sort((a, b) => b.length - a.length)) if (s.length >= 4) message = message.split(s).join('[REDACTED]');
+  return message;
+}
+
 /** Quotes a value for an error message, unless it carries a secret from the environment. */
 function show(v: unknown, secrets: string[]): string {
   if (typeof v === 'string' && secrets.some((s) => v.includes(s))) return 'a value from the environment';
@@ -186,10 +237,10 @@ function build(
   raw: RawConfig,
   file: string,
   env: NodeJS.ProcessEnv,
-  checked: { clean: (p: string) => boolean; missing: Set<string> },
+  checked: { clean: (p: string) => boolean; missing: Set<string>; unavailable: Map<string, string[]> },
   issues: ConfigIssue[],
 ): Config {
-  const { clean, missing } = checked;
+  const { clean, missing, unavailable } = checked;
   const issue = (p: string, message: string) => issues.push({ path: p, message });
   const dir = path.dirname(file);
   const separator = (clean('/namespace/separator') ? raw.namespace?.separator : undefined) ?? DEFAULTS.separator;
@@ -214,7 +265,7 @@ function build(
   for (const [name, s] of Object.entries(rawServers)) {
     const at = jsonPointer(['mcpServers', name]);
     if (!clean(at)) continue;
-    const ctx = { separator, requestMs: timeouts.requestMs, maxMs: timeouts.maxMs, dir, checkUrl: !missing.has(`${at}/url`), pinTools: raw.pinTools === true };
+    const ctx = { separator, requestMs: timeouts.requestMs, maxMs: timeouts.maxMs, dir, checkUrl: !missing.has(`${at}/url`), pinTools: raw.pinTools === true, missing: unavailable.get(at) };
     const server = buildServer(name, s, at, ctx, issue);
     if (!server) continue;
     servers.push(server);
@@ -344,7 +395,11 @@ function build(
   };
 }
 
-interface ServerContext { separator: string; requestMs: number; maxMs: number; dir: string; checkUrl: boolean; pinTools: boolean }
+interface ServerContext {
+  separator: string; requestMs: number; maxMs: number; dir: string; checkUrl: boolean; pinTools: boolean;
+  /** Variables the entry uses that the environment lacks. */
+  missing: string[] | undefined;
+}
 
 function buildServer(
   name: string,
@@ -364,10 +419,13 @@ function buildServer(
   // (a defaulted timeoutMs is covered by the requestMs <= maxMs check)
   if (s.timeoutMs !== undefined && timeoutMs > ctx.maxMs) issue(`${at}/timeoutMs`, `must be <= timeouts.maxMs (${ctx.maxMs}), got ${timeoutMs}`);
 
+  // Disabled in the file: not started, whatever it would need.
+  const unavailable = s.disabled !== true && ctx.missing ? { missing: ctx.missing, reason: missingReason(ctx.missing) } : undefined;
   const common = {
     name,
     prefix,
-    disabled: s.disabled ?? false,
+    disabled: s.disabled === true || unavailable !== undefined,
+    ...(unavailable && { unavailable }),
     pinTools: s.pinTools ?? ctx.pinTools,
     era: s.era ?? 'auto',
     sharing: s.sharing ?? 'shared',
@@ -487,15 +545,21 @@ function isGlob(s: string): boolean {
 }
 
 /**
- * Expanded values, header and env values of every server, secret-looking arguments written as
- * they are (secret-args.ts), OAuth client secrets and keys, and every client token.
+ * What loggers and the audit log scrub: the secret values from the environment (secrecy.ts);
+ * every header value; a stdio server's `env` values whose key names a secret (the same rule as
+ * for variables, `"secrets"` included) or that look like tokens; secret-looking arguments
+ * written as they are (secret-args.ts); OAuth client secrets and keys; every client token.
  */
-function collectSecrets(config: Config, expanded: string[]): string[] {
-  const all = new Set(expanded);
+function collectSecrets(config: Config, fromEnv: string[], named: ReadonlySet<string>): string[] {
+  const all = new Set(fromEnv);
   for (const s of config.servers) {
-    for (const v of Object.values(s.transport === 'stdio' ? s.env : s.headers)) all.add(v);
-    if (s.transport === 'stdio') for (const v of secretArgs(s.args)) all.add(v);
-    else for (const v of [s.oauth?.clientSecret, s.oauth?.privateKey]) if (v) all.add(v);
+    if (s.transport === 'stdio') {
+      for (const [k, v] of Object.entries(s.env)) if (secretVariable(k, named) || tokenLike(v)) all.add(v);
+      for (const v of secretArgs(s.args)) all.add(v);
+    } else {
+      for (const v of Object.values(s.headers)) all.add(v);
+      for (const v of [s.oauth?.clientSecret, s.oauth?.privateKey]) if (v) all.add(v);
+    }
   }
   for (const t of config.listen.auth.tokens) all.add(t.token);
   all.delete('');

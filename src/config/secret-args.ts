@@ -2,7 +2,8 @@
 // `--token=…`, `TOKEN=…`, `--header "Authorization: Bearer …"`, a URL with a password or a
 // `?key=` in it, or a value that looks like a token by itself. The loader adds what it finds to the secrets every log line and audit line
 // is scrubbed of, and the spawn log line shows them masked. A guess by shape: it errs towards
-// masking (a long id may be hidden too), and `${VAR}` stays the way to be sure.
+// masking (a long id may be hidden too); a `${VAR}` named in the config's `"secrets"` is the way to
+// be sure (secrecy.ts).
 
 /** Words that make a flag or a name a secret's: `--api-key`, `GITHUB_TOKEN`, `--client-secret`. */
 const SECRET_WORDS = new Set(['token', 'tokens', 'secret', 'secrets', 'password', 'passwd', 'pwd', 'pass', 'passphrase', 'key', 'apikey', 'auth', 'authorization', 'credential', 'credentials', 'bearer', 'cookie', 'pat', 'jwt']);
@@ -20,7 +21,7 @@ function secretName(name: string): boolean {
  * A value that looks like a token on its own: a known prefix, or a long run of token
  * characters with letters and digits mixed (paths, package names and URLs have `/`, `@`, `:`).
  */
-function tokenLike(v: string): boolean {
+export function tokenLike(v: string): boolean {
   if (TOKEN_PREFIX.test(v)) return true;
   if (v.length < 20 || !/^[A-Za-z0-9_\-+=.]+$/.test(v) || !/\d/.test(v) || !/[A-Za-z]/.test(v)) return false;
   return v.length >= 32 || (/[a-z]/.test(v) && /[A-Z]/.test(v));

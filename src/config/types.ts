@@ -32,7 +32,15 @@ interface ServerCommon {
   era: 'auto' | 'modern' | 'legacy';
   /** Prefix for tool and prompt names; `""` means no prefix. Defaults to `name`. */
   prefix: string;
+  /** Not started: `"disabled": true` in the file, or `unavailable`. */
   disabled: boolean;
+  /**
+   * Set when the server's own entry uses a `${VAR}` the environment lacks: the server is
+   * disabled (and says why in the log, /status, `check` and the hosts' instructions) instead of
+   * failing the whole config. `missing` holds variable names, never values. Absent on a server
+   * disabled in the file.
+   */
+  unavailable?: { missing: string[]; reason: string };
   sharing: Sharing;
   /**
    * Where a shared connection's log messages go: `related` (default) to the session the
@@ -160,8 +168,10 @@ export interface Config {
   limits: { maxMessageBytes: number; maxInFlightPerSession: number; maxSessions: number; maxSessionsPerClient: number; maxSessionUpstreams: number; maxRateLimitKeys: number };
   logLevel: string | undefined;
   /**
-   * Every value that came out of a `${VAR}` expansion, plus every header value and token.
-   * Loggers scrub these from every line they write.
+   * The values loggers and the audit log scrub from every line: `${VAR}` values that are secret
+   * (secrecy.ts: the variable's name, where it is used, its shape, or the top-level `"secrets"`
+   * list), every header value, secret-named `env` values, secret-looking arguments, OAuth
+   * secrets and client tokens. Not every `${VAR}`: folders and words stay readable.
    */
   secrets: string[];
 }

@@ -5,8 +5,8 @@
 //
 // Arguments (of tools/call and prompts/get) are left out by default; `redacted` keeps their
 // keys and replaces every value; `full` keeps them but replaces the values at `redact` paths.
-// In every mode each line is scrubbed of the config's secrets (expanded ${VAR}s, header and
-// env values, tokens), the way log lines are.
+// In every mode each line is scrubbed of the config's secrets (secret ${VAR} values, header
+// values, secret-named env values, tokens: Config.secrets), the way log lines are.
 
 import dc from 'node:diagnostics_channel';
 import { pino, type Logger as Pino } from 'pino';

@@ -1,5 +1,5 @@
 // Structured logs (pino) to stderr. Never stdout: in stdio mode stdout carries only MCP.
-// Every line is scrubbed of known secret values (expanded ${VAR}s, header values, tokens), and
+// Every line is scrubbed of known secret values (Config.secrets: secret ${VAR} values, header values, tokens), and
 // carries numbers too big for a double as their digits (never mcpmux's internal marker).
 
 import { pino, type Logger } from 'pino';

@@ -1,8 +1,10 @@
 // What a host is told at initialize: the union of the capabilities its live upstreams offer,
-// and their instructions under a heading each.
+// and their instructions under a heading each, with a line for each server the config could
+// not start for want of an environment variable.
 
 import { isObject } from '../objects.js';
 import type { Params } from '../protocol/mcp.js';
+import type { ServerConfig } from '../config/types.js';
 import type { ProtocolVersion } from '../protocol/versions.js';
 import type { Upstream } from '../upstream/upstream.js';
 
@@ -36,14 +38,25 @@ export function mergeCapabilities(ups: readonly Upstream[], version: ProtocolVer
   return caps;
 }
 
-/** Every upstream's instructions under a heading with its name. */
-export function mergeInstructions(ups: readonly Upstream[]): string | undefined {
+/**
+ * Every upstream's instructions under a heading with its name; then, under `## mcpmux`, a line
+ * for each of `servers` that is unavailable (a missing variable), so the host and its model
+ * know why its tools are absent. Variable names only, never values.
+ */
+export function mergeInstructions(ups: readonly Upstream[], servers: readonly ServerConfig[] = []): string | undefined {
   const parts: string[] = [];
   for (const up of ups) {
     const text = up.info?.instructions;
     if (text) parts.push(`## ${up.name}\n\n${text.trim()}`);
   }
+  const unavailable = servers.filter((s) => s.unavailable).map((s) => unavailableLine(s.name, s.unavailable!.reason));
+  if (unavailable.length) parts.push(`## mcpmux\n\n${unavailable.join('\n')}`);
   return parts.length ? parts.join('\n\n') : undefined;
+}
+
+/** One instructions line (and log message) about a server not started for want of a variable. */
+export function unavailableLine(server: string, reason: string): string {
+  return `Server "${server}" is unavailable (not started): ${reason} in the environment mcpmux runs in.`;
 }
 
 /** Union of two capability objects (objects merged key by key). */

@@ -197,7 +197,7 @@ export class Router {
 
   /** Every upstream connection and every host session, as `/status` shows them. */
   status(): RouterStatus {
-    const upstreams = this.pool.all().map((up) => ({
+    const upstreams: Record<string, unknown>[] = this.pool.all().map((up) => ({
       name: up.name,
       transport: up.config.transport,
       sharing: up.config.sharing,
@@ -213,6 +213,10 @@ export class Router {
       inFlight: up.inFlight,
       ...this.lists.counts(up.name),
     }));
+    // Servers the config could not start for want of a variable: named, with the reason.
+    for (const s of this.config.servers) {
+      if (s.unavailable) upstreams.push({ name: s.name, transport: s.transport, sharing: s.sharing, state: 'unavailable', unavailable: s.unavailable, restarts: 0, inFlight: 0, tools: 0, prompts: 0, resources: 0 });
+    }
     const byTransport: Record<string, number> = {};
     const byClient: Record<string, number> = {};
     let total = 0;
@@ -293,7 +297,7 @@ export class Router {
     const live = this.resolve.live(session);
     // Upstreams still starting will come with list_changed; the host must know the lists exist.
     const late = this.pool.forSession(session).some((up) => up.state === 'starting');
-    return { capabilities: mergeCapabilities(live, session.protocolVersion, late), instructions: mergeInstructions(live) };
+    return { capabilities: mergeCapabilities(live, session.protocolVersion, late), instructions: mergeInstructions(live, this.config.servers) };
   }
 
   /** The host's roots changed: every upstream it uses may want to ask again. */
