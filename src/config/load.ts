@@ -11,6 +11,7 @@ import { Ajv, type ErrorObject } from 'ajv';
 import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
 import { isObject } from '../objects.js';
 import { secretArgs } from './secret-args.js';
+import { selfReferenceIssues } from './self-reference.js';
 import {
   ANONYMOUS_CLIENT,
   ConfigError,
@@ -109,6 +110,8 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
   if (!clean('/')) throw new ConfigError(file, issues); // the root is not an object
 
   const config = build(expanded.value as RawConfig, path.resolve(file), env, { clean, missing }, issues);
+  // An upstream that would run mcpmux on this same config starts mcpmux without end.
+  issues.push(...selfReferenceIssues(config, env));
   if (issues.length > 0) throw new ConfigError(file, issues);
   config.secrets = collectSecrets(config, expanded.secrets);
   return config;
