@@ -217,10 +217,42 @@ describe('loadConfig: schema errors', () => {
 });
 
 describe('loadConfig: environment expansion', () => {
-  it('refuses a missing ${VAR} at the path of its string', async () => {
-    const issues = await issuesOf(designExample, { MCPMUX_CI_TOKEN: 'ci-secret' });
-    expect(issues).toEqual([
-      { path: '/mcpServers/remote/headers/Authorization', message: 'environment variable REMOTE_TOKEN is not set' },
+  it('disables a server whose own entry needs a missing ${VAR}, naming the variables', async () => {
+    const c = await load(designExample, { MCPMUX_CI_TOKEN: 'ci-secret' });
+    const remote = c.servers.find((s) => s.name === 'remote')!;
+    expect(remote.disabled).toBe(true);
+    expect(remote.unavailable).toEqual({ missing: ['REMOTE_TOKEN'], reason: 'environment variable REMOTE_TOKEN is not set' });
+    expect(c.servers.filter((s) => s.unavailable).map((s) => s.name)).toEqual(['remote']);
+    expect(c.servers.find((s) => s.name === 'fs')).toMatchObject({ disabled: false });
+    expect(c.servers.find((s) => s.name === 'fs')!.unavailable).toBeUndefined();
+  });
+
+  it('names every missing variable of a server once, in file order', async () => {
+    const c = await load({
+      mcpServers: {
+        s: { command: '${CMD}', args: ['${A}', '${B}', '${A}'], env: { X: '${C}' }, cwd: '${D}', prefix: '${P}' },
+        r: { url: 'https://${HOST}/mcp', headers: { 'X-Key': '${K}' }, type: '${T}' },
+        off: { command: '${GONE}', disabled: true },
+      },
+    });
+    const [s, r, off] = c.servers;
+    expect(s!.unavailable).toEqual({ missing: ['CMD', 'A', 'B', 'C', 'D', 'P'], reason: 'environment variables CMD, A, B, C, D and P are not set' });
+    expect(r!.unavailable?.missing).toEqual(['HOST', 'K', 'T']);
+    // Disabled in the file: nothing to say about what it would need.
+    expect(off).toMatchObject({ disabled: true });
+    expect(off!.unavailable).toBeUndefined();
+  });
+
+  it('still refuses a missing ${VAR} outside mcpServers, and a server entry that is broken besides', async () => {
+    expect(await issuesOf({ mcpServers: { ok: { command: 'x' }, s: { command: '${CMD}' } }, audit: { path: '${AUDIT_DIR}/a.jsonl' } })).toEqual([
+      { path: '/audit/path', message: 'environment variable AUDIT_DIR is not set' },
+    ]);
+    expect(await issuesOf({ mcpServers: {}, listen: { host: '${HOST}' } })).toEqual([
+      { path: '/listen/host', message: 'environment variable HOST is not set' },
+    ]);
+    expect(await issuesOf({ mcpServers: { s: { command: '${CMD}', comand: 'x' } } })).toEqual([
+      { path: '/mcpServers/s/command', message: 'environment variable CMD is not set' },
+      { path: '/mcpServers/s/comand', message: expect.stringContaining('unknown key "comand"') },
     ]);
   });
 
@@ -242,8 +274,10 @@ describe('loadConfig: environment expansion', () => {
   });
 
   it('reports a missing variable once, not again as an empty value', async () => {
-    const issues = await issuesOf({ mcpServers: { r: { url: '${URL}' } } });
-    expect(issues).toEqual([{ path: '/mcpServers/r/url', message: 'environment variable URL is not set' }]);
+    const c = await load({ mcpServers: { r: { url: '${URL}' } } });
+    expect(c.servers[0]!.unavailable).toEqual({ missing: ['URL'], reason: 'environment variable URL is not set' });
+    const issues = await issuesOf({ mcpServers: {}, logLevel: '${LEVEL}' });
+    expect(issues).toEqual([{ path: '/logLevel', message: 'environment variable LEVEL is not set' }]);
   });
 
   it('expandEnv: keys are not expanded, malformed references are issues', () => {
@@ -251,7 +285,7 @@ describe('loadConfig: environment expansion', () => {
     expect(r.value).toEqual({ '${K}': ['a', 'a${', '${1X}'] });
     expect(r.issues.map((i) => i.path)).toEqual(['/${K}/1', '/${K}/2']);
     expect(r.issues[0]!.message).toMatch(/^malformed \$\{\.\.\.\} reference/);
-    expect(r.secrets).toEqual(['a']);
+    expect(r.used).toEqual([{ path: '/${K}/0', name: 'A', value: 'a' }]);
   });
 });
 
@@ -261,8 +295,10 @@ describe('loadConfig: several errors at once', () => {
       mcpServers: {
         a: { command: 'x', prefix: 'p', extra: true },
         b: { command: 'y', prefix: 'p' },
+        // (a missing variable in a server's entry disables it; elsewhere it is an issue)
         c: { url: 'https://c.example/mcp', headers: { 'X-Key': '${KEY}' } },
       },
+      logLevel: '${LEVEL}',
       listen: { port: -1 },
       timeouts: { requestMs: 5000, maxMs: 1000 },
     });
@@ -271,7 +307,7 @@ describe('loadConfig: several errors at once', () => {
     expect(err.issues.map((i) => i.path).sort()).toEqual(
       [
         '/mcpServers/a/extra',
-        '/mcpServers/c/headers/X-Key',
+        '/logLevel',
         '/listen/port',
         '/timeouts/maxMs',
         // a has a schema error, so its semantic checks wait; b alone owns prefix "p" so far

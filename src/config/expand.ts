@@ -7,11 +7,23 @@
 
 import type { ConfigIssue } from './types.js';
 
+/** One `${NAME}` read from the environment, where it was used. */
+export interface VariableUse {
+  /** JSON Pointer of the string it was in. */
+  path: string;
+  name: string;
+  /** What it expanded to: the variable's value, never a `:-default` (that is in the file). */
+  value: string;
+}
+
 export interface ExpandResult {
   value: unknown;
+  /** Malformed references and missing variables (the latter also in `missing`). */
   issues: ConfigIssue[];
-  /** Every non-empty value read from the environment (defaults excluded: they are in the file). */
-  secrets: string[];
+  /** Every variable that is not set (and has no default), where it was used. */
+  missing: { path: string; name: string }[];
+  /** Every non-empty value read from the environment; the loader decides which are secret. */
+  used: VariableUse[];
 }
 
 /** Escapes one JSON Pointer segment (RFC 6901). */
@@ -30,7 +42,8 @@ const REFERENCE = /\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{/g;
 
 export function expandEnv(value: unknown, env: NodeJS.ProcessEnv): ExpandResult {
   const issues: ConfigIssue[] = [];
-  const secrets = new Set<string>();
+  const missing: { path: string; name: string }[] = [];
+  const used: VariableUse[] = [];
 
   const expandString = (s: string, path: string): string =>
     s.replace(REFERENCE, (match: string, name: string | undefined, fallback: string | undefined) => {
@@ -44,9 +57,10 @@ export function expandEnv(value: unknown, env: NodeJS.ProcessEnv): ExpandResult 
       if (fallback !== undefined && (found === undefined || found === '')) return fallback;
       if (found === undefined) {
         issues.push({ path, message: `environment variable ${name} is not set` });
+        missing.push({ path, name });
         return '';
       }
-      if (found !== '') secrets.add(found);
+      if (found !== '') used.push({ path, name, value: found });
       return found;
     });
 
@@ -62,5 +76,5 @@ export function expandEnv(value: unknown, env: NodeJS.ProcessEnv): ExpandResult 
     return v;
   };
 
-  return { value: walk(value, ''), issues, secrets: [...secrets] };
+  return { value: walk(value, ''), issues, missing, used };
 }

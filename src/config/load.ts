@@ -94,7 +94,7 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
   const expanded = expandEnv(json, env);
   // A missing variable expands to "", which the schema may then call empty or malformed: that
   // is the same problem, reported once (as the missing variable).
-  const missing = new Set(expanded.issues.map((i) => i.path));
+  const missing = new Set(expanded.missing.map((m) => m.path));
   const consequence = (e: ErrorObject) =>
     missing.has(e.instancePath) && ['minLength', 'pattern', 'enum'].includes(e.keyword);
   const schemaIssues = validate(expanded.value)
@@ -102,19 +102,51 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
     : (validate.errors ?? [])
         // ajv reports a bad server name twice (propertyNames + its inner pattern); keep the first.
         .filter((e) => e.propertyName === undefined && !consequence(e))
-        .map((e) => toIssue(e, expanded.secrets));
+        .map((e) => toIssue(e, expanded.used.map((u) => u.value)));
   // Semantic checks only look at parts the schema accepted, so they can trust the shapes and do
   // not repeat a problem the schema already reported.
   const clean = (p: string) => !schemaIssues.some((i) => i.path === p || i.path.startsWith(p + '/'));
-  const issues: ConfigIssue[] = [...expanded.issues, ...schemaIssues];
-  if (!clean('/')) throw new ConfigError(file, issues); // the root is not an object
+  // A variable missing from one server's own entry disables that server alone (a desktop host
+  // keeps the others); missing anywhere else, it is a config error as before.
+  const local = expanded.missing.filter((m) => serverPointer(m.path) !== undefined);
+  const localPaths = new Set(local.map((m) => m.path));
+  const unavailable = new Map<string, string[]>(); // server pointer -> missing names, in file order
+  for (const m of local) {
+    const names = unavailable.get(serverPointer(m.path)!) ?? [];
+    if (!names.includes(m.name)) names.push(m.name);
+    unavailable.set(serverPointer(m.path)!, names);
+  }
+  const fatal = expanded.issues.filter((i) => !localPaths.has(i.path));
+  if (!clean('/')) throw new ConfigError(file, [...fatal, ...schemaIssues]); // the root is not an object
 
-  const config = build(expanded.value as RawConfig, path.resolve(file), env, { clean, missing }, issues);
+  const semantic: ConfigIssue[] = [];
+  const config = build(expanded.value as RawConfig, path.resolve(file), env, { clean, missing, unavailable }, semantic);
+  // What an empty expansion makes of a value (a "" type, say) is the missing variable again.
+  const issues = [...fatal, ...schemaIssues, ...semantic.filter((i) => !missing.has(i.path))];
   // An upstream that would run mcpmux on this same config starts mcpmux without end.
   issues.push(...selfReferenceIssues(config, env));
-  if (issues.length > 0) throw new ConfigError(file, issues);
-  config.secrets = collectSecrets(config, expanded.secrets);
+  if (issues.length > 0) {
+    // A server that is broken anyway: its missing variables are part of what to fix.
+    const broken = (m: { path: string }) => {
+      const at = serverPointer(m.path)!;
+      return issues.some((i) => i.path === at || i.path.startsWith(`${at}/`));
+    };
+    const related = expanded.issues.filter((i) => localPaths.has(i.path) && broken(i));
+    throw new ConfigError(file, [...related, ...issues]);
+  }
+  config.secrets = collectSecrets(config, expanded.used.map((u) => u.value));
   return config;
+}
+
+/** `/mcpServers/NAME` for a path inside a server's entry (`/mcpServers/NAME/args/0`), else undefined. */
+function serverPointer(p: string): string | undefined {
+  return /^\/mcpServers\/[^/]+(?=\/)/.exec(p)?.[0];
+}
+
+/** "environment variable A is not set", "environment variables A and B are not set". */
+export function missingReason(names: readonly string[]): string {
+  if (names.length === 1) return `environment variable ${names[0]} is not set`;
+  return `environment variables ${names.slice(0, -1).join(', ')} and ${names.at(-1)} are not set`;
 }
 
 // ---- JSON syntax errors ----
@@ -230,10 +262,10 @@ function build(
   raw: RawConfig,
   file: string,
   env: NodeJS.ProcessEnv,
-  checked: { clean: (p: string) => boolean; missing: Set<string> },
+  checked: { clean: (p: string) => boolean; missing: Set<string>; unavailable: Map<string, string[]> },
   issues: ConfigIssue[],
 ): Config {
-  const { clean, missing } = checked;
+  const { clean, missing, unavailable } = checked;
   const issue = (p: string, message: string) => issues.push({ path: p, message });
   const dir = path.dirname(file);
   const separator = (clean('/namespace/separator') ? raw.namespace?.separator : undefined) ?? DEFAULTS.separator;
@@ -258,7 +290,7 @@ function build(
   for (const [name, s] of Object.entries(rawServers)) {
     const at = jsonPointer(['mcpServers', name]);
     if (!clean(at)) continue;
-    const ctx = { separator, requestMs: timeouts.requestMs, maxMs: timeouts.maxMs, dir, checkUrl: !missing.has(`${at}/url`), pinTools: raw.pinTools === true };
+    const ctx = { separator, requestMs: timeouts.requestMs, maxMs: timeouts.maxMs, dir, checkUrl: !missing.has(`${at}/url`), pinTools: raw.pinTools === true, missing: unavailable.get(at) };
     const server = buildServer(name, s, at, ctx, issue);
     if (!server) continue;
     servers.push(server);
@@ -388,7 +420,11 @@ function build(
   };
 }
 
-interface ServerContext { separator: string; requestMs: number; maxMs: number; dir: string; checkUrl: boolean; pinTools: boolean }
+interface ServerContext {
+  separator: string; requestMs: number; maxMs: number; dir: string; checkUrl: boolean; pinTools: boolean;
+  /** Variables the entry uses that the environment lacks. */
+  missing: string[] | undefined;
+}
 
 function buildServer(
   name: string,
@@ -408,10 +444,13 @@ function buildServer(
   // (a defaulted timeoutMs is covered by the requestMs <= maxMs check)
   if (s.timeoutMs !== undefined && timeoutMs > ctx.maxMs) issue(`${at}/timeoutMs`, `must be <= timeouts.maxMs (${ctx.maxMs}), got ${timeoutMs}`);
 
+  // Disabled in the file: not started, whatever it would need.
+  const unavailable = s.disabled !== true && ctx.missing ? { missing: ctx.missing, reason: missingReason(ctx.missing) } : undefined;
   const common = {
     name,
     prefix,
-    disabled: s.disabled ?? false,
+    disabled: s.disabled === true || unavailable !== undefined,
+    ...(unavailable && { unavailable }),
     pinTools: s.pinTools ?? ctx.pinTools,
     era: s.era ?? 'auto',
     sharing: s.sharing ?? 'shared',

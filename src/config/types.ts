@@ -32,7 +32,15 @@ interface ServerCommon {
   era: 'auto' | 'modern' | 'legacy';
   /** Prefix for tool and prompt names; `""` means no prefix. Defaults to `name`. */
   prefix: string;
+  /** Not started: `"disabled": true` in the file, or `unavailable`. */
   disabled: boolean;
+  /**
+   * Set when the server's own entry uses a `${VAR}` the environment lacks: the server is
+   * disabled (and says why in the log, /status, `check` and the hosts' instructions) instead of
+   * failing the whole config. `missing` holds variable names, never values. Absent on a server
+   * disabled in the file.
+   */
+  unavailable?: { missing: string[]; reason: string };
   sharing: Sharing;
   /**
    * Where a shared connection's log messages go: `related` (default) to the session the
