@@ -189,7 +189,7 @@ async function loadInHost(configPath: string, entryEnv: Record<string, string>):
   try {
     const config = await loadConfig(configPath, desktopEnv(entryEnv));
     const unavailable: Unavailable[] = [];
-    for (const s of config.servers as (typeof config.servers[number] & { unavailable?: { missing: string[]; reason: string } })[]) {
+    for (const s of config.servers) {
       if (s.unavailable) unavailable.push({ name: s.name, missing: s.unavailable.missing, reason: s.unavailable.reason });
     }
     return { kind: 'loaded', unavailable };
