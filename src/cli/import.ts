@@ -204,11 +204,11 @@ function convertEntry(e: HostEntry, needs: Map<string, string>): ServerEntry | s
  */
 function substitute(value: string, e: HostEntry, needs: Map<string, string>): string | { error: string } {
   let failed: string | undefined;
+  const vscodeLike = e.host === 'vscode' || e.host === 'cursor' || e.host === 'file';
   const workspace = /[\\/](\.vscode|\.cursor)[\\/]mcp\.json$/.test(e.source) ? path.dirname(path.dirname(e.source)) : undefined;
   // A resolved path is literal text in the config: a `${` in it must not be expanded.
   const literal = (s: string): string => s.split('${').join('$${');
   const out = value.replace(/\$\{([^}]*)\}/g, (whole, ref: string) => {
-    if (/^[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?$/.test(ref)) return whole;
     const env = /^env:([A-Za-z_][A-Za-z0-9_]*)$/.exec(ref);
     if (env) return `\${${env[1]}}`;
     const input = /^input:(.+)$/.exec(ref);
@@ -218,6 +218,8 @@ function substitute(value: string, e: HostEntry, needs: Map<string, string>): st
       needs.set(v, `VS Code input "${input[1]}"${about ? `: ${about}` : ''}`);
       return `\${${v}}`;
     }
+    // Only VS Code and Cursor have predefined variables; elsewhere `${userHome}` is a variable like any other.
+    if (!vscodeLike) return /^[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?$/.test(ref) ? whole : ((failed ??= `\${${ref}} cannot be expressed in an mcpmux config`), whole);
     if (ref === 'userHome') return literal(process.env.HOME ?? os.homedir());
     if (ref === 'pathSeparator' || ref === '/') return path.sep;
     if (ref === 'workspaceFolder' || ref === 'workspaceFolderBasename') {
@@ -225,6 +227,7 @@ function substitute(value: string, e: HostEntry, needs: Map<string, string>): st
       failed ??= `\${${ref}} has no value in a user-level file (VS Code uses whichever folder is open): put the folder's path in instead, or move the server to that folder's .vscode/mcp.json`;
       return whole;
     }
+    if (/^[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?$/.test(ref)) return whole;
     failed ??= `\${${ref}} cannot be expressed in an mcpmux config`;
     return whole;
   });

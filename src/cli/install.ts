@@ -195,7 +195,11 @@ async function loadInHost(configPath: string, entryEnv: Record<string, string>):
     return { kind: 'loaded', unavailable };
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    const missing = [...err.message.matchAll(/environment variable ([A-Za-z_][A-Za-z0-9_]*) is not set/g)].map((m) => m[1]!);
+    // load.ts's missingReason: "environment variable A is not set", "... variables A, B and C are not set".
+    const missing = err.issues.flatMap((i) => {
+      const names = /^environment variables? (.+) (?:is|are) not set$/.exec(i.message)?.[1];
+      return names ? names.split(/, | and /) : [];
+    });
     return { kind: 'invalid', message: err.message, missing: [...new Set(missing)] };
   }
 }
