@@ -173,6 +173,9 @@ describe('mcpmux never runs itself (point 2)', () => {
     const refused = spawnSync(process.execPath, [MUX_BIN, 'stdio', '--config', config], { env: { ...h.env, MCPMUX_PARENT_CONFIGS: ['/elsewhere.json', config].join(path.delimiter) }, encoding: 'utf8', timeout: 60_000 });
     expect(refused.status).toBe(1);
     expect(refused.stderr).toContain('refusing to start: this mcpmux was started by another mcpmux running the same config');
+    const daemon = spawnSync(process.execPath, [MUX_BIN, 'serve', '--config', config, '--port', '0'], { env: { ...h.env, MCPMUX_PARENT_CONFIGS: config }, encoding: 'utf8', timeout: 60_000 });
+    expect(daemon.status).toBe(1);
+    expect(daemon.stderr).toContain('refusing to start');
 
     const parent = runAsHost(h, { command: process.execPath, args: [MUX_BIN, 'stdio', '--config', config] });
     expect(await toolNames(parent)).toEqual(['files__tool_0', 'files__tool_1']);

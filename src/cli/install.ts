@@ -160,7 +160,10 @@ async function hostCheck(configPath: string, env: Record<string, string>, opts: 
     lines.push('not installing');
     return { ok: false, lines };
   }
-  if (result.unavailable.length === 0) return { ok: true, lines };
+  if (result.unavailable.length === 0) {
+    lines.push(`checked in the environment the host gives mcpmux: ${result.starting} server(s) will start`);
+    return { ok: true, lines };
+  }
   const missing = [...new Set(result.unavailable.flatMap((u) => u.missing))];
   lines.push(`${result.unavailable.length} server(s) would not start in the environment the host gives mcpmux:`);
   for (const u of result.unavailable) lines.push(`  ${u.name}: ${u.reason}`);
@@ -176,7 +179,7 @@ async function hostCheck(configPath: string, env: Record<string, string>, opts: 
   return { ok: false, lines };
 }
 
-type HostLoad = { kind: 'loaded'; unavailable: Unavailable[] } | { kind: 'invalid'; message: string; missing: string[] };
+type HostLoad = { kind: 'loaded'; unavailable: Unavailable[]; starting: number } | { kind: 'invalid'; message: string; missing: string[] };
 
 /** The environment a desktop host starts its servers with: a home and the system's programs, nothing of this shell. */
 function desktopEnv(entryEnv: Record<string, string>): NodeJS.ProcessEnv {
@@ -192,7 +195,7 @@ async function loadInHost(configPath: string, entryEnv: Record<string, string>):
     for (const s of config.servers) {
       if (s.unavailable) unavailable.push({ name: s.name, missing: s.unavailable.missing, reason: s.unavailable.reason });
     }
-    return { kind: 'loaded', unavailable };
+    return { kind: 'loaded', unavailable, starting: config.servers.filter((s) => !s.disabled).length };
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     // load.ts's missingReason: "environment variable A is not set", "... variables A, B and C are not set".
