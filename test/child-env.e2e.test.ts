@@ -34,8 +34,11 @@ describe('a stdio upstream\'s environment', () => {
     expect(plain.PATH).toBe(process.env.PATH);
     expect(plain.HOME).toBe(process.env.HOME);
     expect(plain.LC_ALL).toBe('C.UTF-8');
-    // Nothing but the base set, its own env, and what node itself adds.
+    // Nothing but the base set, its own env, mcpmux's marker of the configs above it
+    // (self-reference.ts), and what node itself adds.
     const allowed = /^(PATH|HOME|USER|LOGNAME|SHELL|TERM|LANG|LANGUAGE|TZ|TMPDIR|LC_.*|OWN_SETTING)$/;
+    expect(plain.MCPMUX_PARENT_CONFIGS).toMatch(/\.json$/);
+    delete plain.MCPMUX_PARENT_CONFIGS;
     expect(Object.keys(plain).filter((k) => !allowed.test(k))).toEqual([]);
 
     const all = await envOf('all');

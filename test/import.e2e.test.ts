@@ -118,7 +118,7 @@ it('install --dry-run shows the change and writes nothing; install keeps a backu
   const backups = readdirSync(path.dirname(hostFile)).filter((f) => f.includes('.mcpmux-backup-'));
   expect(backups).toHaveLength(1);
   expect(JSON.parse(readFileSync(path.join(path.dirname(hostFile), backups[0]!), 'utf8'))).toEqual(original);
-  expect(done.stdout).toContain(`To undo: mv "${path.join(path.dirname(hostFile), backups[0]!)}"`);
+  expect(done.stdout).toContain(`To undo: mcpmux uninstall --host claude (restores ${path.join(path.dirname(hostFile), backups[0]!)})`);
 
   // VS Code keeps its servers under "servers", with a type.
   const vs = h.write('.config/Code/User/mcp.json', { inputs: [], servers: { a: fx } });

@@ -10,6 +10,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { JsoncError, parseJsonc } from '../jsonc.js';
 import { isObject } from '../objects.js';
 
 export const HOSTS = ['claude', 'claude-code', 'cursor', 'vscode', 'windsurf'] as const;
@@ -26,7 +27,7 @@ export interface HostEntry {
   inputs?: Map<string, { description?: string; password?: boolean }>;
 }
 
-interface Env {
+export interface Env {
   home: string;
   platform: NodeJS.Platform;
   appData: string | undefined;
@@ -34,7 +35,7 @@ interface Env {
   cwd: string;
 }
 
-function env(): Env {
+export function env(): Env {
   return {
     home: process.env.HOME ?? os.homedir(),
     platform: process.platform,
@@ -51,7 +52,7 @@ function appConfigDir(e: Env): string {
   return e.xdgConfig ?? path.join(e.home, '.config');
 }
 
-/** The files a host reads its MCP servers from, most global first (the first existing one is the one `install` rewrites). */
+/** The files a host reads its MCP servers from, most global first (`install` edits the first that has servers: host-edit.ts). */
 export function hostFiles(host: HostName, e: Env = env()): string[] {
   switch (host) {
     case 'claude':
@@ -74,10 +75,17 @@ export function serversKey(host: HostName | 'file', doc: Record<string, unknown>
   return 'mcpServers';
 }
 
+/** A host file that exists but cannot be read or is not JSONC: the message names the file (and line and column). */
 export class HostFileError extends Error {}
 
+/** A host file as read: its text (what `install` edits in place) and what it means. */
+export interface HostFile {
+  text: string;
+  doc: Record<string, unknown>;
+}
+
 /** Reads a host file (or undefined if it does not exist); throws HostFileError for one that cannot be read. */
-export function readHostFile(file: string): Record<string, unknown> | undefined {
+export function readHostFile(file: string): HostFile | undefined {
   if (!existsSync(file)) return undefined;
   let text: string;
   try {
@@ -85,10 +93,24 @@ export function readHostFile(file: string): Record<string, unknown> | undefined 
   } catch (err) {
     throw new HostFileError(`cannot read ${file}: ${(err as Error).message}`);
   }
-  // VS Code's files are JSON with comments and trailing commas.
-  const doc = parseLenientJson(text);
-  if (!isObject(doc)) throw new HostFileError(`${file} is not a JSON object`);
-  return doc;
+  // The hosts' files are JSON with comments and trailing commas (VS Code, Cursor, people's edits).
+  // An empty file is what a host treats as "no settings yet".
+  if (text.trim() === '') return { text, doc: {} };
+  let doc: unknown;
+  try {
+    doc = parseJsonc(text);
+  } catch (err) {
+    if (err instanceof JsoncError) throw new HostFileError(`${file}: ${err.message}`);
+    throw err;
+  }
+  if (!isObject(doc)) throw new HostFileError(`${file}: not a JSON object`);
+  return { text, doc };
+}
+
+/** The host's servers under its servers key (not Claude Code's per-project ones). */
+export function serversOf(host: HostName | 'file', doc: Record<string, unknown>): Record<string, unknown> {
+  const servers = doc[serversKey(host, doc)];
+  return isObject(servers) ? servers : {};
 }
 
 /** Every server entry of one host file. */
@@ -110,35 +132,6 @@ export function entriesOf(host: HostName | 'file', file: string, doc: Record<str
     for (const project of Object.values(doc.projects)) if (isObject(project)) add(project.mcpServers);
   }
   return out;
-}
-
-/** JSON with // and /* comments and trailing commas (JSONC), as VS Code writes it. */
-export function parseLenientJson(text: string): unknown {
-  let out = '';
-  let i = 0;
-  while (i < text.length) {
-    const c = text[i]!;
-    if (c === '"') {
-      const start = i++;
-      while (i < text.length && text[i] !== '"') i += text[i] === '\\' ? 2 : 1;
-      out += text.slice(start, ++i);
-    } else if (c === '/' && text[i + 1] === '/') {
-      while (i < text.length && text[i] !== '\n') i++;
-    } else if (c === '/' && text[i + 1] === '*') {
-      i = text.indexOf('*/', i + 2);
-      i = i < 0 ? text.length : i + 2;
-    } else if (c === ',' && /^\s*[}\]]/.test(text.slice(i + 1, i + 200))) {
-      i++; // a trailing comma
-    } else {
-      out += c;
-      i++;
-    }
-  }
-  try {
-    return JSON.parse(out);
-  } catch (err) {
-    throw new HostFileError(`not valid JSON: ${(err as Error).message}`);
-  }
 }
 
 function str(v: unknown): string | undefined {

@@ -8,8 +8,10 @@
 // without --force) or to stdout; the report goes to stderr.
 
 import { existsSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { muxInvocation } from '../config/self-reference.js';
 import { isObject } from '../objects.js';
 import { entriesOf, hostFiles, HOSTS, readHostFile, HostFileError, type HostEntry, type HostName } from './hosts.js';
 import { UsageError } from './runtime.js';
@@ -38,22 +40,30 @@ export async function runImport(opts: ImportOptions): Promise<number> {
   const sources = opts.from && opts.from.length > 0 ? opts.from : [...HOSTS];
   const entries: HostEntry[] = [];
   const notes: string[] = [];
+  const unreadable: string[] = [];
   for (const source of sources) {
     const host = (HOSTS as readonly string[]).includes(source) ? (source as HostName) : undefined;
     const files = host ? hostFiles(host) : [path.resolve(source)];
     if (!host && !existsSync(files[0]!)) throw new UsageError(`--from ${source}: no such host (${HOSTS.join(', ')}) or file`);
     for (const file of files) {
       try {
-        const doc = readHostFile(file);
-        if (!doc) continue;
-        const found = entriesOf(host ?? 'file', file, doc);
+        const read = readHostFile(file);
+        if (!read) continue;
+        const found = entriesOf(host ?? 'file', file, read.doc);
         notes.push(`read ${found.length} server(s) from ${file}`);
         entries.push(...found);
       } catch (err) {
         if (!(err instanceof HostFileError)) throw err;
-        notes.push(`skipped ${file}: ${err.message}`);
+        unreadable.push(err.message);
       }
     }
+  }
+  // A file that exists but cannot be read holds servers we cannot see: importing the rest would
+  // look complete and is not. Say where the problem is, and write nothing.
+  if (unreadable.length > 0) {
+    for (const u of unreadable) process.stderr.write(`mcpmux import: cannot import ${u}\n`);
+    process.stderr.write('mcpmux import: nothing written; fix the file (or leave it out with --from) and run import again\n');
+    return 1;
   }
   const result = convert(entries);
   const config = { $schema: SCHEMA, mcpServers: result.servers };
@@ -129,6 +139,13 @@ function convertEntry(e: HostEntry, needs: Map<string, string>): ServerEntry | s
     return out;
   };
   if (r.envFile !== undefined) return 'envFile is not supported: put the variables in "env"';
+  // mcpmux's own entry (what `mcpmux install` wrote): imported, mcpmux would start itself.
+  if (typeof r.command === 'string') {
+    const args = Array.isArray(r.args) ? r.args.map(String) : [];
+    const env = isObject(r.env) ? Object.fromEntries(Object.entries(r.env).map(([k, v]) => [k, String(v)])) : {};
+    const self = muxInvocation(r.command, args, env);
+    if (self) return `it runs mcpmux itself (mcpmux ${self.mode}${self.config ? ` --config ${self.config}` : ''}), probably the entry \`mcpmux install\` wrote; imported, mcpmux would start itself`;
+  }
   const url = typeof r.url === 'string' ? r.url : typeof r.serverUrl === 'string' ? r.serverUrl : undefined;
   const type = typeof r.type === 'string' ? r.type : typeof r.transport === 'string' ? r.transport : undefined;
   const out: ServerEntry = {};
@@ -176,14 +193,22 @@ function convertEntry(e: HostEntry, needs: Map<string, string>): ServerEntry | s
 
 /**
  * A host's `${...}` references in mcpmux's spelling: `${env:X}` (VS Code, Cursor) -> `${X}`,
- * `${input:id}` (VS Code) -> `${MCPMUX_INPUT_<ID>}` (noted as needed), `${userHome}` ->
- * `${HOME}`, `${workspaceFolder}` -> the folder of the file's workspace. `${X}` and
- * `${X:-default}` (Claude Code) are already mcpmux's. Anything else cannot be expressed.
+ * `${input:id}` (VS Code) -> `${MCPMUX_INPUT_<ID>}` (noted as needed). VS Code's predefined
+ * variables are resolved here, from the file's own location, because they are facts about that
+ * file, not about the environment mcpmux will run in: `${userHome}` -> this user's home,
+ * `${workspaceFolder}` / `${workspaceFolderBasename}` -> the folder holding the file's `.vscode`
+ * (or `.cursor`) folder, and its name, `${pathSeparator}` -> this platform's. In a user-level file
+ * there is no workspace folder (VS Code uses whichever folder is open): such a server cannot be
+ * imported. `${X}` and `${X:-default}` (Claude Code) are already mcpmux's. Anything else cannot be
+ * expressed.
  */
 function substitute(value: string, e: HostEntry, needs: Map<string, string>): string | { error: string } {
   let failed: string | undefined;
+  const vscodeLike = e.host === 'vscode' || e.host === 'cursor' || e.host === 'file';
+  const workspace = /[\\/](\.vscode|\.cursor)[\\/]mcp\.json$/.test(e.source) ? path.dirname(path.dirname(e.source)) : undefined;
+  // A resolved path is literal text in the config: a `${` in it must not be expanded.
+  const literal = (s: string): string => s.split('${').join('$${');
   const out = value.replace(/\$\{([^}]*)\}/g, (whole, ref: string) => {
-    if (/^[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?$/.test(ref)) return whole;
     const env = /^env:([A-Za-z_][A-Za-z0-9_]*)$/.exec(ref);
     if (env) return `\${${env[1]}}`;
     const input = /^input:(.+)$/.exec(ref);
@@ -193,8 +218,16 @@ function substitute(value: string, e: HostEntry, needs: Map<string, string>): st
       needs.set(v, `VS Code input "${input[1]}"${about ? `: ${about}` : ''}`);
       return `\${${v}}`;
     }
-    if (ref === 'userHome') return '${HOME}';
-    if (ref === 'workspaceFolder' && /[\\/](\.vscode|\.cursor)[\\/]mcp\.json$/.test(e.source)) return path.dirname(path.dirname(e.source)).replace(/\$\{/g, '$${');
+    // Only VS Code and Cursor have predefined variables; elsewhere `${userHome}` is a variable like any other.
+    if (!vscodeLike) return /^[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?$/.test(ref) ? whole : ((failed ??= `\${${ref}} cannot be expressed in an mcpmux config`), whole);
+    if (ref === 'userHome') return literal(process.env.HOME ?? os.homedir());
+    if (ref === 'pathSeparator' || ref === '/') return path.sep;
+    if (ref === 'workspaceFolder' || ref === 'workspaceFolderBasename') {
+      if (workspace) return literal(ref === 'workspaceFolder' ? workspace : path.basename(workspace));
+      failed ??= `\${${ref}} has no value in a user-level file (VS Code uses whichever folder is open): put the folder's path in instead, or move the server to that folder's .vscode/mcp.json`;
+      return whole;
+    }
+    if (/^[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?$/.test(ref)) return whole;
     failed ??= `\${${ref}} cannot be expressed in an mcpmux config`;
     return whole;
   });

@@ -1,58 +1,210 @@
-// `mcpmux install --host H`: rewrites a desktop host's MCP config so that its one server is
-// mcpmux (`mcpmux stdio --config F`), after `mcpmux import` moved its servers into F. Only the
-// servers key changes; everything else in the host's file stays. A timestamped backup is kept
-// beside the file, and the way back is printed. `--dry-run` prints the change and writes nothing.
+// `mcpmux install --host H`: points a desktop host at mcpmux. The host's servers key gets one
+// entry, `mcpmux stdio --config F`, after `mcpmux import` moved its servers into F. Only that
+// key changes (host-edit.ts: comments, trailing commas and the rest of the file stay). Before
+// writing, the config is loaded the way the host will start mcpmux (a desktop's bare
+// environment plus the entry's own `env`), so servers that would not start are named now, not
+// discovered later as missing tools.
+//
+// Undo is `mcpmux uninstall --host H`. A timestamped backup of the user's own file is kept
+// beside it; a file that already runs only mcpmux is never backed up (re-installing updates the
+// entry, or says there is nothing to do), so every backup holds the user's servers.
 
 import { copyFileSync, existsSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { loadConfig } from '../config/load.js';
+import { ConfigError } from '../config/types.js';
+import { isObject } from '../objects.js';
 import { writePrivate } from '../files.js';
-import { hostFiles, readHostFile, serversKey, HostFileError, type HostName } from './hosts.js';
+import { backupName, INSTALLABLE, isInstalled, isMuxEntry, newestOriginalBackup, ownServers, targetFile, withServers } from './host-edit.js';
+import { hostFiles, readHostFile, serversOf, HostFileError, type HostFile, type HostName } from './hosts.js';
 import { UsageError } from './runtime.js';
 
 export interface InstallOptions {
   host?: string;
   config?: string;
+  file?: string;
   dryRun?: boolean;
+  envFromShell?: boolean;
+  force?: boolean;
 }
 
 const BIN = fileURLToPath(new URL('../../bin/mcpmux.js', import.meta.url));
-const INSTALLABLE: readonly HostName[] = ['claude', 'cursor', 'vscode', 'windsurf'];
+
+/** The name of mcpmux's entry in the host's file. */
+const ENTRY = 'mcpmux';
 
 export async function runInstall(opts: InstallOptions): Promise<number> {
   const host = opts.host as HostName | undefined;
   if (!host || !INSTALLABLE.includes(host)) throw new UsageError(`--host must be one of ${INSTALLABLE.join(', ')}`);
-  const configPath = path.resolve(opts.config ?? process.env.MCPMUX_CONFIG ?? '');
   if (!opts.config && !process.env.MCPMUX_CONFIG) throw new UsageError('--config is required (the file `mcpmux import -o` wrote)');
+  const configPath = path.resolve(opts.config ?? process.env.MCPMUX_CONFIG!);
   if (!existsSync(configPath)) throw new UsageError(`--config ${configPath}: no such file (run mcpmux import -o ${configPath} first)`);
-  // The host's user-level file: the first of its places (the global one).
-  const file = hostFiles(host)[0]!;
-  let doc: Record<string, unknown>;
+  const file = opts.file ? path.resolve(opts.file) : targetFile(host);
+  let read: HostFile | undefined;
   try {
-    doc = readHostFile(file) ?? {};
+    read = readHostFile(file);
   } catch (err) {
     if (!(err instanceof HostFileError)) throw err;
     process.stderr.write(`mcpmux install: ${err.message}; not touching it\n`);
     return 1;
   }
-  const key = serversKey(host, doc);
-  const entry = { command: process.execPath, args: [BIN, 'stdio', '--config', configPath] };
-  const next = { ...doc, [key]: { mcpmux: host === 'vscode' ? { type: 'stdio', ...entry } : entry } };
-  const before = JSON.stringify(doc, null, 2);
-  const after = JSON.stringify(next, null, 2);
-  if (opts.dryRun) {
-    process.stdout.write(`--- ${file}\n+++ ${file} (after mcpmux install)\n${diff(before, after)}`);
+  const doc = read?.doc ?? {};
+  const servers = serversOf(host, doc);
+  const installed = isInstalled(host, doc);
+  // A re-install keeps the env an earlier install wrote (values copied with --env-from-shell).
+  const previous = installed ? Object.values(servers).find(isMuxEntry) : undefined;
+  const env: Record<string, string> = isObject(previous) && isObject(previous.env) ? Object.fromEntries(Object.entries(previous.env).map(([k, v]) => [k, String(v)])) : {};
+
+  // What the host will see: the config loaded in the environment it gives mcpmux.
+  const verdict = await hostCheck(configPath, env, opts);
+  for (const line of verdict.lines) process.stderr.write(`mcpmux install: ${line}\n`);
+  if (!verdict.ok) return 1;
+
+  const command = { command: process.execPath, args: [BIN, 'stdio', '--config', configPath], ...(Object.keys(env).length > 0 && { env }) };
+  const entry = host === 'vscode' ? { type: 'stdio', ...command } : command;
+  const same = installed && Object.keys(servers).length === 1 && JSON.stringify(servers[ENTRY]) === JSON.stringify(entry);
+  const original = newestOriginalBackup(host, file);
+  const undo = `mcpmux uninstall --host ${host}${opts.file ? ` --file ${JSON.stringify(file)}` : ''}`;
+  if (same) {
+    process.stdout.write(`mcpmux install: ${file} already runs mcpmux (${configPath}); nothing to do.\n`);
+    process.stdout.write(`To undo: ${undo}${original ? ` (restores ${original.file})` : ''}\n`);
     return 0;
   }
-  const existed = existsSync(file);
-  const backup = `${file}.mcpmux-backup-${new Date().toISOString().replace(/[:.]/g, '-')}`;
-  if (existed) copyFileSync(file, backup);
+  const after = withServers(host, read, { [ENTRY]: entry });
+  if (opts.dryRun) {
+    process.stdout.write(`--- ${file}\n+++ ${file} (after mcpmux install)\n${diff(read?.text ?? '', after)}`);
+    return 0;
+  }
+  // Only the user's own file is worth keeping: backing up a file that runs only mcpmux would
+  // make the newest backup one that gives back mcpmux, not the user's servers.
+  let backup: string | undefined;
+  if (read && !installed) {
+    backup = backupName(file);
+    copyFileSync(file, backup);
+  }
   // Written beside it, then renamed: the host never reads half a file.
-  writePrivate(file, after + '\n');
-  process.stdout.write(`mcpmux install: ${file} now runs mcpmux (${configPath}) instead of its ${Object.keys((doc[key] as object | undefined) ?? {}).length} server(s).\n`);
-  process.stdout.write(existed ? `To undo: mv ${JSON.stringify(backup)} ${JSON.stringify(file)}\n` : `To undo: rm ${JSON.stringify(file)}\n`);
+  writePrivate(file, after);
+  if (installed) {
+    process.stdout.write(`mcpmux install: updated the mcpmux entry in ${file} (${configPath}); no new backup (the file ran only mcpmux).\n`);
+  } else {
+    const own = ownServers(host, doc);
+    process.stdout.write(`mcpmux install: ${file} now runs mcpmux (${configPath}) instead of its ${own.length} server(s)${own.length ? ` (${own.join(', ')})` : ''}.\n`);
+    if (backup) process.stdout.write(`Backup of the previous file: ${backup}\n`);
+  }
+  const restores = backup ?? original?.file;
+  process.stdout.write(`To undo: ${undo}${restores ? ` (restores ${restores})` : ' (removes the mcpmux entry)'}\n`);
+  for (const note of stillRunning(host, file)) process.stdout.write(`Note: ${note}\n`);
   process.stdout.write(`Restart ${host} to pick it up.\n`);
   return 0;
+}
+
+/** The host's other MCP servers, which it keeps starting beside mcpmux: said, so nobody is surprised. */
+function stillRunning(host: HostName, edited: string): string[] {
+  const notes: string[] = [];
+  for (const f of hostFiles(host)) {
+    let read: HostFile | undefined;
+    try {
+      read = readHostFile(f);
+    } catch {
+      continue;
+    }
+    if (!read) continue;
+    const own = f === edited ? [] : ownServers(host, read.doc);
+    if (own.length > 0) {
+      notes.push(`${f} still runs ${own.length} server(s) (${own.join(', ')}) beside mcpmux; to move those too: mcpmux install --host ${host} --file ${JSON.stringify(f)}`);
+    }
+    // Claude Code's per-project servers live in the same user file, under projects[dir].mcpServers.
+    if (host === 'claude-code' && isObject(read.doc.projects)) {
+      for (const [dir, project] of Object.entries(read.doc.projects)) {
+        const names = isObject(project) && isObject(project.mcpServers) ? Object.keys(project.mcpServers) : [];
+        if (names.length > 0) notes.push(`Claude Code still runs the servers of project ${dir} (${names.join(', ')}, in ${f} under projects) when you work there; install leaves them as they are`);
+      }
+    }
+  }
+  return notes;
+}
+
+/** A server that would not start in the host's environment, and why. */
+interface Unavailable {
+  name: string;
+  missing: string[];
+  reason: string;
+}
+
+/**
+ * The check the host will run: the config loaded with what a desktop host gives mcpmux (HOME,
+ * PATH=/usr/bin:/bin, and the entry's `env`), not this shell's environment. Servers missing a
+ * variable are named with it; `--env-from-shell` copies the missing values from this shell into
+ * `env` (the host's entry; these are often secrets, hence an explicit flag), `--force` installs
+ * anyway (those servers stay off); otherwise install refuses. A config the host could not load at
+ * all is always refused: the host would have no server.
+ */
+async function hostCheck(configPath: string, env: Record<string, string>, opts: InstallOptions): Promise<{ ok: boolean; lines: string[] }> {
+  const lines: string[] = [];
+  let result = await loadInHost(configPath, env);
+  if (opts.envFromShell) {
+    const wanted = result.kind === 'loaded' ? result.unavailable.flatMap((u) => u.missing) : result.missing;
+    const copied = [...new Set(wanted)].filter((v) => process.env[v] !== undefined);
+    for (const v of copied) env[v] = process.env[v]!;
+    if (copied.length > 0) {
+      lines.push(`copied ${copied.join(', ')} from this shell into the host entry's env (stored in the host's file, readable by you only)`);
+      result = await loadInHost(configPath, env);
+    }
+  }
+  if (result.kind === 'invalid') {
+    lines.push(`in the environment the host gives mcpmux (HOME, PATH=/usr/bin:/bin${Object.keys(env).length ? ', and the entry\'s env' : ''}) the config does not load, so the host would have no server at all:`);
+    lines.push(...result.message.split('\n').map((l) => `  ${l}`));
+    if (result.missing.length > 0) lines.push(`set ${result.missing.join(', ')} in this shell and run install with --env-from-shell, or put the values in the config`);
+    lines.push('not installing');
+    return { ok: false, lines };
+  }
+  if (result.unavailable.length === 0) {
+    lines.push(`checked in the environment the host gives mcpmux: ${result.starting} server(s) will start`);
+    return { ok: true, lines };
+  }
+  const missing = [...new Set(result.unavailable.flatMap((u) => u.missing))];
+  lines.push(`${result.unavailable.length} server(s) would not start in the environment the host gives mcpmux:`);
+  for (const u of result.unavailable) lines.push(`  ${u.name}: ${u.reason}`);
+  if (opts.force) {
+    lines.push(`installing anyway (--force): those servers stay off until ${missing.join(', ')} reach(es) mcpmux; the others start`);
+    return { ok: true, lines };
+  }
+  const inShell = missing.filter((v) => process.env[v] !== undefined);
+  lines.push(
+    `not installing. ${opts.envFromShell ? `Not set in this shell either: ${missing.join(', ')}. ` : inShell.length > 0 ? `This shell has ${inShell.join(', ')}: --env-from-shell copies them into the host's entry (written to the host's file). ` : ''}` +
+      `--force installs anyway (those servers stay off).`,
+  );
+  return { ok: false, lines };
+}
+
+type HostLoad = { kind: 'loaded'; unavailable: Unavailable[]; starting: number } | { kind: 'invalid'; message: string; missing: string[] };
+
+/** The environment a desktop host starts its servers with: a home and the system's programs, nothing of this shell. */
+function desktopEnv(entryEnv: Record<string, string>): NodeJS.ProcessEnv {
+  const home = process.env.HOME ?? os.homedir();
+  const base: NodeJS.ProcessEnv = process.platform === 'win32' ? { USERPROFILE: home, PATH: process.env.PATH, SYSTEMROOT: process.env.SYSTEMROOT } : { HOME: home, PATH: '/usr/bin:/bin' };
+  return { ...base, ...entryEnv };
+}
+
+async function loadInHost(configPath: string, entryEnv: Record<string, string>): Promise<HostLoad> {
+  try {
+    const config = await loadConfig(configPath, desktopEnv(entryEnv));
+    const unavailable: Unavailable[] = [];
+    for (const s of config.servers) {
+      if (s.unavailable) unavailable.push({ name: s.name, missing: s.unavailable.missing, reason: s.unavailable.reason });
+    }
+    return { kind: 'loaded', unavailable, starting: config.servers.filter((s) => !s.disabled).length };
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    // load.ts's missingReason: "environment variable A is not set", "... variables A, B and C are not set".
+    const missing = err.issues.flatMap((i) => {
+      const names = /^environment variables? (.+) (?:is|are) not set$/.exec(i.message)?.[1];
+      return names ? names.split(/, | and /) : [];
+    });
+    return { kind: 'invalid', message: err.message, missing: [...new Set(missing)] };
+  }
 }
 
 /** A line diff of two texts: unchanged lines with "  ", removed "- ", added "+ " (longest common subsequence). */
@@ -76,4 +228,3 @@ function diff(a: string, b: string): string {
   }
   return out;
 }
-

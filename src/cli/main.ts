@@ -104,12 +104,25 @@ export async function main(argv: string[]): Promise<number> {
   program
     .command('install')
     .description("point a desktop host at mcpmux: its config gets one server, `mcpmux stdio --config F`")
-    .requiredOption('--host <host>', 'claude, cursor, vscode or windsurf')
+    .requiredOption('--host <host>', 'claude, claude-code, cursor, vscode or windsurf')
     .option('-c, --config <file>', 'the mcpmux config (from mcpmux import -o)')
+    .option('--file <file>', "the host file to edit (default: the first of the host's files that has servers)")
+    .option('--env-from-shell', "copy variables the config needs and the host would not give mcpmux from this shell into the entry's env")
+    .option('--force', 'install even if some servers would not start in the host (they stay off)')
     .option('--dry-run', 'show the change, write nothing')
     .action(async (o: import('./install.js').InstallOptions) => {
       const { runInstall } = await import('./install.js');
       result = runInstall(o);
+    });
+
+  program
+    .command('uninstall')
+    .description("give a host its own servers back: restores the newest backup install made of the host's file")
+    .requiredOption('--host <host>', 'claude, claude-code, cursor, vscode or windsurf')
+    .option('--file <file>', "the host file install edited (default: the first of the host's files that runs mcpmux)")
+    .action(async (o: import('./uninstall.js').UninstallOptions) => {
+      const { runUninstall } = await import('./uninstall.js');
+      result = runUninstall(o);
     });
 
   program

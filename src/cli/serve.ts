@@ -10,6 +10,7 @@
 import type { HostTransport } from '../observe/events.js';
 import { HttpServer } from '../transport/http/server.js';
 import { DEFAULT_IDLE_SESSION_MS, type SessionKind } from '../transport/http/sessions.js';
+import { claimConfig } from '../config/self-reference.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
 import { cannotListen } from './listen-error.js';
 import { addStatusRoutes } from './status.js';
@@ -34,6 +35,12 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   const port = opts.port === undefined ? undefined : parsePort(opts.port, '--port');
   const config = await loadOrReport(opts);
   if (!config) return 1;
+  // Started by an mcpmux that runs this same config: starting would start it again, and again.
+  const nested = claimConfig(config.path);
+  if (nested) {
+    process.stderr.write(`mcpmux: ${nested}\n`);
+    return 1;
+  }
   const host = opts.host ?? config.listen.host;
   const runtime = createRuntime(config, opts);
   const { log, router, pins, openSession } = runtime;

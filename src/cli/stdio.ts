@@ -9,6 +9,7 @@ import { AdminListener, addHealthRoutes, OperatorRoutes } from '../transport/htt
 import { StreamTransport } from '../transport/stream.js';
 import type { StopGrace } from '../upstream/connect.js';
 import { flushLogs } from '../observe/logger.js';
+import { claimConfig } from '../config/self-reference.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
 import { cannotListen } from './listen-error.js';
 import { addStatusRoutes } from './status.js';
@@ -29,6 +30,12 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   const adminPortFlag = opts.adminPort === undefined ? undefined : parsePort(opts.adminPort, '--admin-port');
   const config = await loadOrReport(opts);
   if (!config) return 1;
+  // Started by an mcpmux that runs this same config: starting would start it again, and again.
+  const nested = claimConfig(config.path);
+  if (nested) {
+    process.stderr.write(`mcpmux: ${nested}\n`);
+    return 1;
+  }
   // In the config, 0 means "none" (as under serve); `--admin-port 0` picks a free port.
   const adminPort = adminPortFlag ?? (config.listen.adminPort || undefined);
   const runtime = createRuntime(config, opts);

@@ -15,6 +15,7 @@ import { JsoncError, parseJsonc } from '../jsonc.js';
 import { secretArgs, tokenLike } from './secret-args.js';
 import { secretValues, secretVariable } from './secrecy.js';
 import { nearest } from './suggest.js';
+import { selfReferenceIssues } from './self-reference.js';
 import {
   ANONYMOUS_CLIENT,
   ConfigError,
@@ -138,6 +139,8 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
   const config = build(expanded.value as RawConfig, path.resolve(file), env, { clean, missing, unavailable }, semantic);
   // What an empty expansion makes of a value (a "" type, say) is the missing variable again.
   const issues = [...fatal, ...schemaIssues, ...semantic.filter((i) => !missing.has(i.path))];
+  // An upstream that would run mcpmux on this same config starts mcpmux without end.
+  issues.push(...selfReferenceIssues(config, env));
   if (issues.length > 0) {
     // A server that is broken anyway: its missing variables are part of what to fix.
     const broken = (m: { path: string }) => {

@@ -3,13 +3,18 @@
 // server's ${VAR} secrets, and whatever a systemd EnvironmentFile put there; one third-party
 // `npx -y` server must not read them all. `inheritEnv` opts in: true for everything, or names.
 
+/**
+ * Always passed: the configs of the mcpmux processes above the child (self-reference.ts), so an
+ * mcpmux started as an upstream knows when it would run a config already running above it.
+ */
+const MARKER = ['MCPMUX_PARENT_CONFIGS'];
 /** Enough to find programs, a home, a user, a terminal, a locale and a temp folder. */
-const POSIX_BASE = ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'TERM', 'LANG', 'LANGUAGE', 'TZ', 'TMPDIR', 'LC_*'];
+const POSIX_BASE = ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'TERM', 'LANG', 'LANGUAGE', 'TZ', 'TMPDIR', 'LC_*', ...MARKER];
 /** The same on Windows (names there are case-insensitive). */
 const WINDOWS_BASE = [
   'PATH', 'PATHEXT', 'SYSTEMROOT', 'SYSTEMDRIVE', 'WINDIR', 'COMSPEC', 'USERPROFILE', 'USERNAME', 'USERDOMAIN', 'HOMEDRIVE', 'HOMEPATH',
   'APPDATA', 'LOCALAPPDATA', 'PROGRAMDATA', 'PROGRAMFILES', 'PROGRAMFILES(X86)', 'PROGRAMW6432', 'COMMONPROGRAMFILES', 'TEMP', 'TMP',
-  'OS', 'PROCESSOR_ARCHITECTURE', 'NUMBER_OF_PROCESSORS',
+  'OS', 'PROCESSOR_ARCHITECTURE', 'NUMBER_OF_PROCESSORS', ...MARKER,
 ];
 
 /**

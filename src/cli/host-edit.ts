@@ -1,0 +1,122 @@
+// Editing a host's MCP file in place, for `install` and `uninstall`: only the servers key
+// changes (jsonc-parser `modify` + `applyEdits`), so the host's comments, trailing commas,
+// formatting and every other key stay as the host (or the person) wrote them. Also: which of a
+// host's files to edit, which entries are mcpmux's own, and the backups beside the file.
+
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import { applyEdits, modify, type FormattingOptions } from 'jsonc-parser';
+import { muxInvocation } from '../config/self-reference.js';
+import { isObject } from '../objects.js';
+import { hostFiles, readHostFile, serversKey, serversOf, type HostFile, type HostName } from './hosts.js';
+
+/** The hosts `install` and `uninstall` know how to edit. */
+export const INSTALLABLE: readonly HostName[] = ['claude', 'claude-code', 'cursor', 'vscode', 'windsurf'];
+
+/** Whether a host's server entry runs mcpmux (`stdio` or `connect`): the entry `install` writes. */
+export function isMuxEntry(entry: unknown): boolean {
+  if (!isObject(entry) || typeof entry.command !== 'string') return false;
+  const args = Array.isArray(entry.args) ? entry.args.map(String) : [];
+  const env = isObject(entry.env) ? Object.fromEntries(Object.entries(entry.env).map(([k, v]) => [k, String(v)])) : {};
+  return muxInvocation(entry.command, args, env) !== undefined;
+}
+
+/** A host file whose servers are mcpmux's entries and nothing else: what `install` leaves behind. */
+export function isInstalled(host: HostName, doc: Record<string, unknown>): boolean {
+  const entries = Object.values(serversOf(host, doc));
+  return entries.length > 0 && entries.every(isMuxEntry);
+}
+
+/** The servers of a host file that are not mcpmux's: the user's own. */
+export function ownServers(host: HostName, doc: Record<string, unknown>): string[] {
+  return Object.entries(serversOf(host, doc))
+    .filter(([, e]) => !isMuxEntry(e))
+    .map(([name]) => name);
+}
+
+/**
+ * The file `install` edits when `--file` is not given: the first of the host's files (most
+ * global first) that has servers under its servers key, else the first. So a VS Code user whose
+ * servers live in the workspace's .vscode/mcp.json gets that file edited, and one with servers
+ * in the user file gets the user file; after install the same file is found again (it holds
+ * the mcpmux entry). Files that cannot be read count as empty here; the read that follows
+ * reports them.
+ */
+export function targetFile(host: HostName): string {
+  const files = hostFiles(host);
+  for (const f of files) {
+    try {
+      const read = readHostFile(f);
+      if (read && Object.keys(serversOf(host, read.doc)).length > 0) return f;
+    } catch {
+      // reported when the file is read for the edit
+    }
+  }
+  return files[0]!;
+}
+
+/** The backup name of `file` made now: `<file>.mcpmux-backup-<ISO time>` (sortable by time). */
+export function backupName(file: string, now = new Date()): string {
+  return `${file}.mcpmux-backup-${now.toISOString().replace(/[:.]/g, '-')}`;
+}
+
+/** The backups of `file`, newest first. */
+export function backupsOf(file: string): string[] {
+  const prefix = `${path.basename(file)}.mcpmux-backup-`;
+  let names: string[];
+  try {
+    names = readdirSync(path.dirname(file));
+  } catch {
+    return [];
+  }
+  return names
+    .filter((n) => n.startsWith(prefix))
+    .sort()
+    .reverse()
+    .map((n) => path.join(path.dirname(file), n));
+}
+
+/**
+ * The newest backup made from the user's own file (not from a file that only ran mcpmux): the
+ * one that gives the user's servers back. `install` never backs up an installed-only file, but
+ * backups an older mcpmux made, or copies a person made, may be such files: skipped.
+ */
+export function newestOriginalBackup(host: HostName, file: string): { file: string; read: HostFile } | undefined {
+  for (const b of backupsOf(file)) {
+    try {
+      const read = readHostFile(b);
+      if (read && !isInstalled(host, read.doc)) return { file: b, read };
+    } catch {
+      // a backup that is not JSONC is nobody's config
+    }
+  }
+  return undefined;
+}
+
+/** The file's own formatting for what `modify` inserts: its indent and its line ends. */
+function formattingOf(text: string): FormattingOptions {
+  const indent = /^([ \t]+)\S/m.exec(text)?.[1] ?? '  ';
+  return {
+    insertSpaces: !indent.startsWith('\t'),
+    tabSize: indent.startsWith('\t') ? 1 : indent.length,
+    eol: text.includes('\r\n') ? '\r\n' : '\n',
+  };
+}
+
+/** `text` with its servers key set to `servers` (undefined removes one entry: see `withoutEntry`), all else untouched. */
+export function withServers(host: HostName, read: HostFile | undefined, servers: Record<string, unknown>): string {
+  const text = read && read.text.trim() !== '' ? read.text : '{}\n';
+  const key = serversKey(host, read?.doc ?? {});
+  return applyEdits(text, modify(text, [key], servers, { formattingOptions: formattingOf(text) }));
+}
+
+/** `text` without the server `name` under its servers key, all else untouched. */
+export function withoutEntry(host: HostName, read: HostFile, name: string): string {
+  const key = serversKey(host, read.doc);
+  return applyEdits(read.text, modify(read.text, [key, name], undefined, { formattingOptions: formattingOf(read.text) }));
+}
+
+/** `text` with the value of its servers key taken from `from` (the backup's, as the backup wrote it). */
+export function withServersOf(host: HostName, read: HostFile | undefined, from: HostFile): string {
+  return withServers(host, read, serversOf(host, from.doc));
+}

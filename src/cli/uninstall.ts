@@ -1,0 +1,65 @@
+// `mcpmux uninstall --host H`: gives a host its own servers back. The newest backup `install`
+// made of the user's own file (host-edit.ts: never one of a file that ran only mcpmux) is put
+// back: the whole file when nothing else in it changed since (so its comments come back too),
+// else only its servers, into the file as it is now (a host such as Claude Code rewrites its
+// other keys all the time, and those changes are the host's). Without such a backup, the
+// mcpmux entry is removed. A file that does not run mcpmux is left alone.
+
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { writePrivate } from '../files.js';
+import { INSTALLABLE, isMuxEntry, newestOriginalBackup, withoutEntry, withServersOf } from './host-edit.js';
+import { hostFiles, readHostFile, serversKey, serversOf, HostFileError, type HostFile, type HostName } from './hosts.js';
+import { UsageError } from './runtime.js';
+
+export interface UninstallOptions {
+  host?: string;
+  file?: string;
+}
+
+export async function runUninstall(opts: UninstallOptions): Promise<number> {
+  const host = opts.host as HostName | undefined;
+  if (!host || !INSTALLABLE.includes(host)) throw new UsageError(`--host must be one of ${INSTALLABLE.join(', ')}`);
+  let file: string;
+  let read: HostFile | undefined;
+  try {
+    ({ file, read } = opts.file ? { file: path.resolve(opts.file), read: readHostFile(path.resolve(opts.file)) } : findInstalled(host));
+  } catch (err) {
+    if (!(err instanceof HostFileError)) throw err;
+    process.stderr.write(`mcpmux uninstall: ${err.message}; not touching it\n`);
+    return 1;
+  }
+  const ours = read ? Object.entries(serversOf(host, read.doc)).filter(([, e]) => isMuxEntry(e)).map(([n]) => n) : [];
+  if (!read || ours.length === 0) {
+    process.stdout.write(`mcpmux uninstall: ${existsSync(file) ? `${file} does not run mcpmux` : `no ${host} file at ${file}`}; nothing to undo.\n`);
+    return 0;
+  }
+  const backup = newestOriginalBackup(host, file);
+  if (backup) {
+    const names = Object.keys(serversOf(host, backup.read.doc));
+    const rest = (doc: Record<string, unknown>) => JSON.stringify({ ...doc, [serversKey(host, doc)]: undefined });
+    const whole = rest(read.doc) === rest(backup.read.doc);
+    writePrivate(file, whole ? backup.read.text : withServersOf(host, read, backup.read));
+    process.stdout.write(
+      `mcpmux uninstall: restored ${whole ? file : `the servers of ${file}`} from ${backup.file}: ${names.length} server(s)${names.length ? ` (${names.join(', ')})` : ''}` +
+        `${whole ? '' : '; the rest of the file, changed since install, is kept as it is now'}.\n`,
+    );
+  } else {
+    let text = read.text;
+    for (const name of ours) text = withoutEntry(host, { text, doc: read.doc }, name);
+    writePrivate(file, text);
+    process.stdout.write(`mcpmux uninstall: no backup of ${file} from before mcpmux install; removed the mcpmux entry (${ours.join(', ')}) and left the rest of the file as it is.\n`);
+  }
+  process.stdout.write(`Restart ${host} to pick it up.\n`);
+  return 0;
+}
+
+/** The first of the host's files that runs mcpmux (what install edited), else the first. */
+function findInstalled(host: HostName): { file: string; read: HostFile | undefined } {
+  const files = hostFiles(host);
+  for (const f of files) {
+    const read = readHostFile(f);
+    if (read && Object.values(serversOf(host, read.doc)).some(isMuxEntry)) return { file: f, read };
+  }
+  return { file: files[0]!, read: readHostFile(files[0]!) };
+}
