@@ -11,6 +11,7 @@ import type { HostTransport } from '../observe/events.js';
 import { HttpServer } from '../transport/http/server.js';
 import { DEFAULT_IDLE_SESSION_MS, type SessionKind } from '../transport/http/sessions.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
+import { announceReady } from './ready-line.js';
 import { addStatusRoutes } from './status.js';
 
 /** What each HTTP session kind is called in events, metrics and the audit log. */
@@ -96,6 +97,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     { url: `${base}/mcp`, port: bound.port, host, sse: `${base}/sse`, ws: `${base.replace('http', 'ws')}/ws`, adminPort: bound.adminPort, adminHost: bound.adminHost },
     'listening',
   );
+  void announceReady(log, router, config, `${base}/mcp`);
 
   reloader.start();
   onShutdownSignals(log, async (why) => {

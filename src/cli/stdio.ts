@@ -9,6 +9,7 @@ import { AdminListener, addHealthRoutes, OperatorRoutes } from '../transport/htt
 import { StreamTransport } from '../transport/stream.js';
 import { flushLogs } from '../observe/logger.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
+import { announceReady } from './ready-line.js';
 import { addStatusRoutes } from './status.js';
 
 export interface StdioOptions extends GlobalOptions {
@@ -54,6 +55,7 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   }
   router.start();
   void router.ready().then(() => (started = true));
+  void announceReady(log, router, config);
 
   const transport = new StreamTransport(process.stdin, process.stdout, config.limits.maxMessageBytes, true, { log });
   const session = openSession(transport, 'stdio');
