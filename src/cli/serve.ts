@@ -9,7 +9,7 @@
 
 import type { HostTransport } from '../observe/events.js';
 import { HttpServer } from '../transport/http/server.js';
-import { DEFAULT_IDLE_SESSION_MS, type SessionKind } from '../transport/http/sessions.js';
+import { DEFAULT_IDLE_SESSION_MS, IDLE_REPORT_MS, type SessionKind } from '../transport/http/sessions.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
 import { announceReady } from './ready-line.js';
 import { addStatusRoutes } from './status.js';
@@ -29,6 +29,8 @@ export const HEADERS_TIMEOUT_ENV = 'MCPMUX_HEADERS_TIMEOUT_MS';
 export const REQUEST_TIMEOUT_ENV = 'MCPMUX_REQUEST_TIMEOUT_MS';
 /** Overrides how soon a session that said nothing after its initialize is closed (ms). */
 export const UNFINISHED_ENV = 'MCPMUX_UNFINISHED_SESSION_MS';
+/** Overrides how long a Streamable HTTP session must be quiet to count as idle in /status and /metrics (ms). */
+export const IDLE_REPORT_ENV = 'MCPMUX_IDLE_REPORT_MS';
 
 export async function runServe(opts: ServeOptions): Promise<number> {
   const port = opts.port === undefined ? undefined : parsePort(opts.port, '--port');
@@ -78,8 +80,19 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   const reloader = reloaderFor(runtime, observers, (next) =>
     server.reconfigure({ ...next.listen, tokens: next.listen.auth.tokens, maxSessions: next.limits.maxSessions, maxSessionsPerClient: next.limits.maxSessionsPerClient }),
   );
+  // Sessions a host never DELETEd linger until the idle expiry: reported as idle, not as active.
+  const idleReportMs = envMs(IDLE_REPORT_ENV) ?? IDLE_REPORT_MS;
+  const idleByTransport = (): [HostTransport, number][] => {
+    const idle = server.registry.idleCounts(idleReportMs);
+    return (Object.keys(TRANSPORT) as SessionKind[]).map((kind) => [TRANSPORT[kind], idle.get(kind) ?? 0]);
+  };
+  observers.metrics!.countIdleSessions(idleByTransport);
   addMetricsRoute(server.adminRoutes, observers.metrics!);
-  addStatusRoutes(server.adminRoutes, router, { configPath: config.path, lastReload: () => reloader.last });
+  addStatusRoutes(server.adminRoutes, router, {
+    configPath: config.path,
+    lastReload: () => reloader.last,
+    idleSessions: () => idleByTransport().reduce((n, [, k]) => n + k, 0),
+  });
 
   let bound;
   try {

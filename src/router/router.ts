@@ -200,7 +200,7 @@ export class Router {
       ...(up.pid !== undefined && { pid: up.pid }),
       restarts: up.restarts,
       inFlight: up.inFlight,
-      ...this.lists.counts(up.name),
+      ...this.lists.counts(up),
     }));
     const byTransport: Record<string, number> = {};
     const byClient: Record<string, number> = {};
