@@ -19,6 +19,8 @@ const COUNT_WAIT_MS = 10_000;
 /** Waits for the router's startup, then logs the ready line. `url`: the /mcp URL under serve. */
 export async function announceReady(log: Logger, router: Router, config: Config, url?: string): Promise<void> {
   await router.ready();
+  // Below info (--log-level warn) nobody would read it: list nothing for it either.
+  if (!log.isLevelEnabled('info')) return;
   const shared = router.list();
   const up = shared.filter((u) => u.state === 'ready');
   const perSession = config.servers.filter((s) => !s.disabled && s.sharing === 'session').length;
