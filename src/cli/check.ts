@@ -2,8 +2,12 @@
 // and report. A server disabled for a missing variable is listed with the reason; the config is
 // still valid (exit 0) unless --strict, which exits 1 for it (for scripts and install).
 
+import type { Config } from '../config/types.js';
+import { Policy } from '../governance/policy.js';
 import { NEVER } from '../jsonrpc/cancel.js';
 import type { Params } from '../protocol/mcp.js';
+import type { ItemKind } from '../router/forward.js';
+import { NameIndex, wrapUri } from '../router/naming.js';
 import { nextCursorOf, walkPages } from '../upstream/paging.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { loadOrReport, startedRouter, tolerateClosedStdout, type GlobalOptions } from './runtime.js';
@@ -28,10 +32,11 @@ export async function runCheck(opts: CheckOptions): Promise<number> {
   if (!opts.probe) return strictFailed ? 1 : 0;
 
   const { router } = await startedRouter(config, opts);
+  const denied = new DeniedCount(config);
   let failed = 0;
   try {
     for (const up of router.list()) {
-      const { ok, line } = await describe(up);
+      const { ok, line } = await describe(up, denied);
       if (!ok) failed++;
       process.stdout.write(`  ${up.name}: ${line}\n`);
       // The server's own last words are usually the real reason ("exited with code 3" is not).
@@ -43,8 +48,38 @@ export async function runCheck(opts: CheckOptions): Promise<number> {
   return failed || strictFailed ? 1 : 0;
 }
 
-/** One upstream's line: FAILED and why, or what it is and how many items it lists. */
-async function describe(up: Upstream): Promise<{ ok: boolean; line: string }> {
+/**
+ * How many of a server's items policy hides from every host: its own allow/deny (on its own
+ * names and URIs) and the global `policy` lists (on public names and host-visible URIs, named
+ * as the router names them: servers are described in config order, as a contested name goes to
+ * the earlier one). Per-client lists are left out: they differ from one client to the next.
+ */
+class DeniedCount {
+  private readonly policy: Policy;
+  private readonly names: NameIndex;
+
+  constructor(private readonly config: Config) {
+    this.policy = new Policy(config);
+    const rank = new Map(config.servers.map((s, i) => [s.name, i]));
+    this.names = new NameIndex({ separator: config.namespace.separator, maxLength: config.namespace.maxNameLength, rank: (s) => rank.get(s) ?? Number.MAX_SAFE_INTEGER });
+  }
+
+  denies(up: Upstream, kind: ItemKind, item: unknown): boolean {
+    const own = typeof item === 'object' && item !== null ? (item as Params)[kind === 'resources' ? 'uri' : 'name'] : undefined;
+    if (typeof own !== 'string') return false;
+    if (!this.policy.serverAllows(up.name, kind, own)) return true;
+    const shown =
+      kind === 'resources'
+        ? up.config.resources.namespace === 'passthrough'
+          ? own
+          : wrapUri(up.name, own)
+        : this.names.publish(kind, up.name, up.config.prefix, own);
+    return !this.policy.globalAllows(kind, shown);
+  }
+}
+
+/** One upstream's line: FAILED and why, or what it is and how many items it lists (and policy hides). */
+async function describe(up: Upstream, denied: DeniedCount): Promise<{ ok: boolean; line: string }> {
   const failed = (why: string) => ({ ok: false, line: `FAILED (${why})` });
   if (up.state !== 'ready') return failed(up.reason || up.state);
   const caps = up.capabilities;
@@ -56,7 +91,8 @@ async function describe(up: Upstream): Promise<{ ok: boolean; line: string }> {
   ] as const) {
     if (!caps[cap]) continue;
     try {
-      counts.push(`${await countAll(up, method, key)} ${key}`);
+      const { n, hidden } = await countAll(up, method, key, (item) => denied.denies(up, key, item));
+      counts.push(`${n} ${key}${hidden > 0 ? ` (${hidden} denied)` : ''}`);
     } catch (err) {
       return failed((err as Error).message);
     }
@@ -69,19 +105,21 @@ async function describe(up: Upstream): Promise<{ ok: boolean; line: string }> {
   };
 }
 
-/** How many items a list has, every page read: bounded like every walk (upstream/paging.ts). */
-async function countAll(up: Upstream, method: string, key: string): Promise<number> {
+/** How many items a list has (and of them, `denies` says no to), every page read: bounded like every walk (upstream/paging.ts). */
+async function countAll(up: Upstream, method: string, key: string, denies: (item: unknown) => boolean): Promise<{ n: number; hidden: number }> {
   let n = 0;
+  let hidden = 0;
   await walkPages(
     up.name,
     method,
     async (cursor, signal) => {
       const page = await up.request(method, cursor === undefined ? {} : { cursor }, { signal });
-      const items = Array.isArray(page[key]) ? (page[key] as unknown[]).length : 0;
-      n += items;
-      return { items, next: nextCursorOf(page) };
+      const items = Array.isArray(page[key]) ? (page[key] as unknown[]) : [];
+      n += items.length;
+      for (const item of items) if (denies(item)) hidden++;
+      return { items: items.length, next: nextCursorOf(page) };
     },
     NEVER,
   );
-  return n;
+  return { n, hidden };
 }

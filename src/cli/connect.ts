@@ -14,6 +14,7 @@
 import { parseJson } from '../jsonrpc/big-numbers.js';
 import { LineDecoder, encodeMessage, parseBytes, type Frame } from '../jsonrpc/framing.js';
 import { classify, type JsonRpcId } from '../jsonrpc/message.js';
+import { logOutput } from '../observe/log-format.js';
 import { createLogger, type Logger } from '../observe/logger.js';
 import { DEFAULTS } from '../config/types.js';
 import { UsageError } from './runtime.js';
@@ -29,6 +30,7 @@ export const DEFAULT_CONNECT_URL = `http://127.0.0.1:${DEFAULTS.port}/mcp`;
 export interface ConnectOptions {
   header?: string[];
   logLevel?: string;
+  logFormat?: string;
 }
 
 /** Attempts to reconnect a dropped SSE stream (GET or a POST's) before giving up on it. */
@@ -55,7 +57,7 @@ export async function runConnect(url: string | undefined, opts: ConnectOptions):
   }
   const token = process.env[TOKEN_ENV];
   if (token && headers.authorization === undefined) headers.authorization = `Bearer ${token}`;
-  const log = createLogger(opts.logLevel ?? 'warn', token ? [token] : []);
+  const log = createLogger(opts.logLevel ?? 'warn', token ? [token] : [], logOutput(opts.logFormat));
   const bridge = new Bridge(target, headers, log);
   await bridge.run();
   // Idle keep-alive sockets of fetch's pool must not hold the process open after the host left.

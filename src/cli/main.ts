@@ -2,6 +2,7 @@
 // check, a daemon that cannot be reached or refuses); 2 a usage error (the command line is wrong).
 
 import { Command, CommanderError, Option } from 'commander';
+import { LOG_FORMATS } from '../observe/log-format.js';
 import { VERSION } from '../version.js';
 import { runCheck } from './check.js';
 import { UsageError, type GlobalOptions } from './runtime.js';
@@ -19,10 +20,12 @@ export async function main(argv: string[]): Promise<number> {
   const configOpt = (): Option => new Option('-c, --config <file>', 'config file (default: $MCPMUX_CONFIG)');
   const levelOpt = (): Option =>
     new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']);
+  const formatOpt = (): Option =>
+    new Option('--log-format <format>', 'log lines as JSON, or pretty for people (default: pretty when stderr is a terminal)').choices([...LOG_FORMATS]);
 
   /** A command that reads a config file: every one but `connect`. */
   const configured = (name: string, description: string): Command =>
-    program.command(name).description(description).addOption(configOpt()).addOption(levelOpt());
+    program.command(name).description(description).addOption(configOpt()).addOption(levelOpt()).addOption(formatOpt());
 
   configured('stdio', 'serve one host on stdin/stdout')
     .option('--admin-port <port>', 'serve /metrics, /healthz and /readyz on this port (default: listen.adminPort; none)')
@@ -130,6 +133,7 @@ export async function main(argv: string[]): Promise<number> {
     .description('bridge stdin/stdout to a running daemon (default http://127.0.0.1:7330/mcp)')
     .argument('[url]', "the daemon's /mcp URL")
     .addOption(levelOpt())
+    .addOption(formatOpt())
     .option('-H, --header <header>', 'extra HTTP header, repeatable, e.g. "Authorization: Bearer ..." (or $MCPMUX_TOKEN)', (v: string, prev: string[]) => [...prev, v], [] as string[])
     .action(async (url: string | undefined, o: import('./connect.js').ConnectOptions) => {
       const { runConnect } = await import('./connect.js');

@@ -11,6 +11,7 @@ import { ToolPins } from '../governance/pins.js';
 import { stateDir } from '../state.js';
 import { AuditLog } from '../observe/audit.js';
 import type { HostTransport } from '../observe/events.js';
+import { logOutput } from '../observe/log-format.js';
 import { addLogSecrets, createLogger, flushLogs, type Logger } from '../observe/logger.js';
 import { Metrics } from '../observe/metrics.js';
 import { unavailableLine } from '../router/merge.js';
@@ -41,6 +42,8 @@ export interface Runtime {
 export interface GlobalOptions {
   config?: string;
   logLevel?: string;
+  /** `--log-format json|pretty`; else pretty on a terminal, JSON otherwise (observe/log-format.ts). */
+  logFormat?: string;
 }
 
 /** The config path from --config or MCPMUX_CONFIG; a usage error if neither is given. */
@@ -74,7 +77,7 @@ export async function loadOrReport(opts: GlobalOptions): Promise<Config | undefi
 
 export function createRuntime(initial: Config, opts: GlobalOptions): Runtime {
   let config = initial;
-  const log = createLogger(opts.logLevel ?? config.logLevel ?? 'info', config.secrets);
+  const log = createLogger(opts.logLevel ?? config.logLevel ?? 'info', config.secrets, logOutput(opts.logFormat));
   warnUnavailable(log, config);
   let router: Router | undefined;
   const pinnedOf = (c: Config) => new Set(c.servers.filter((s) => s.pinTools).map((s) => s.name));

@@ -9,10 +9,11 @@
 
 import type { HostTransport } from '../observe/events.js';
 import { HttpServer } from '../transport/http/server.js';
-import { DEFAULT_IDLE_SESSION_MS, type SessionKind } from '../transport/http/sessions.js';
+import { DEFAULT_IDLE_SESSION_MS, IDLE_REPORT_MS, type SessionKind } from '../transport/http/sessions.js';
 import { claimConfig } from '../config/self-reference.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
 import { cannotListen } from './listen-error.js';
+import { announceReady } from './ready-line.js';
 import { addStatusRoutes } from './status.js';
 
 /** What each HTTP session kind is called in events, metrics and the audit log. */
@@ -30,6 +31,8 @@ export const HEADERS_TIMEOUT_ENV = 'MCPMUX_HEADERS_TIMEOUT_MS';
 export const REQUEST_TIMEOUT_ENV = 'MCPMUX_REQUEST_TIMEOUT_MS';
 /** Overrides how soon a session that said nothing after its initialize is closed (ms). */
 export const UNFINISHED_ENV = 'MCPMUX_UNFINISHED_SESSION_MS';
+/** Overrides how long a Streamable HTTP session must be quiet to count as idle in /status and /metrics (ms). */
+export const IDLE_REPORT_ENV = 'MCPMUX_IDLE_REPORT_MS';
 
 export async function runServe(opts: ServeOptions): Promise<number> {
   const port = opts.port === undefined ? undefined : parsePort(opts.port, '--port');
@@ -83,8 +86,19 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   const reloader = reloaderFor(runtime, observers, (next) =>
     server.reconfigure({ ...next.listen, tokens: next.listen.auth.tokens, maxSessions: next.limits.maxSessions, maxSessionsPerClient: next.limits.maxSessionsPerClient }),
   );
+  // Sessions a host never DELETEd linger until the idle expiry: reported as idle, not as active.
+  const idleReportMs = envMs(IDLE_REPORT_ENV) ?? IDLE_REPORT_MS;
+  const idleByTransport = (): [HostTransport, number][] => {
+    const idle = server.registry.idleCounts(idleReportMs);
+    return (Object.keys(TRANSPORT) as SessionKind[]).map((kind) => [TRANSPORT[kind], idle.get(kind) ?? 0]);
+  };
+  observers.metrics!.countIdleSessions(idleByTransport);
   addMetricsRoute(server.adminRoutes, observers.metrics!);
-  addStatusRoutes(server.adminRoutes, router, { configPath: config.path, lastReload: () => reloader.last });
+  addStatusRoutes(server.adminRoutes, router, {
+    configPath: config.path,
+    lastReload: () => reloader.last,
+    idleSessions: () => idleByTransport().reduce((n, [, k]) => n + k, 0),
+  });
 
   // The ports first, the upstreams after: a port in use (another daemon running) must fail
   // before any server is spawned, not after each started and had to be stopped again.
@@ -107,6 +121,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     { url: `${base}/mcp`, port: bound.port, host, sse: `${base}/sse`, ws: `${base.replace('http', 'ws')}/ws`, adminPort: bound.adminPort, adminHost: bound.adminHost },
     'listening',
   );
+  void announceReady(log, router, config, `${base}/mcp`);
 
   reloader.start();
   onShutdownSignals(log, async (why) => {

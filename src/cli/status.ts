@@ -6,7 +6,7 @@
 // by a known client is published (mcpmux:operator:action), so the audit log records it.
 
 import { publishOperatorAction, type OperatorActionEvent } from '../observe/events.js';
-import type { Router } from '../router/router.js';
+import type { Router, RouterStatus } from '../router/router.js';
 import type { OperatorRoutes } from '../transport/http/admin.js';
 import { HttpRpcCode, sendError, sendJson } from '../transport/http/respond.js';
 import { queryOf } from '../transport/http/url.js';
@@ -20,6 +20,8 @@ const DEFAULT_BASE = 'http://127.0.0.1:7330';
 export interface DaemonInfo {
   configPath: string | undefined;
   lastReload(): ReloadRecord | undefined;
+  /** Of the sessions open, how many are idle now (serve's HTTP sessions; none under stdio). */
+  idleSessions?(): number;
 }
 
 export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: DaemonInfo): void {
@@ -34,7 +36,7 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
         uptimeS: Math.round((Date.now() - startedAt) / 1000),
         config: { path: info.configPath ?? null },
         lastReload: info.lastReload() ?? null,
-        ...router.status(),
+        ...withIdle(router.status(), info.idleSessions?.() ?? 0),
       });
     },
     { needsToken: true },
@@ -64,6 +66,11 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
     },
     { needsToken: true },
   );
+}
+
+/** The router's session counts, and how many of them are idle (`idle` <= `total`). */
+function withIdle(status: RouterStatus, idle: number): RouterStatus & { sessions: { idle: number } } {
+  return { ...status, sessions: { ...status.sessions, idle } };
 }
 
 /** Where `mcpmux status`, `mcpmux restart` and `mcpmux connect` find the bearer token (status and restart: unless `--token-env` names another variable). */
@@ -136,19 +143,20 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
     uptimeS: number;
     config: { path: string | null };
     lastReload: ReloadRecord | null;
-    upstreams: { name: string; transport: string; state: string; gaveUp?: boolean; pid?: number; restarts: number; inFlight: number; tools: number; prompts: number; resources: number; lastError?: string; stderr?: string[]; unavailable?: { missing: string[]; reason: string } }[];
-    sessions: { total: number; byTransport: Record<string, number>; byClient: Record<string, number> };
+    // null: no host has asked that server for the list yet (shown as "-", with a note).
+    upstreams: { name: string; transport: string; state: string; gaveUp?: boolean; pid?: number; restarts: number; inFlight: number; tools: number | null; prompts: number | null; resources: number | null; lastError?: string; stderr?: string[]; unavailable?: { missing: string[]; reason: string } }[];
+    sessions: { total: number; byTransport: Record<string, number>; byClient: Record<string, number>; idle?: number };
   };
   const out: string[] = [];
   out.push(`mcpmux ${s.version}, pid ${s.pid}, up ${s.uptimeS} s, config ${s.config.path ?? '(none)'}`);
   const r = s.lastReload;
   if (r) out.push(`last reload: ${r.result} at ${r.at} (${r.trigger})${r.error ? `: ${r.error.split('\n').join(' ')}` : ''}`);
   const kv = (o: Record<string, number>) => Object.entries(o).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
-  out.push(`sessions: ${s.sessions.total} (${kv(s.sessions.byTransport)}; clients: ${kv(s.sessions.byClient)})`);
+  out.push(`sessions: ${s.sessions.total} (${kv(s.sessions.byTransport)}; clients: ${kv(s.sessions.byClient)})${s.sessions.idle ? `, ${s.sessions.idle} idle` : ''}`);
   out.push('');
   const rows = [['server', 'state', 'transport', 'pid', 'restarts', 'in flight', 'tools', 'prompts', 'resources', 'last error']];
   for (const u of s.upstreams) {
-    rows.push([u.name, u.gaveUp ? `${u.state} (given up)` : u.state, u.transport, u.pid?.toString() ?? '', String(u.restarts), String(u.inFlight), String(u.tools), String(u.prompts), String(u.resources), u.lastError ?? u.unavailable?.reason ?? '']);
+    rows.push([u.name, u.gaveUp ? `${u.state} (given up)` : u.state, u.transport, u.pid?.toString() ?? '', String(u.restarts), String(u.inFlight), count(u.tools), count(u.prompts), count(u.resources), u.lastError ?? u.unavailable?.reason ?? '']);
   }
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   for (const r of rows) out.push(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd());
@@ -158,8 +166,14 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
     out.push('', `${u.name}: its last stderr lines`);
     for (const said of u.stderr) out.push(`  stderr| ${said}`);
   }
+  if (s.upstreams.some((u) => u.tools === null || u.prompts === null || u.resources === null)) out.push('', '-: not listed yet (no host has asked that server for the list since it started)');
   process.stdout.write(out.join('\n') + '\n');
   return 0;
+}
+
+/** A count from /status; null (or absent, from an older daemon) is a list not read yet. */
+function count(n: number | null | undefined): string {
+  return typeof n === 'number' ? String(n) : '-';
 }
 
 /** `mcpmux restart NAME [--url BASE] [--token-env VAR]`. */

@@ -12,6 +12,7 @@ import { flushLogs } from '../observe/logger.js';
 import { claimConfig } from '../config/self-reference.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
 import { cannotListen } from './listen-error.js';
+import { announceReady } from './ready-line.js';
 import { addStatusRoutes } from './status.js';
 
 /**
@@ -72,6 +73,7 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   router.stopChildrenWithin(WITHIN_HOST_GRACE);
   router.start();
   void router.ready().then(() => (started = true));
+  void announceReady(log, router, config);
 
   const transport = new StreamTransport(process.stdin, process.stdout, config.limits.maxMessageBytes, true, { log });
   const session = openSession(transport, 'stdio');

@@ -44,6 +44,12 @@ export class Policy {
     return own ? own(name) : true;
   }
 
+  /** The global list alone (what every client is denied), on a public name or a host-visible URI. */
+  globalAllows(kind: ItemKind, name: string): boolean {
+    const global = this.global[kind];
+    return global ? global(name) : true;
+  }
+
   /** A server's own lists, on its own name or URI. */
   serverAllows(server: string, kind: ItemKind, upstreamName: string): boolean {
     const own = this.perServer.get(server)?.[kind];

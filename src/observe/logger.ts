@@ -4,6 +4,7 @@
 
 import { pino, type Logger } from 'pino';
 import { restoreBigNumbers } from '../jsonrpc/big-numbers.js';
+import { prettyLine, type LogFormat, type LogOutput } from './log-format.js';
 
 export type { Logger };
 
@@ -27,15 +28,21 @@ interface ScrubHolder {
   all: string[];
   /** Run-time secrets by source, newest last. */
   runtime: Map<string, string[]>;
+  format: LogFormat;
 }
+
 
 /** Each logger's scrubber, replaceable when a reload or a login brings new secrets. */
 const scrubbers = new WeakMap<Logger, ScrubHolder>();
 
-export function createLogger(level = 'info', secrets: readonly string[] = []): Logger {
-  const holder: ScrubHolder = { scrub: makeScrubber(secrets), all: [...secrets], runtime: new Map() };
+export function createLogger(level = 'info', secrets: readonly string[] = [], output: LogOutput = {}): Logger {
+  const format = output.format ?? 'json';
+  const holder: ScrubHolder = { scrub: makeScrubber(secrets), all: [...secrets], runtime: new Map(), format };
   const dest = pino.destination({ dest: 2, sync: false, minLength: 0, maxLength: MAX_QUEUED_LOG_BYTES });
   const scrubLine = (line: string): string => (holder.scrub ? holder.scrub(line) : line);
+  // A pretty line is made from the scrubbed JSON one: it can say no more than the JSON says.
+  const color = output.color === true;
+  const shape = format === 'pretty' ? (line: string): string => prettyLine(line, color) : (line: string): string => line;
   let dropped = 0;
   dest.on('drop', () => dropped++);
   // A write that fails for good (stderr closed) must not become an uncaught 'error'.
@@ -46,7 +53,7 @@ export function createLogger(level = 'info', secrets: readonly string[] = []): L
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
       // Numbers too big for a double are marked strings inside mcpmux: the line gets their digits.
-      hooks: { streamWrite: (line: string) => scrubLine(restoreBigNumbers(line)) },
+      hooks: { streamWrite: (line: string) => shape(scrubLine(restoreBigNumbers(line))) },
       mixin: () => (dropped === 0 ? {} : { droppedLogLines: takeDropped() }),
     },
     dest,
@@ -85,6 +92,11 @@ export function addRuntimeSecrets(log: Logger, source: string, secrets: readonly
   if (fresh.length === 0) return;
   holder.runtime.set(source, [...known, ...fresh].slice(-RUNTIME_SECRETS_PER_SOURCE));
   rebuild(holder);
+}
+
+/** The form of `log`'s lines (of the logger it is a child of); JSON for a logger not made here. */
+export function logFormatOf(log: Logger): LogFormat {
+  return holderOf(log)?.format ?? 'json';
 }
 
 /** A child logger (pino's `child`) has its root on its prototype chain. */

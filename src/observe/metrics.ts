@@ -70,11 +70,11 @@ export class Metrics {
   private readonly connections = new Map<number, { server: string; up: boolean }>();
   private readonly tools = new Set<string>();
   private readonly subscriptions: [string, (msg: unknown) => void][] = [];
+  private idleSessions: () => Iterable<[string, number]> = () => [];
 
   constructor(private readonly opts: MetricsOptions) {
     const registers = [this.registry];
     const toolLabel = opts.toolLabel ? ['tool'] : [];
-    collectDefaultMetrics({ register: this.registry });
     new Gauge({ name: 'mcpmux_build_info', help: 'Always 1; the version is a label.', labelNames: ['version'], registers }).set({ version: opts.version }, 1);
     const reg = this.registry;
     this.requests = new FastCounter(
@@ -105,6 +105,16 @@ export class Metrics {
     );
     this.inFlight = new Gauge({ name: 'mcpmux_requests_in_flight', help: 'Requests being handled now (both directions).', registers });
     this.sessions = new Gauge({ name: 'mcpmux_sessions', help: 'Host sessions connected now.', labelNames: ['transport'], registers });
+    const sessionsIdle: Gauge = new Gauge({
+      name: 'mcpmux_sessions_idle',
+      help: 'Of mcpmux_sessions, those idle now: Streamable HTTP sessions with no request and no open stream for 60 s (a host that left without DELETE).',
+      labelNames: ['transport'],
+      registers,
+      collect: () => {
+        sessionsIdle.reset();
+        for (const [transport, n] of this.idleSessions()) sessionsIdle.set({ transport }, n);
+      },
+    });
     this.sessionsOpened = new Counter({ name: 'mcpmux_sessions_opened_total', help: 'Host sessions opened.', labelNames: ['transport'], registers });
     this.sessionDuration = new Histogram({
       name: 'mcpmux_session_duration_seconds',
@@ -157,6 +167,13 @@ export class Metrics {
       labelNames: ['transport', 'why'],
       registers,
     });
+    // Last, so that a scrape shows mcpmux's own metrics first and Node's process_/nodejs_ ones after.
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Where mcpmux_sessions_idle is read from at scrape time (the HTTP front's sessions; none under stdio). */
+  countIdleSessions(fn: () => Iterable<[transport: string, count: number]>): void {
+    this.idleSessions = fn;
   }
 
   /** Starts listening on the bus. Subscribe before upstreams start, so their states are seen. */

@@ -25,13 +25,19 @@ export class Lists {
    */
   private readonly uris = new Map<string, Set<string>>();
   private readonly views = new Map<string, Set<string>>();
+  /** `<server>\0<method>`: lists some upstream of that server has answered (so its count is known). */
+  private readonly listed = new Set<string>();
 
   constructor(
     private readonly names: NameIndex,
     private readonly governance: () => Governance,
     fetch: PageFetch,
   ) {
-    this.catalogue = new Catalogue(fetch);
+    this.catalogue = new Catalogue(async (up, method, params, signal) => {
+      const page = await fetch(up, method, params, signal);
+      this.listed.add(`${up.name}\0${method}`);
+      return page;
+    });
     this.walks = new Walks(this.catalogue, (kind, up) => (kind.key === 'tools' || kind.key === 'prompts' ? this.names.count(kind.key, up.name) : 0));
     this.kinds = {
       tools: { method: 'tools/list', key: 'tools', capability: 'tools', present: (up, item) => this.presentNamed('tools', up, item) },
@@ -89,15 +95,28 @@ export class Lists {
     return value;
   }
 
-  /** How many tools, prompts and resources of a server hosts have been shown so far. */
-  counts(server: string): { tools: number; prompts: number; resources: number } {
-    return { tools: this.names.count('tools', server), prompts: this.names.count('prompts', server), resources: this.uris.get(server)?.size ?? 0 };
+  /**
+   * How many tools, prompts and resources of a server hosts have been shown so far; null for a
+   * list nobody has asked that server for yet (status says "not listed yet", not a false 0).
+   * A list the server does not offer is 0.
+   */
+  counts(up: Upstream): { tools: number | null; prompts: number | null; resources: number | null } {
+    const known = (kind: ListKind, n: () => number): number | null => {
+      if (up.state === 'ready' && up.capabilities[kind.capability] === undefined) return 0;
+      return this.listed.has(`${up.name}\0${kind.method}`) ? n() : null;
+    };
+    return {
+      tools: known(this.kinds.tools, () => this.names.count('tools', up.name)),
+      prompts: known(this.kinds.prompts, () => this.names.count('prompts', up.name)),
+      resources: known(this.kinds.resources, () => this.uris.get(up.name)?.size ?? 0),
+    };
   }
 
   /** A server removed or restarted (reload): what its lists showed is no longer known. */
   forget(server: string): void {
     this.uris.delete(server);
     this.views.delete(server);
+    for (const kind of Object.values(this.kinds)) this.listed.delete(`${server}\0${kind.method}`);
   }
 
   /**

@@ -211,7 +211,7 @@ export class Router {
       ...(up.pid !== undefined && { pid: up.pid }),
       restarts: up.restarts,
       inFlight: up.inFlight,
-      ...this.lists.counts(up.name),
+      ...this.lists.counts(up),
     }));
     // Servers the config could not start for want of a variable: named, with the reason.
     for (const s of this.config.servers) {

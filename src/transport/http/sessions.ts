@@ -12,6 +12,12 @@ import type { FrameError, Transport } from '../transport.js';
  * sessions end with their connection instead; keep-alives find dead connections.
  */
 export const DEFAULT_IDLE_SESSION_MS = 30 * 60_000;
+/**
+ * A Streamable HTTP session with no request in flight and no open stream for this long counts
+ * as idle in /status and /metrics (it stays open until the idle expiry above): a host that went
+ * away without DELETE, or one between requests a minute apart, is not an active session.
+ */
+export const IDLE_REPORT_MS = 60_000;
 /** SSE comments and WebSocket pings this often keep proxies from cutting long-lived streams. */
 export const DEFAULT_KEEPALIVE_MS = 25_000;
 
@@ -184,6 +190,17 @@ export class SessionRegistry {
         void s.end('idle');
       }
     }
+  }
+
+  /** Per kind, the sessions idle for `ms` or longer now (see IDLE_REPORT_MS). */
+  idleCounts(ms: number): Map<SessionKind, number> {
+    const now = Date.now();
+    const out = new Map<SessionKind, number>();
+    for (const s of this.sessions) {
+      const since = s.idleSince();
+      if (since !== undefined && now - since >= ms) out.set(s.kind, (out.get(s.kind) ?? 0) + 1);
+    }
+    return out;
   }
 
   /** Stops the timer and closes every session. */
