@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Ajv, type ErrorObject } from 'ajv';
 import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
 import { isObject } from '../objects.js';
@@ -28,6 +29,13 @@ import {
 
 /** Where the published schema lives; src/config and dist/config are both two levels down. */
 export const SCHEMA_URL = new URL('../../schema/config.schema.json', import.meta.url);
+
+/**
+ * `${MCPMUX_HOME}`: the mcpmux package's own folder (the clone, or where npm installed it), so a
+ * config can name files that come with mcpmux, like the example's servers, from any folder.
+ * Available in every config; a value in the environment wins. A path, not a secret.
+ */
+export const MCPMUX_HOME = fileURLToPath(new URL('../..', import.meta.url)).replace(/[\\/]$/, '');
 
 const schema = JSON.parse(readFileSync(SCHEMA_URL, 'utf8')) as object;
 // verbose: errors carry the offending value, so type errors can say what they got.
@@ -90,7 +98,9 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
     throw new ConfigError(file, [{ path: '/', message: describeJsonError(source, err as Error) }]);
   }
 
-  const expanded = expandEnv(json, env);
+  const home = env.MCPMUX_HOME ?? MCPMUX_HOME;
+  const expanded = expandEnv(json, { ...env, MCPMUX_HOME: home });
+  expanded.secrets = expanded.secrets.filter((s) => s !== home);
   // A missing variable expands to "", which the schema may then call empty or malformed: that
   // is the same problem, reported once (as the missing variable).
   const missing = new Set(expanded.issues.map((i) => i.path));
