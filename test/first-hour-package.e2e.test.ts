@@ -109,77 +109,86 @@ function importedPackages(file: string): string[] {
 describe('npm pack gives a package that installs and runs with the network off (issue 19.7)', () => {
   it('pack (prepack builds dist/), install -g into a fresh prefix --offline, then --version and the example config from another folder', async () => {
     const work = tempDir();
-    const npmHome = path.join(work, 'npm-home');
-    mkdirSync(npmHome);
-    const cache = spawnSync('npm', ['config', 'get', 'cache'], { encoding: 'utf8' }).stdout.trim();
-    expect(cache).not.toBe('');
-    // npm with a home of its own: no user .npmrc, no global state; the machine's cache, and no
-    // registry at all (--offline): every dependency must come from the tarball or the cache.
-    const npmEnv = { ...process.env, HOME: npmHome, npm_config_cache: cache, npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false' };
-
-    // Pack a copy of the sources, so this clone's dist/ (which other test files are using)
-    // is left alone while prepack clears and prepare rebuilds the copy's.
-    const src = path.join(work, 'src');
-    mkdirSync(src);
-    for (const f of SOURCES) if (existsSync(path.join(ROOT, f))) cpSync(path.join(ROOT, f), path.join(src, f), { recursive: true });
-    symlinkSync(realpathSync(path.join(ROOT, 'node_modules')), path.join(src, 'node_modules'));
-    mkdirSync(path.join(src, 'dist'));
-    writeFileSync(path.join(src, 'dist', 'stale-from-a-deleted-source.js'), 'throw new Error("stale");\n');
-
-    const pack = await run('npm', ['pack', '--json', '--pack-destination', work], { env: npmEnv, cwd: src, timeoutMs: 240_000 });
-    expect(pack.status, pack.stderr).toBe(0);
-    const [packed] = JSON.parse(pack.stdout) as { filename: string; files: { path: string }[]; bundled: string[] }[];
-    const files = packed!.files.map((f) => f.path);
-    expect(files).toEqual(expect.arrayContaining([
-      'package.json', 'README.md', 'bin/mcpmux.js', 'bin/run-server.js', 'dist/cli/main.js', 'schema/config.schema.json', 'config.example.json', 'systemd/mcpmux.service',
-    ]));
-    // No tests, no TypeScript sources, no build leftovers: only what runs.
-    const own = files.filter((f) => !f.startsWith('node_modules/'));
-    expect(own.filter((f) => /^(test|src|bench|docs|contrib)\//.test(f) || f.endsWith('.map') || f.endsWith('.ts') || f.includes('stale'))).toEqual([]);
-    // The runtime dependencies and the example's servers travel in the tarball (an install
-    // needs no registry); the test tools do not.
-    expect(packed!.bundled).toEqual(expect.arrayContaining([...Object.keys(PKG.dependencies), ...EXAMPLE_SERVERS]));
-    const testTools = ['typescript', 'vitest', 'fast-check', '@modelcontextprotocol/inspector', '@modelcontextprotocol/conformance', '@modelcontextprotocol/client'];
-    expect(packed!.bundled.filter((b) => testTools.includes(b))).toEqual([]);
-
-    const prefix = path.join(work, 'prefix');
-    const tgz = path.join(work, packed!.filename);
-    const install = await run('npm', ['install', '-g', '--prefix', prefix, tgz, '--offline', '--no-audit', '--no-fund'], { env: npmEnv, cwd: work, timeoutMs: 240_000 });
-    expect(install.status, install.stdout + install.stderr).toBe(0);
-    expect(install.stderr).not.toMatch(/EBADENGINE|ERR!/);
-
-    const installed = path.join(prefix, 'lib', 'node_modules', 'mcpmux');
-    const mcpmux = path.join(prefix, 'bin', 'mcpmux');
-    // Built, and nothing in dist/ imports a package that is not a runtime dependency.
-    const dist = jsFiles(path.join(installed, 'dist'));
-    expect(dist.length).toBeGreaterThan(10);
-    const imported = new Set(dist.flatMap(importedPackages));
-    expect([...imported].filter((p) => !(p in PKG.dependencies))).toEqual([]);
-    expect(existsSync(path.join(installed, 'node_modules', 'typescript'))).toBe(false);
-    expect(existsSync(path.join(installed, 'node_modules', 'vitest'))).toBe(false);
-
-    const home = tempDir();
-    const elsewhere = tempDir();
-    const version = await run(mcpmux, ['--version'], { env: desktopEnv(home), cwd: elsewhere });
-    expect(version.stdout.trim()).toBe(PKG.version);
-    expect(version.status).toBe(0);
-
-    const example = path.join(installed, 'config.example.json');
-    const check = await run(mcpmux, ['check', '--config', example, '--probe'], { env: desktopEnv(home), cwd: elsewhere });
-    expect(check.stdout).toMatch(/^ {2}everything: ok, /m);
-    expect(check.stdout).toMatch(/^ {2}fs: ok, /m);
-    expect(check.status, check.stdout + check.stderr).toBe(0);
-
-    // Without an example server (left out with --omit=optional, say), the failure says what to install.
-    rmSync(path.join(installed, 'node_modules', '@modelcontextprotocol', 'server-everything'), { recursive: true });
-    const missing = await run(mcpmux, ['check', '--config', example, '--probe', '--log-level', 'info'], { env: desktopEnv(home), cwd: elsewhere });
-    expect(missing.stdout).toMatch(/everything: FAILED/);
-    expect(missing.stdout).toMatch(/^ {2}fs: ok, /m);
-    expect(missing.stderr).toContain('cannot find the server package @modelcontextprotocol/server-everything');
-    expect(missing.stderr).toContain('npm install -g @modelcontextprotocol/server-everything');
-    expect(missing.status).toBe(1);
+    try {
+      await packInstallAndRun(work);
+    } finally {
+      rmSync(work, { recursive: true, force: true }); // ~60 MB: the copy, the tarball, the prefix
+    }
   }, 420_000);
 });
+
+/** The whole path of a person installing from a clone: pack, install -g into a fresh prefix, run. */
+async function packInstallAndRun(work: string): Promise<void> {
+  const npmHome = path.join(work, 'npm-home');
+  mkdirSync(npmHome);
+  const cache = spawnSync('npm', ['config', 'get', 'cache'], { encoding: 'utf8' }).stdout.trim();
+  expect(cache).not.toBe('');
+  // npm with a home of its own: no user .npmrc, no global state; the machine's cache, and no
+  // registry at all (--offline): what the package needs must come in the tarball.
+  const npmEnv = { ...process.env, HOME: npmHome, npm_config_cache: cache, npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false' };
+
+  // Pack a copy of the sources, so this clone's dist/ (which other test files are using)
+  // is left alone while prepack clears and prepare rebuilds the copy's.
+  const src = path.join(work, 'src');
+  mkdirSync(src);
+  for (const f of SOURCES) if (existsSync(path.join(ROOT, f))) cpSync(path.join(ROOT, f), path.join(src, f), { recursive: true });
+  symlinkSync(realpathSync(path.join(ROOT, 'node_modules')), path.join(src, 'node_modules'));
+  mkdirSync(path.join(src, 'dist'));
+  writeFileSync(path.join(src, 'dist', 'stale-from-a-deleted-source.js'), 'throw new Error("stale");\n');
+
+  const pack = await run('npm', ['pack', '--json', '--pack-destination', work], { env: npmEnv, cwd: src, timeoutMs: 240_000 });
+  expect(pack.status, pack.stderr).toBe(0);
+  const [packed] = JSON.parse(pack.stdout) as { filename: string; files: { path: string }[]; bundled: string[] }[];
+  const files = packed!.files.map((f) => f.path);
+  expect(files).toEqual(expect.arrayContaining([
+    'package.json', 'README.md', 'bin/mcpmux.js', 'bin/run-server.js', 'dist/cli/main.js', 'schema/config.schema.json', 'config.example.json', 'systemd/mcpmux.service',
+  ]));
+  // No tests, no TypeScript sources, no build leftovers: only what runs.
+  const own = files.filter((f) => !f.startsWith('node_modules/'));
+  expect(own.filter((f) => /^(test|src|bench|docs|contrib)\//.test(f) || f.endsWith('.map') || f.endsWith('.ts') || f.includes('stale'))).toEqual([]);
+  // The runtime dependencies and the example's servers travel in the tarball (an install
+  // needs no registry); the test tools do not.
+  expect(packed!.bundled).toEqual(expect.arrayContaining([...Object.keys(PKG.dependencies), ...EXAMPLE_SERVERS]));
+  const testTools = ['typescript', 'vitest', 'fast-check', '@modelcontextprotocol/inspector', '@modelcontextprotocol/conformance', '@modelcontextprotocol/client'];
+  expect(packed!.bundled.filter((b) => testTools.includes(b))).toEqual([]);
+
+  const prefix = path.join(work, 'prefix');
+  const tgz = path.join(work, packed!.filename);
+  const install = await run('npm', ['install', '-g', '--prefix', prefix, tgz, '--offline', '--no-audit', '--no-fund'], { env: npmEnv, cwd: work, timeoutMs: 240_000 });
+  expect(install.status, install.stdout + install.stderr).toBe(0);
+  expect(install.stderr).not.toMatch(/EBADENGINE|ERR!/);
+
+  const installed = path.join(prefix, 'lib', 'node_modules', 'mcpmux');
+  const mcpmux = path.join(prefix, 'bin', 'mcpmux');
+  // Built, and nothing in dist/ imports a package that is not a runtime dependency.
+  const dist = jsFiles(path.join(installed, 'dist'));
+  expect(dist.length).toBeGreaterThan(10);
+  const imported = new Set(dist.flatMap(importedPackages));
+  expect([...imported].filter((p) => !(p in PKG.dependencies))).toEqual([]);
+  expect(existsSync(path.join(installed, 'node_modules', 'typescript'))).toBe(false);
+  expect(existsSync(path.join(installed, 'node_modules', 'vitest'))).toBe(false);
+
+  const home = tempDir();
+  const elsewhere = tempDir();
+  const version = await run(mcpmux, ['--version'], { env: desktopEnv(home), cwd: elsewhere });
+  expect(version.stdout.trim()).toBe(PKG.version);
+  expect(version.status).toBe(0);
+
+  const example = path.join(installed, 'config.example.json');
+  const check = await run(mcpmux, ['check', '--config', example, '--probe'], { env: desktopEnv(home), cwd: elsewhere });
+  expect(check.stdout).toMatch(/^ {2}everything: ok, /m);
+  expect(check.stdout).toMatch(/^ {2}fs: ok, /m);
+  expect(check.status, check.stdout + check.stderr).toBe(0);
+
+  // Without an example server (left out with --omit=optional, say), the failure says what to install.
+  rmSync(path.join(installed, 'node_modules', '@modelcontextprotocol', 'server-everything'), { recursive: true });
+  const missing = await run(mcpmux, ['check', '--config', example, '--probe', '--log-level', 'info'], { env: desktopEnv(home), cwd: elsewhere });
+  expect(missing.stdout).toMatch(/everything: FAILED/);
+  expect(missing.stdout).toMatch(/^ {2}fs: ok, /m);
+  expect(missing.stderr).toContain('cannot find the server package @modelcontextprotocol/server-everything');
+  expect(missing.stderr).toContain('npm install -g @modelcontextprotocol/server-everything');
+  expect(missing.status).toBe(1);
+}
 
 // ---- Ctrl-C ---------------------------------------------------------------------------------------
 
