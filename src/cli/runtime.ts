@@ -256,23 +256,36 @@ export async function startedRouter(config: Config, opts: GlobalOptions): Promis
 }
 
 /**
+ * How close together two signals are taken as one. Ctrl-C under `npm start` delivers SIGINT
+ * twice within milliseconds (the terminal sends it to the whole foreground group, and npm
+ * relays its own copy to its child); a person pressing Ctrl-C again to cut a slow drain short
+ * does so well after a second.
+ */
+export const SIGNAL_REPEAT_MS = 1000;
+
+/**
  * Makes `stop` run at most once, whoever calls it first: SIGTERM or SIGINT (after which the
  * process exits), or the caller (stdio when the host closes stdin). A second signal while
- * stopping exits at once; the first signal during a stop the caller began (a host that closed
- * stdin, then signals mcpmux as the SDK's client does) waits for that drain and exits 0.
+ * stopping exits at once, unless it came within SIGNAL_REPEAT_MS of the first (the same Ctrl-C
+ * delivered twice); the first signal during a stop the caller began (a host that closed stdin,
+ * then signals mcpmux as the SDK's client does) waits for that drain and exits 0.
  * Returns the once-only `stop`.
  */
 export function onShutdownSignals(log: Logger, stop: (why: string) => Promise<void>): (why: string) => Promise<void> {
   let stopped: Promise<void> | undefined;
-  let signalled = false;
+  let firstSignalAt: number | undefined;
   const once = (why: string): Promise<void> => (stopped ??= stop(why));
   const handler = (signal: NodeJS.Signals): void => {
-    if (signalled) {
+    if (firstSignalAt !== undefined) {
+      if (performance.now() - firstSignalAt < SIGNAL_REPEAT_MS) {
+        log.debug({ signal }, 'the same signal again (the terminal and npm both send it); still draining');
+        return;
+      }
       log.warn({ signal }, 'second signal; exiting now');
       void flushLogs(log, 200).finally(() => process.exit(1));
       return;
     }
-    signalled = true;
+    firstSignalAt = performance.now();
     log.info({ signal, ...(stopped && { draining: true }) }, 'shutting down');
     // A drain that fails (a child that would not stop, an audit log that could not be written
     // out) exits 1, so a supervisor knows the stop was not clean.

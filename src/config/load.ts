@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Ajv, type ErrorObject } from 'ajv';
 import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
 import { isObject } from '../objects.js';
@@ -33,6 +34,13 @@ import {
 
 /** Where the published schema lives; src/config and dist/config are both two levels down. */
 export const SCHEMA_URL = new URL('../../schema/config.schema.json', import.meta.url);
+
+/**
+ * `${MCPMUX_HOME}`: the mcpmux package's own folder (the clone, or where npm installed it), so a
+ * config can name files that come with mcpmux, like the example's servers, from any folder.
+ * Available in every config; a value in the environment wins. A path, not a secret.
+ */
+export const MCPMUX_HOME = fileURLToPath(new URL('../..', import.meta.url)).replace(/[\\/]$/, '');
 
 const schema = JSON.parse(readFileSync(SCHEMA_URL, 'utf8')) as object;
 // verbose: errors carry the offending value, so type errors can say what they got, and the schema
@@ -100,7 +108,8 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv):
   // `"secrets"` holds variable names, not values: it is not expanded (a `${X}` in it is refused
   // by the schema as a name).
   const named = isObject(json) ? json.secrets : undefined;
-  const expanded = expandEnv(isObject(json) ? { ...json, secrets: undefined } : json, env);
+  // `${MCPMUX_HOME}`: mcpmux's own folder, unless the environment says otherwise (a path, not a secret).
+  const expanded = expandEnv(isObject(json) ? { ...json, secrets: undefined } : json, { ...env, MCPMUX_HOME: env.MCPMUX_HOME ?? MCPMUX_HOME });
   if (isObject(expanded.value)) {
     if (named === undefined) delete expanded.value.secrets;
     else expanded.value.secrets = named;
