@@ -118,8 +118,6 @@ export class RequestEvent {
   rounds = 1;
   /** On a retry's own record: the record of the call it continues (see continueCall). */
   roundOf: RequestEvent | undefined = undefined;
-  /** On a call's record: answered `input_required`, the call waits for the host's retry (not ended yet). */
-  waiting = false;
 
   constructor(
     readonly direction: 'host-to-server' | 'server-to-host',
@@ -171,7 +169,7 @@ function started(ev: RequestEvent): RequestEvent {
  * a round of it (`roundOf`), which metrics and audit do not count as a call of its own.
  */
 export function endRequest(ev: RequestEvent, response: JsonRpcResponse | undefined, bytesOut: number): void {
-  if (ev.waiting) {
+  if (waiting.has(ev)) {
     // Answered input_required: the call goes on, and so does its record.
     ev.bytesOut += bytesOut;
     return;
@@ -180,7 +178,7 @@ export function endRequest(ev: RequestEvent, response: JsonRpcResponse | undefin
   const call = ev.roundOf;
   if (!call) return;
   call.bytesIn += ev.bytesIn;
-  if (call.waiting) call.bytesOut += bytesOut;
+  if (waiting.has(call)) call.bytesOut += bytesOut;
   else finish(call, response, bytesOut);
 }
 
@@ -199,9 +197,12 @@ function finish(ev: RequestEvent, response: JsonRpcResponse | undefined, bytesOu
   if (requestEnd.hasSubscribers) requestEnd.publish(ev);
 }
 
+/** Records of calls answered input_required that wait for the host's retry (not ended yet). */
+const waiting = new WeakSet<RequestEvent>();
+
 /** `record`'s call was answered input_required and waits for the host's retry: its record stays open. */
 export function awaitRetry(record: RequestEvent): void {
-  record.waiting = true;
+  waiting.add(record);
 }
 
 /** `retry` resumes the call whose record is `record`: it is a round of that call, not a call of its own. */
@@ -211,13 +212,12 @@ export function continueCall(retry: RequestEvent, record: RequestEvent): void {
   retry.name = record.name;
   retry.upstreamName = record.upstreamName;
   record.rounds++;
-  record.waiting = false;
+  waiting.delete(record);
 }
 
 /** A call given up while it waited for the host's retry (the host never came back, or went): its record ends so. */
 export function endWaiting(record: RequestEvent, outcome: 'cancelled' | 'timeout'): void {
-  if (!record.waiting) return;
-  record.waiting = false;
+  if (!waiting.delete(record)) return;
   finish(record, undefined, 0, outcome);
 }
 
