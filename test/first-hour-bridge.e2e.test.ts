@@ -287,3 +287,26 @@ describe('calls nobody came back for, and upstream requests nobody could take', 
     expect(out).toContain('"none" is the name of no host session');
   }, 30_000);
 });
+
+describe('a 2026-07-28 upstream\'s own input_required, passed through', () => {
+  it('is counted once too: the host cannot tell it from the bridge, and neither can the counts', async () => {
+    const audit = tempFile('audit.jsonl');
+    const modern: ServerEntry = { command: process.execPath, args: [path.join(ROOT, 'test/fixtures/modern-upstream.mjs'), 'stdio', '{}'] };
+    const d = await startDaemon({ mcpServers: { mo: modern }, audit: { path: audit } });
+    const c = new Client({ name: 'modern-host', version: '0' }, { versionNegotiation: { mode: { pin: MODERN } }, capabilities: { elicitation: { form: {} } } });
+    c.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { name: 'Ada' } }));
+    await c.connect(new StreamableHTTPClientTransport(new URL(d.url)));
+    try {
+      expect((await c.callTool({ name: 'mo__greet', arguments: { greeting: 'Hi' } })).content).toEqual([{ type: 'text', text: 'Hi, Ada!' }]);
+    } finally {
+      await c.close();
+    }
+    const line = await waitFor(() => calls(audit).find((l) => l.name === 'mo__greet'), { what: 'the greet call\'s audit line' });
+    expect(line).toMatchObject({ outcome: 'ok', rounds: 2 });
+    expect(calls(audit).filter((l) => l.name === 'mo__greet')).toHaveLength(1);
+    const { samples } = await scrape(`${d.base}/metrics`);
+    expect(total(samples, 'mcpmux_requests_total', { method: 'tools/call', server: 'mo' })).toBe(1);
+    // mcpmux as the upstream's client made two requests, and says so.
+    expect(total(samples, 'mcpmux_upstream_request_duration_seconds_count', { method: 'tools/call', server: 'mo' })).toBe(2);
+  }, 60_000);
+});
