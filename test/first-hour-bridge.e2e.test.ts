@@ -12,7 +12,6 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
 import {
-  awaitJsonLine,
   closeAll,
   exitWithin,
   fixture,
