@@ -157,6 +157,8 @@ describe('events (node:diagnostics_channel)', () => {
       durationMs: expect.any(Number),
       bytesIn: expect.any(Number),
       bytesOut: expect.any(Number),
+      rounds: 1,
+      roundOf: undefined,
       t0: expect.any(Number),
     });
     expect(ends[1].bytesIn).toBeGreaterThan(50);
@@ -337,6 +339,8 @@ describe('events (node:diagnostics_channel)', () => {
       durationMs: expect.any(Number),
       bytesIn: 0,
       bytesOut: 0,
+      rounds: 1,
+      roundOf: undefined,
       t0: expect.any(Number),
     });
     expect(asked).toBeDefined();

@@ -19,6 +19,7 @@ import { nearest } from './suggest.js';
 import { selfReferenceIssues } from './self-reference.js';
 import {
   ANONYMOUS_CLIENT,
+  NO_CLIENT,
   ConfigError,
   DEFAULTS,
   type ClientToken,
@@ -310,8 +311,9 @@ function build(
     const first = tokenOwners.get(token);
     if (first !== undefined) issue(`${at}/tokenEnv`, `same token value as ${first}`);
     else tokenOwners.set(token, `${at}/tokenEnv`);
-    if (t.client === ANONYMOUS_CLIENT) {
-      issue(`${at}/client`, `"${ANONYMOUS_CLIENT}" is the name of sessions without a token; give this client another name`);
+    if (t.client === ANONYMOUS_CLIENT || t.client === NO_CLIENT) {
+      const what = t.client === ANONYMOUS_CLIENT ? 'sessions without a token' : 'no host session (an upstream request nobody could take)';
+      issue(`${at}/client`, `"${t.client}" is the name of ${what}; give this client another name`);
       return;
     }
     tokens.push({ client: t.client, tokenEnv: t.tokenEnv, token, admin: t.admin === true });

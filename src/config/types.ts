@@ -3,6 +3,11 @@
 
 /** The client name of sessions that presented no token (stdio, and HTTP without `listen.auth`). */
 export const ANONYMOUS_CLIENT = 'anonymous';
+/**
+ * The client of an upstream's own request (sampling, elicitation, roots) that no host session
+ * could take, as metrics and the audit log name it. Not a name a token may have.
+ */
+export const NO_CLIENT = 'none';
 
 export type TransportKind = 'stdio' | 'http' | 'sse' | 'ws';
 export type Sharing = 'shared' | 'session';

@@ -10,7 +10,7 @@
 
 import dc from 'node:diagnostics_channel';
 import { pino, type Logger as Pino } from 'pino';
-import { ANONYMOUS_CLIENT } from '../config/types.js';
+import { ANONYMOUS_CLIENT, NO_CLIENT } from '../config/types.js';
 import { restoreBigNumbers } from '../jsonrpc/big-numbers.js';
 import { materialise } from '../jsonrpc/opaque.js';
 import { AuditFile } from './audit-file.js';
@@ -85,11 +85,13 @@ export class AuditLog {
   }
 
   private record(ev: RequestEvent): void {
+    // A retry of a call mcpmux answered input_required: the call gets one line, when it ends.
+    if (ev.roundOf) return;
     try {
       this.out.info({
         time: this.iso(ev.startTime),
         direction: ev.direction,
-        client: ev.client,
+        client: ev.client ?? NO_CLIENT,
         session: ev.sessionId,
         transport: ev.transport,
         method: ev.method,
@@ -101,6 +103,8 @@ export class AuditLog {
         code: ev.code,
         retryAfterMs: ev.retryAfterMs,
         durationMs: Math.round(ev.durationMs * 1000) / 1000,
+        // A call that took several requests (input_required, then the host's retries).
+        ...(ev.rounds > 1 && { rounds: ev.rounds }),
         ...(ev.direction === 'host-to-server' && { bytesIn: ev.bytesIn, bytesOut: ev.bytesOut }),
         arguments: this.argumentsOf(ev),
       });

@@ -109,8 +109,15 @@ export class RequestEvent {
   /** For `limited`: when the caller may try again. */
   retryAfterMs: number | undefined = undefined;
   durationMs = 0;
-  /** Host requests only: the answer's size on the host connection. */
+  /** Host requests only: the answer's size on the host connection (a call's record: every round's). */
   bytesOut = 0;
+  /**
+   * A 2026-07-28 call that took several requests (mcpmux answered `input_required` and the host
+   * retried): on the call's record (its first request's), how many requests it has taken.
+   */
+  rounds = 1;
+  /** On a retry's own record: the record of the call it continues (see continueCall). */
+  roundOf: RequestEvent | undefined = undefined;
 
   constructor(
     readonly direction: 'host-to-server' | 'server-to-host',
@@ -125,8 +132,8 @@ export class RequestEvent {
     readonly params: Record<string, unknown> | undefined,
     /** The upstream server (config name) it went to or came from, when exactly one. */
     public server: string | undefined,
-    /** Host requests only: the request's size on the host connection. */
-    readonly bytesIn: number,
+    /** Host requests only: the request's size on the host connection (a call's record: every round's). */
+    public bytesIn: number,
   ) {
     this.sessionId = session?.id;
     this.client = session?.client;
@@ -155,12 +162,32 @@ function started(ev: RequestEvent): RequestEvent {
  * Ends the request with the answer that was written (none: it was cancelled), and its size.
  * An error's code names the outcome; a result is ok unless it is a tool error (`isError`);
  * an outcome set earlier (`limited`) stands.
+ *
+ * A call that takes several requests (continueCall) is one call: its record (the first
+ * request's) stays open while it waits for the host's retry, and ends with the answer of the
+ * request that ends the call, its duration from the first arrival; each retry is published as
+ * a round of it (`roundOf`), which metrics and audit do not count as a call of its own.
  */
 export function endRequest(ev: RequestEvent, response: JsonRpcResponse | undefined, bytesOut: number): void {
+  if (waiting.has(ev)) {
+    // Answered input_required: the call goes on, and so does its record.
+    ev.bytesOut += bytesOut;
+    return;
+  }
+  finish(ev, response, bytesOut);
+  const call = ev.roundOf;
+  if (!call) return;
+  call.bytesIn += ev.bytesIn;
+  if (waiting.has(call)) call.bytesOut += bytesOut;
+  else finish(call, response, bytesOut);
+}
+
+/** `unanswered`: the outcome when no answer was written (default `cancelled`). */
+function finish(ev: RequestEvent, response: JsonRpcResponse | undefined, bytesOut: number, unanswered: Outcome = 'cancelled'): void {
   ev.durationMs = performance.now() - ev.t0;
-  ev.bytesOut = bytesOut;
+  ev.bytesOut += bytesOut;
   if (response === undefined) {
-    ev.outcome = 'cancelled';
+    ev.outcome = unanswered;
   } else if ('error' in response) {
     ev.code = response.error.code;
     ev.outcome ??= outcomeOfCode(response.error.code);
@@ -168,6 +195,30 @@ export function endRequest(ev: RequestEvent, response: JsonRpcResponse | undefin
     ev.outcome ??= response.result.isError === true ? 'error' : 'ok';
   }
   if (requestEnd.hasSubscribers) requestEnd.publish(ev);
+}
+
+/** Records of calls answered input_required that wait for the host's retry (not ended yet). */
+const waiting = new WeakSet<RequestEvent>();
+
+/** `record`'s call was answered input_required and waits for the host's retry: its record stays open. */
+export function awaitRetry(record: RequestEvent): void {
+  waiting.add(record);
+}
+
+/** `retry` resumes the call whose record is `record`: it is a round of that call, not a call of its own. */
+export function continueCall(retry: RequestEvent, record: RequestEvent): void {
+  retry.roundOf = record;
+  retry.server = record.server;
+  retry.name = record.name;
+  retry.upstreamName = record.upstreamName;
+  record.rounds++;
+  waiting.delete(record);
+}
+
+/** A call given up while it waited for the host's retry (the host never came back, or went): its record ends so. */
+export function endWaiting(record: RequestEvent, outcome: 'cancelled' | 'timeout'): void {
+  if (!waiting.delete(record)) return;
+  finish(record, undefined, 0, outcome);
 }
 
 export function outcomeOfCode(code: number): Outcome {

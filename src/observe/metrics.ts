@@ -1,11 +1,13 @@
 // Prometheus metrics (prom-client), fed only by the events on the bus (events.ts): nothing on
 // the data path calls this file. Label values are bounded: methods outside MCP's own become
-// "other", clients are the configured token names (and `anonymous`), servers are config names,
+// "other", clients are the configured token names (and `anonymous`; `none` for an upstream's
+// own request no host session could take), servers are config names,
 // and tool names appear only with `metrics.toolLabel`, capped. No session id, argument or
 // URI ever becomes a label. The metric table is in the README.
 
 import dc from 'node:diagnostics_channel';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { NO_CLIENT } from '../config/types.js';
 import { MODERN_METHODS } from '../protocol/modern.js';
 import {
   CHANNEL,
@@ -226,11 +228,14 @@ export class Metrics {
 
   private requestEnded(ev: RequestEvent): void {
     this.inFlight.dec();
+    // A retry of a call mcpmux answered input_required is a round of that call, which is
+    // counted once, when it ends, on its own record (events.ts: endRequest).
+    if (ev.roundOf) return;
     const m = method(ev.method);
     const server = ev.server ?? '';
     const outcome = ev.outcome ?? 'error';
     const tool = this.opts.toolLabel ? this.toolOf(ev) : undefined;
-    this.requests.at(m, server, outcome, ev.client ?? '', tool).value++;
+    this.requests.at(m, server, outcome, ev.client ?? NO_CLIENT, tool).value++;
     this.duration.observe(ev.durationMs / 1000, m, server, outcome, tool);
     if (ev.direction === 'host-to-server') {
       this.bytes.at(m, server, 'in').value += ev.bytesIn;

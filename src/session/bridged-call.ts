@@ -3,11 +3,17 @@
 // modern host can only be asked through an `input_required` answer and its retry. A
 // BridgedCall holds both ends: the upstream call still in flight, and the questions it is
 // waiting on, until the host's retry brings the answers.
+//
+// Between rounds the call runs on upstream, but the host request it served has been answered:
+// the call's progress and log messages go with the host request waiting on it now (the one
+// that started it, then each retry that resumes it: the retry's id, its progressToken, its
+// log level, its stream), and go nowhere while it waits for the next retry.
 
 import type { CancelSignal } from '../jsonrpc/cancel.js';
-import { ErrorCode, RpcError } from '../jsonrpc/message.js';
+import { ErrorCode, RpcError, type JsonRpcId } from '../jsonrpc/message.js';
 import type { Result } from '../jsonrpc/endpoint.js';
-import type { Params } from '../protocol/mcp.js';
+import { endWaiting, type RequestEvent } from '../observe/events.js';
+import { logLevelRank, type LogLevel, type Params } from '../protocol/mcp.js';
 
 export interface Ask {
   key: string;
@@ -19,6 +25,18 @@ export interface Ask {
 
 export type Step = { done: true; result: Result } | { done: false; asks: Ask[] };
 
+/** A host request waiting on a call: where the call's progress and log messages go. */
+export interface Waiter {
+  /** The host's id for it. */
+  id: JsonRpcId;
+  /** Its `_meta.progressToken`; none: it wants no progress. */
+  progressToken: string | number | undefined;
+  /** Its `_meta` log level; none: it wants no log messages. */
+  logLevel: LogLevel | undefined;
+  /** Sends a notification tied to it (on its connection; over HTTP, on its own response). */
+  send(method: string, params: Params, related: JsonRpcId): void;
+}
+
 export class BridgedCall {
   /** Questions asked and not yet put to the host (they go out with the next input_required). */
   private fresh: Ask[] = [];
@@ -27,6 +45,10 @@ export class BridgedCall {
   private wake: (() => void) | undefined;
   private seq = 0;
   private settled: { result: Result } | { error: unknown } | undefined;
+  /** The host request waiting on the call now; none while it waits for the host's retry. */
+  private waiter: Waiter | undefined;
+  /** The call's record for observers (events.ts), when someone observes: one record for all its rounds. */
+  record: RequestEvent | undefined;
 
   /** `cancel`: ends the upstream call (the host gave up on it). */
   constructor(
@@ -49,6 +71,30 @@ export class BridgedCall {
 
   get finished(): boolean {
     return this.settled !== undefined;
+  }
+
+  /** `w` waits on the call now (it started it, or resumes it); returns the release for when it is answered. */
+  attach(w: Waiter): () => void {
+    this.waiter = w;
+    return () => {
+      if (this.waiter === w) this.waiter = undefined;
+    };
+  }
+
+  /**
+   * A progress or log notification of the upstream call, to the host request waiting on it now:
+   * progress under that request's own token (it asked for none: none), a log message from the
+   * level it asked for. With no request waiting (between rounds) it has nowhere to go: the
+   * request it came with was answered, and a host drops what relates to a finished request.
+   */
+  relay(method: string, params: Params): void {
+    const w = this.waiter;
+    if (!w) return;
+    if (method === 'notifications/progress') {
+      if (w.progressToken !== undefined) w.send(method, { ...params, progressToken: w.progressToken }, w.id);
+    } else if (method === 'notifications/message') {
+      if (w.logLevel !== undefined && logLevelRank(params.level) >= logLevelRank(w.logLevel)) w.send(method, params, w.id);
+    }
   }
 
   /** The upstream asks: answered when the host's retry brings the answer; `signal`: the upstream gave up asking. */
@@ -101,12 +147,15 @@ export class BridgedCall {
   /**
    * Nobody will answer (the host never came back, or went): every question fails upstream, and
    * the call itself is given up (cancelled upstream), so it cannot ask again into the void.
+   * `outcome`: how its record ends (`timeout`: the host did not come back in time).
    */
-  abandon(why: string): void {
+  abandon(why: string, outcome: 'cancelled' | 'timeout' = 'cancelled'): void {
     this.reject([...this.open.values(), ...this.fresh], why);
     this.open.clear();
     this.fresh = [];
     if (!this.settled) this.cancel(why);
+    // Its record ends here if it was waiting for a retry that will not come.
+    if (this.record) endWaiting(this.record, outcome);
   }
 
   private reject(asks: Ask[], why: string): void {

@@ -9,11 +9,11 @@ import { Canceller, NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcRequest } from '../jsonrpc/message.js';
 import { materialise } from '../jsonrpc/opaque.js';
-import type { RequestEvent } from '../observe/events.js';
-import { logLevelRank, McpError, type LogLevel, type Params } from '../protocol/mcp.js';
+import { awaitRetry, continueCall, type RequestEvent } from '../observe/events.js';
+import { logLevelRank, McpError, progressTokenOf, type LogLevel, type Params } from '../protocol/mcp.js';
 import { META, MODERN_METHODS, MODERN_VERSIONS, modernResult, readEnvelope, stripEnvelope } from '../protocol/modern.js';
 import type { Router, SessionPort } from '../router/router.js';
-import { BridgedCall } from './bridged-call.js';
+import { BridgedCall, type Waiter } from './bridged-call.js';
 import type { ParkedCalls } from './parked.js';
 
 /**
@@ -67,11 +67,19 @@ export class ModernHost {
    * `related`: the host request the upstream call serves, when known.
    */
   ask(method: string, params: Params | undefined, related: JsonRpcId | undefined, signal?: CancelSignal): Promise<Result> {
-    const call = (related !== undefined ? this.calls.get(related) : undefined) ?? (this.calls.size === 1 ? this.calls.values().next().value : undefined);
+    const call = this.callOf(related);
     if (!call || call.finished) {
       return Promise.reject(new RpcError(ErrorCode.MethodNotFound, `Cannot tell which call of this 2026-07-28 host ${method} belongs to; it can only be asked during one`));
     }
     return call.ask(method, params ?? {}, signal);
+  }
+
+  /**
+   * The call an upstream's message belongs to: the one its host request started, or, when the
+   * upstream did not say (a stdio server's log message, its questions), the only call in flight.
+   */
+  private callOf(related: JsonRpcId | undefined): BridgedCall | undefined {
+    return (related !== undefined ? this.calls.get(related) : undefined) ?? (this.calls.size === 1 ? this.calls.values().next().value : undefined);
   }
 
   /** The host is gone for good (stdio): nobody will retry, so every question fails upstream. */
@@ -128,9 +136,18 @@ export class ModernHost {
     const client = this.session.client;
     // Every requestState a host holds is one of mcpmux's tokens: a retry must bring a good one.
     const parked = params.requestState === undefined ? undefined : this.parked.redeem(String(params.requestState), client, req.method, target);
+    // A retry is a round of the call it resumes: observers see one call (events.ts).
+    const prior = parked && ('call' in parked ? parked.call.record : parked.record);
+    if (event && prior) continueCall(event, prior);
+    const record = event && (prior ?? event);
+    // This request is the one the call's progress and log messages go with now (not the first's).
+    const waiter: Waiter = { id: req.id, progressToken: progressTokenOf(params), logLevel: this.logLevels.get(req.id), send: this.send };
     let call: BridgedCall;
+    let release: () => void;
     if (parked && 'call' in parked) {
       call = parked.call;
+      // Before the answers go up: what the upstream says next already finds this request.
+      release = call.attach(waiter);
       call.answer((params.inputResponses as Params | undefined) ?? {});
     } else {
       // A 2026-07-28 server's own input round: its state goes back to it (or none, if it gave none).
@@ -141,6 +158,8 @@ export class ModernHost {
       // Its own canceller: the upstream call outlives this request when it is parked.
       const ctl = new Canceller();
       const started = new BridgedCall(this.router.handle(this.session, req, ctl, event), (why) => ctl.cancel(why));
+      started.record = record;
+      release = started.attach(waiter);
       this.calls.set(req.id, started);
       const done = (): void => {
         // The host may have reused the id for a later call (this one was answered, parked).
@@ -150,24 +169,31 @@ export class ModernHost {
       started.outcome.then(done, done);
       call = started;
     }
-    // The host giving up on this request gives up the call (a new call's canceller, or a resumed one's).
-    signal.onCancel(() => call.cancel(signal.reason ?? 'cancelled by the host'));
-    const step = await call.next();
-    if (step.done) {
-      const result = step.result;
-      if (result.resultType !== 'input_required') return result;
-      // A modern server needs input: the host answers it directly, but holds mcpmux's token.
-      const upstreamState = typeof result.requestState === 'string' ? result.requestState : undefined;
-      return { ...result, requestState: this.parked.park({ upstreamState }, client, req.method, target) };
+    try {
+      // The host giving up on this request gives up the call (a new call's canceller, or a resumed one's).
+      signal.onCancel(() => call.cancel(signal.reason ?? 'cancelled by the host'));
+      const step = await call.next();
+      if (step.done) {
+        const result = step.result;
+        if (result.resultType !== 'input_required') return result;
+        // A modern server needs input: the host answers it directly, but holds mcpmux's token.
+        const upstreamState = typeof result.requestState === 'string' ? result.requestState : undefined;
+        if (record) awaitRetry(record);
+        return { ...result, requestState: this.parked.park({ upstreamState, record }, client, req.method, target) };
+      }
+      if (record) awaitRetry(record);
+      const requestState = this.parked.park({ call }, client, req.method, target);
+      return {
+        resultType: 'input_required',
+        // Each ask's params (an upstream's sampling or elicitation request, which may keep long
+        // values raw: opaque.ts) are nested in this answer, whose encoder only knows its own.
+        inputRequests: Object.fromEntries(step.asks.map((a) => [a.key, { method: a.method, params: materialised(a.params) }])),
+        requestState,
+      };
+    } finally {
+      // Answered (or failed): until the next retry, nothing the upstream says has a request to go with.
+      release();
     }
-    const requestState = this.parked.park({ call }, client, req.method, target);
-    return {
-      resultType: 'input_required',
-      // Each ask's params (an upstream's sampling or elicitation request, which may keep long
-      // values raw: opaque.ts) are nested in this answer, whose encoder only knows its own.
-      inputRequests: Object.fromEntries(step.asks.map((a) => [a.key, { method: a.method, params: materialised(a.params) }])),
-      requestState,
-    };
   }
 
   /** A notice from the router: what a listen stream asked for, or a message tied to a request. */
@@ -186,9 +212,15 @@ export class ModernHost {
         return;
       }
       case 'notifications/progress':
-        if (related !== undefined) this.send(method, params ?? {}, related);
-        return;
       case 'notifications/message': {
+        // A call's messages go with the host request waiting on it now: its retry, once resumed.
+        // (A message that names another request of this host is that request's, not a call's.)
+        const call = related !== undefined ? this.calls.get(related) : method === 'notifications/message' ? this.callOf(undefined) : undefined;
+        if (call) return call.relay(method, params ?? {});
+        if (method === 'notifications/progress') {
+          if (related !== undefined) this.send(method, params ?? {}, related);
+          return;
+        }
         // Only for a request that asked for log messages, and from its level up.
         const wanted = related === undefined ? undefined : this.logLevels.get(related);
         if (wanted !== undefined && logLevelRank(params?.level) >= logLevelRank(wanted)) this.send(method, params ?? {}, related!);

@@ -9,6 +9,7 @@
 
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ErrorCode, RpcError } from '../jsonrpc/message.js';
+import { endWaiting, type RequestEvent } from '../observe/events.js';
 import type { BridgedCall } from './bridged-call.js';
 
 const PREFIX = 'mcpmux1.';
@@ -24,9 +25,10 @@ const MAX_PARKED_PER_CLIENT = 64;
 /**
  * What a token stands for: a call of mcpmux's own waiting for answers (a legacy server asked),
  * or a 2026-07-28 server's own requestState, kept here so that the host holds only mcpmux's
- * token: bound to the client and the call like any of ours, and used once.
+ * token: bound to the client and the call like any of ours, and used once. `record`: the
+ * call's record for observers, kept open across its rounds (a BridgedCall holds its own).
  */
-export type Parked = { call: BridgedCall } | { upstreamState: string | undefined };
+export type Parked = { call: BridgedCall } | { upstreamState: string | undefined; record?: RequestEvent };
 
 interface Entry {
   parked: Parked;
@@ -63,7 +65,7 @@ export class ParkedCalls {
     }
     const id = randomBytes(16).toString('base64url');
     const digest = targetDigest(method, target);
-    const timer = setTimeout(() => this.drop(id, 'the host did not come back with the input in time'), this.ttlMs);
+    const timer = setTimeout(() => this.drop(id, 'the host did not come back with the input in time', 'timeout'), this.ttlMs);
     timer.unref();
     this.entries.set(id, { parked, client, timer });
     // Looked up after the drops above: one may have emptied (and removed) this client's set.
@@ -98,9 +100,11 @@ export class ParkedCalls {
     return entry.parked;
   }
 
-  private drop(id: string, why: string): void {
-    const entry = this.take(id);
-    if (entry && 'call' in entry.parked) entry.parked.call.abandon(why);
+  private drop(id: string, why: string, outcome: 'cancelled' | 'timeout' = 'cancelled'): void {
+    const parked = this.take(id)?.parked;
+    if (!parked) return;
+    if ('call' in parked) parked.call.abandon(why, outcome);
+    else if (parked.record) endWaiting(parked.record, outcome);
   }
 
   /** The entry out of every index, its timer stopped. */
