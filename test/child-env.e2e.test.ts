@@ -3,7 +3,7 @@
 
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { childEnv } from '../src/upstream/child-env.js';
+import { childEnv, withOwnNode } from '../src/upstream/child-env.js';
 import { closeAll, ROOT, startRawMux, writeConfig } from './helpers/harness.js';
 
 afterEach(closeAll);
@@ -60,5 +60,25 @@ describe('childEnv', () => {
 
   it('lets the server\'s own env win over what it inherits', () => {
     expect(childEnv({ PATH: '/bin', HOME: '/h' }, { PATH: '/opt/bin' }, false, 'linux')).toEqual({ PATH: '/opt/bin', HOME: '/h' });
+  });
+});
+
+describe("the Node that runs mcpmux is findable by its upstreams (a desktop's bare PATH)", () => {
+  it('a "command": "node" server starts though mcpmux runs with a PATH that has no node on it', async () => {
+    const config = await writeConfig({ mcpServers: { bare: { command: 'node', args: [BAD, '{}'] } } });
+    // What a desktop host gives mcpmux when node lives outside its PATH (nvm, Homebrew, a tarball).
+    const peer = startRawMux(config, { env: { PATH: '/nonexistent-bin' } });
+    await peer.initialize();
+    const env = JSON.parse((await peer.request('tools/call', { name: 'bare__misbehave', arguments: { mode: 'env' } })).result.content[0].text) as Record<string, string>;
+    expect(env.PATH).toBe(`/nonexistent-bin:${path.dirname(process.execPath)}`);
+  });
+
+  it('appends, never prepends, and leaves a PATH the server sets itself alone', () => {
+    expect(withOwnNode({ PATH: '/usr/bin:/bin' }, {}, '/opt/node/bin', 'linux')).toEqual({ PATH: '/usr/bin:/bin:/opt/node/bin' });
+    expect(withOwnNode({ PATH: '/opt/node/bin:/bin' }, {}, '/opt/node/bin', 'linux')).toEqual({ PATH: '/opt/node/bin:/bin' });
+    expect(withOwnNode({ PATH: '/mine' }, { PATH: '/mine' }, '/opt/node/bin', 'linux')).toEqual({ PATH: '/mine' });
+    expect(withOwnNode({}, {}, '/opt/node/bin', 'linux')).toEqual({ PATH: '/opt/node/bin' });
+    expect(withOwnNode({ Path: 'C:\\Windows' }, {}, 'C:\\Node', 'win32')).toEqual({ Path: 'C:\\Windows;C:\\Node' });
+    expect(withOwnNode({ Path: 'C:\\node;C:\\Windows' }, {}, 'C:\\Node', 'win32')).toEqual({ Path: 'C:\\node;C:\\Windows' });
   });
 });

@@ -761,10 +761,10 @@ describe('config.schema.json', () => {
 describe('secrecy: which ${VAR} values are secrets (issue 19)', () => {
   it('a name that says secret, or one listed in "secrets"; not a folder, a mode or PATH', () => {
     const none = new Set<string>();
-    for (const name of ['GITHUB_TOKEN', 'OPENAI_API_KEY', 'apikey', 'CLIENT_SECRET', 'DB_PASSWORD', 'FTP_PASSWD', 'SSH_PASSPHRASE', 'SLACK_AUTH', 'GOOGLE_APPLICATION_CREDENTIALS', 'SESSION_COOKIE', 'GITHUB_PAT', 'PRIVATE_PEM']) {
+    for (const name of ['GITHUB_TOKEN', 'OPENAI_API_KEY', 'apikey', 'CLIENT_SECRET', 'DB_PASSWORD', 'FTP_PASSWD', 'SSH_PASSPHRASE', 'SLACK_AUTH', 'GOOGLE_APPLICATION_CREDENTIALS', 'SESSION_COOKIE', 'GITHUB_PAT', 'PRIVATE_PEM', 'MYSQL_PWD', 'DB_PASS', 'redis-pw']) {
       expect(secretVariable(name, none), name).toBe(true);
     }
-    for (const name of ['HOME_DIR', 'MODE', 'PATH', 'PWD', 'NOTES_DIR', 'PORT', 'PASSTHROUGH', 'DATABASE_URL']) expect(secretVariable(name, none), name).toBe(false);
+    for (const name of ['HOME_DIR', 'MODE', 'PATH', 'PWD', 'NOTES_DIR', 'PORT', 'PASSTHROUGH', 'DATABASE_URL', 'OLDPWD', 'COMPASS', 'PATHS']) expect(secretVariable(name, none), name).toBe(false);
     expect(secretVariable('DATABASE_URL', new Set(['DATABASE_URL']))).toBe(true);
   });
 
@@ -788,6 +788,28 @@ describe('secrecy: which ${VAR} values are secrets (issue 19)', () => {
     );
     // Folders, words and env values under ordinary names are not.
     for (const word of ['/home/me/notes', 'stdio', 'as-written']) expect(c.secrets).not.toContain(word);
+  });
+
+  it('one name rule for variables, env keys and flags: a password under a short name is hidden in the spawn line too', async () => {
+    const c = await load({ mcpServers: { s: { command: 'mysql', args: ['--user', 'me', '-p', '${MYSQL_PWD}', '--pw=literal-pw'], env: { DB_PASS: 'env-pass' } } } }, { MYSQL_PWD: 'hunter22' });
+    expect([...c.secrets].sort()).toEqual(['env-pass', 'hunter22', 'literal-pw']);
+    expect(c.secrets).not.toContain('me');
+  });
+
+  it("a hosted server's key in its URL (a token-shaped path segment, a password, a key= parameter) is a secret, whatever the variable is called", async () => {
+    const c = await load(
+      {
+        mcpServers: {
+          zap: { url: '${ZAPIER_MCP_URL}' },
+          pw: { url: 'https://user:pa55word@mcp.example/mcp?key=q-value&page=2' },
+        },
+      },
+      { ZAPIER_MCP_URL: 'https://actions.zapier.example/mcp/sk-ak-3fA9kQ2mZ7xL0pW4vB8n/sse' },
+    );
+    expect(c.secrets).toContain('sk-ak-3fA9kQ2mZ7xL0pW4vB8n');
+    expect(c.secrets).toContain('pa55word');
+    expect(c.secrets).toContain('q-value');
+    for (const word of ['mcp', 'sse', 'actions.zapier.example', '2']) expect(c.secrets).not.toContain(word);
   });
 
   it('"secrets" is not expanded: a ${...} in it is refused as a name', async () => {

@@ -13,8 +13,8 @@ import { Ajv, type ErrorObject } from 'ajv';
 import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
 import { isObject } from '../objects.js';
 import { JsoncError, parseJsonc } from '../jsonc.js';
-import { secretArgs, tokenLike } from './secret-args.js';
-import { secretValues, secretVariable } from './secrecy.js';
+import { secretArgs, urlSecrets } from './secret-args.js';
+import { secretValues, secretVariable, tokenLike } from './secrecy.js';
 import { nearest } from './suggest.js';
 import { selfReferenceIssues } from './self-reference.js';
 import {
@@ -572,6 +572,7 @@ function collectSecrets(config: Config, fromEnv: string[], named: ReadonlySet<st
       for (const v of secretArgs(s.args)) all.add(v);
     } else {
       for (const v of Object.values(s.headers)) all.add(v);
+      for (const v of urlSecrets(s.url)) all.add(v);
       for (const v of [s.oauth?.clientSecret, s.oauth?.privateKey]) if (v) all.add(v);
     }
   }

@@ -5,30 +5,16 @@
 // masking (a long id may be hidden too); a `${VAR}` named in the config's `"secrets"` is the way to
 // be sure (secrecy.ts).
 
-/** Words that make a flag or a name a secret's: `--api-key`, `GITHUB_TOKEN`, `--client-secret`. */
-const SECRET_WORDS = new Set(['token', 'tokens', 'secret', 'secrets', 'password', 'passwd', 'pwd', 'pass', 'passphrase', 'key', 'apikey', 'auth', 'authorization', 'credential', 'credentials', 'bearer', 'cookie', 'pat', 'jwt']);
-/** Prefixes of well-known token formats (OpenAI, Anthropic, GitHub, GitLab, Slack, AWS, Stripe, npm). */
-const TOKEN_PREFIX = /^(sk-|sk_|rk_|pk_live_|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|glpat-|xox[abprs]-|AKIA|ASIA|npm_|hf_)[A-Za-z0-9_-]{8,}/;
+import { secretName, tokenLike } from './secrecy.js';
+
 const MASK = '[REDACTED]';
 
-/** True for a flag or variable name that names a secret (`--api-key`, `-p`, no; `DB_PASSWORD`, yes). */
-function secretName(name: string): boolean {
-  const words = name.replace(/^-+/, '').toLowerCase().split(/[-_.]/);
-  return words.some((w) => SECRET_WORDS.has(w)) || /token|secret|passw|apikey/.test(name.toLowerCase());
-}
-
 /**
- * A value that looks like a token on its own: a known prefix, or a long run of token
- * characters with letters and digits mixed (paths, package names and URLs have `/`, `@`, `:`).
+ * The secret parts of one `a://user:pass@host/p/ath?key=v` URL: the password, secret-named query
+ * values, and path segments that look like tokens (hosted servers put the key in the path:
+ * `https://mcp.example.com/s/3fA9kQ2mZ7xL0pW4vB8n/sse`).
  */
-export function tokenLike(v: string): boolean {
-  if (TOKEN_PREFIX.test(v)) return true;
-  if (v.length < 20 || !/^[A-Za-z0-9_\-+=.]+$/.test(v) || !/\d/.test(v) || !/[A-Za-z]/.test(v)) return false;
-  return v.length >= 32 || (/[a-z]/.test(v) && /[A-Z]/.test(v));
-}
-
-/** The secret parts of one `a://user:pass@host/?key=v` URL: the password and secret-named query values. */
-function urlSecrets(v: string): string[] {
+export function urlSecrets(v: string): string[] {
   if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(v)) return [];
   let url: URL;
   try {
@@ -39,7 +25,20 @@ function urlSecrets(v: string): string[] {
   const out: string[] = [];
   if (url.password) out.push(decodeURIComponent(url.password), url.password);
   for (const [k, val] of url.searchParams) if (val && (secretName(k) || tokenLike(val))) out.push(val, encodeURIComponent(val));
+  for (const segment of url.pathname.split('/')) {
+    const plain = decoded(segment);
+    if (tokenLike(plain)) out.push(segment, plain);
+  }
   return out;
+}
+
+/** A percent-encoded piece of a URL as text, or as it is when it does not decode. */
+function decoded(v: string): string {
+  try {
+    return decodeURIComponent(v);
+  } catch {
+    return v;
+  }
 }
 
 /** `Authorization: Bearer abc` (a header given as an argument): its value, and the token in it. */

@@ -41,3 +41,27 @@ export function childEnv(
   }
   return { ...out, ...own };
 }
+
+/**
+ * `env` with the folder of the Node that runs mcpmux at the END of its PATH, unless the server's
+ * own `env` sets PATH. A desktop host starts mcpmux with a bare PATH (`/usr/bin:/bin`), so a
+ * `"command": "node"` or `"npx"` entry, which worked from the user's shell, would not be found
+ * when Node lives elsewhere (nvm, Homebrew, a tarball). Appended, not prepended: a node the
+ * PATH already finds stays the one that runs.
+ */
+export function withOwnNode(
+  env: Record<string, string>,
+  own: Record<string, string>,
+  nodeDir: string,
+  platform: NodeJS.Platform = process.platform,
+): Record<string, string> {
+  const windows = platform === 'win32';
+  const isPath = (k: string): boolean => (windows ? k.toUpperCase() === 'PATH' : k === 'PATH');
+  if (Object.keys(own).some(isPath)) return env;
+  const key = Object.keys(env).find(isPath) ?? 'PATH';
+  const sep = windows ? ';' : ':';
+  const dirs = (env[key] ?? '').split(sep).filter(Boolean);
+  const same = (d: string): boolean => (windows ? d.toLowerCase() === nodeDir.toLowerCase() : d === nodeDir);
+  if (dirs.some(same)) return env;
+  return { ...env, [key]: [...dirs, nodeDir].join(sep) };
+}

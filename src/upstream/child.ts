@@ -9,7 +9,7 @@ import { maskSecretArgs } from '../config/secret-args.js';
 import type { StdioServerConfig } from '../config/types.js';
 import type { Logger } from '../observe/logger.js';
 import { StreamTransport } from '../transport/stream.js';
-import { childEnv } from './child-env.js';
+import { childEnv, withOwnNode } from './child-env.js';
 import type { Connection, StopGrace } from './connect.js';
 import { guardGroup, releaseGroup, signalGroup } from './reaper.js';
 
@@ -29,10 +29,10 @@ const STDERR_TAIL_LINES = 5;
 const STDERR_TAIL_BYTES = 1024;
 
 export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log: Logger): Connection {
-  const env = childEnv(process.env, cfg.env, cfg.inheritEnv);
+  const env = withOwnNode(childEnv(process.env, cfg.env, cfg.inheritEnv), cfg.env, path.dirname(process.execPath));
   const proc: ResultPromise = execa(cfg.command, cfg.args, {
     cwd: cfg.cwd,
-    // Only what a login shell needs, plus its own env (child-env.ts).
+    // Only what a login shell needs, plus its own env, and our Node findable (child-env.ts).
     env,
     extendEnv: false,
     stdin: 'pipe',
