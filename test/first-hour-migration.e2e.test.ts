@@ -375,3 +375,29 @@ describe("install checks the host's environment (point 1)", () => {
     expect(await toolNames(runAsHost(h, entry))).toEqual(['plain__tool_0', 'plain__tool_1']);
   });
 });
+
+describe('review fixes', () => {
+  it('import leaves out mcpmux behind cmd /c, npx -p mcpmux, and nodejs (point 10)', () => {
+    const h = home();
+    const cfg = path.join(h.dir, 'mcpmux.json');
+    h.write(
+      CLAUDE,
+      j({
+        mcpServers: {
+          cmdLine: { command: 'cmd', args: ['/c', `npx -y mcpmux stdio --config ${cfg}`] },
+          cmdExe: { command: 'C:\\Windows\\System32\\cmd.exe', args: ['/C', 'npx', '-y', 'mcpmux', 'stdio', '--config', cfg] },
+          npxPackage: { command: 'npx', args: ['-y', '-p', 'mcpmux', 'mcpmux', 'stdio', '--config', cfg] },
+          npxLongPackage: { command: 'npx', args: ['--package', 'mcpmux@latest', 'mcpmux', 'connect'] },
+          debianNode: { command: '/usr/bin/nodejs', args: ['/opt/mcpmux/bin/mcpmux.js', 'stdio', '-c', cfg] },
+          cmdOther: { command: 'cmd', args: ['/c', 'npx', '-y', 'some-server'] },
+          files: fx,
+        },
+      }),
+    );
+    const r = h.run('import', '--from', 'claude');
+    expect(r.code, r.stderr).toBe(0);
+    expect(Object.keys(JSON.parse(r.stdout).mcpServers).sort()).toEqual(['cmdOther', 'files']);
+    for (const name of ['cmdLine', 'cmdExe', 'npxPackage', 'debianNode']) expect(r.stderr).toMatch(new RegExp(`left out "${name}" from .*: it runs mcpmux itself \\(mcpmux stdio --config ${cfg}\\)`));
+    expect(r.stderr).toMatch(/left out "npxLongPackage" from .*: it runs mcpmux itself \(mcpmux connect\)/);
+  });
+});

@@ -48,19 +48,30 @@ function isMuxPackage(arg: string): boolean {
   return /^(@[^/]+\/)?mcpmux(@.*)?$/.test(arg);
 }
 
+/** npx's flags that take the next argument as their value (`-p mcpmux mcpmux stdio`: the first `mcpmux` is the package). */
+const PACKAGE_FLAGS = new Set(['-p', '--package']);
+
 /**
  * Whether a server entry (command + args, and its env for MCPMUX_CONFIG) runs `mcpmux stdio`
- * or `mcpmux connect`: `mcpmux ...`, `.../bin/mcpmux.js ...`, `node .../bin/mcpmux.js ...`,
- * `npx [-y] mcpmux ...` (also bunx, pnpm dlx).
+ * or `mcpmux connect`: `mcpmux ...`, `.../bin/mcpmux.js ...`, `node|nodejs .../bin/mcpmux.js ...`,
+ * `npx [-y] [-p mcpmux] mcpmux ...` (also bunx, pnpm dlx), and any of these behind Windows'
+ * `cmd /c` (how hosts there start `npx`).
  */
 export function muxInvocation(command: string, args: readonly string[], env: Readonly<Record<string, string>> = {}): MuxInvocation | undefined {
+  if (isProgram(command, 'cmd')) {
+    const c = args.findIndex((a) => /^\/[ck]$/i.test(a));
+    if (c < 0) return undefined;
+    // `cmd /c "npx -y mcpmux stdio"` passes the whole command line as one argument.
+    const line = args.length === c + 2 ? args[c + 1]!.trim().split(/\s+/) : args.slice(c + 1);
+    return line.length > 0 ? muxInvocation(line[0]!, line.slice(1), env) : undefined;
+  }
   let rest: readonly string[] | undefined;
   if (isMuxScript(command)) rest = args;
-  else if (isProgram(command, 'node') || isProgram(command, 'bun') || isProgram(command, 'deno')) {
+  else if (isProgram(command, 'node') || isProgram(command, 'nodejs') || isProgram(command, 'bun') || isProgram(command, 'deno')) {
     const script = args.findIndex((a) => !a.startsWith('-'));
     if (script >= 0 && isMuxScript(args[script]!)) rest = args.slice(script + 1);
   } else if (isProgram(command, 'npx') || isProgram(command, 'bunx') || isProgram(command, 'pnpm') || isProgram(command, 'yarn')) {
-    const pkg = args.findIndex((a) => isMuxPackage(a));
+    const pkg = args.findIndex((a, i) => isMuxPackage(a) && !PACKAGE_FLAGS.has(args[i - 1] ?? ''));
     if (pkg >= 0) rest = args.slice(pkg + 1);
   }
   if (!rest) return undefined;
