@@ -6,19 +6,12 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { applyEdits, modify, type FormattingOptions } from 'jsonc-parser';
-import { muxInvocation } from '../config/self-reference.js';
-import { isObject } from '../objects.js';
+import { muxEntry } from '../config/self-reference.js';
 import { hostFiles, readHostFile, serversKey, serversOf, type HostFile, type HostName } from './hosts.js';
-
-/** The hosts `install` and `uninstall` know how to edit. */
-export const INSTALLABLE: readonly HostName[] = ['claude', 'claude-code', 'cursor', 'vscode', 'windsurf'];
 
 /** Whether a host's server entry runs mcpmux (`stdio` or `connect`): the entry `install` writes. */
 export function isMuxEntry(entry: unknown): boolean {
-  if (!isObject(entry) || typeof entry.command !== 'string') return false;
-  const args = Array.isArray(entry.args) ? entry.args.map(String) : [];
-  const env = isObject(entry.env) ? Object.fromEntries(Object.entries(entry.env).map(([k, v]) => [k, String(v)])) : {};
-  return muxInvocation(entry.command, args, env) !== undefined;
+  return muxEntry(entry) !== undefined;
 }
 
 /** A host file whose servers are mcpmux's entries and nothing else: what `install` leaves behind. */

@@ -11,7 +11,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { muxInvocation } from '../config/self-reference.js';
+import { muxEntry } from '../config/self-reference.js';
 import { isObject } from '../objects.js';
 import { entriesOf, hostFiles, HOSTS, readHostFile, HostFileError, type HostEntry, type HostName } from './hosts.js';
 import { UsageError } from './runtime.js';
@@ -140,12 +140,8 @@ function convertEntry(e: HostEntry, needs: Map<string, string>): ServerEntry | s
   };
   if (r.envFile !== undefined) return 'envFile is not supported: put the variables in "env"';
   // mcpmux's own entry (what `mcpmux install` wrote): imported, mcpmux would start itself.
-  if (typeof r.command === 'string') {
-    const args = Array.isArray(r.args) ? r.args.map(String) : [];
-    const env = isObject(r.env) ? Object.fromEntries(Object.entries(r.env).map(([k, v]) => [k, String(v)])) : {};
-    const self = muxInvocation(r.command, args, env);
-    if (self) return `it runs mcpmux itself (mcpmux ${self.mode}${self.config ? ` --config ${self.config}` : ''}), probably the entry \`mcpmux install\` wrote; imported, mcpmux would start itself`;
-  }
+  const self = muxEntry(r);
+  if (self) return `it runs mcpmux itself (mcpmux ${self.mode}${self.config ? ` --config ${self.config}` : ''}), probably the entry \`mcpmux install\` wrote; imported, mcpmux would start itself`;
   const url = typeof r.url === 'string' ? r.url : typeof r.serverUrl === 'string' ? r.serverUrl : undefined;
   const type = typeof r.type === 'string' ? r.type : typeof r.transport === 'string' ? r.transport : undefined;
   const out: ServerEntry = {};

@@ -17,8 +17,8 @@ import { loadConfig } from '../config/load.js';
 import { ConfigError } from '../config/types.js';
 import { isObject } from '../objects.js';
 import { writePrivate } from '../files.js';
-import { backupName, INSTALLABLE, isInstalled, isMuxEntry, newestOriginalBackup, ownServers, targetFile, withServers } from './host-edit.js';
-import { hostFiles, readHostFile, serversOf, HostFileError, type HostFile, type HostName } from './hosts.js';
+import { backupName, isInstalled, isMuxEntry, newestOriginalBackup, ownServers, targetFile, withServers } from './host-edit.js';
+import { hostFiles, HOSTS, readHostFile, serversOf, HostFileError, type HostFile, type HostName } from './hosts.js';
 import { UsageError } from './runtime.js';
 
 export interface InstallOptions {
@@ -37,7 +37,7 @@ const ENTRY = 'mcpmux';
 
 export async function runInstall(opts: InstallOptions): Promise<number> {
   const host = opts.host as HostName | undefined;
-  if (!host || !INSTALLABLE.includes(host)) throw new UsageError(`--host must be one of ${INSTALLABLE.join(', ')}`);
+  if (!host || !(HOSTS as readonly string[]).includes(host)) throw new UsageError(`--host must be one of ${HOSTS.join(', ')}`);
   if (!opts.config && !process.env.MCPMUX_CONFIG) throw new UsageError('--config is required (the file `mcpmux import -o` wrote)');
   const configPath = path.resolve(opts.config ?? process.env.MCPMUX_CONFIG!);
   if (!existsSync(configPath)) throw new UsageError(`--config ${configPath}: no such file (run mcpmux import -o ${configPath} first)`);

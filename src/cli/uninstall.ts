@@ -8,8 +8,8 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { writePrivate } from '../files.js';
-import { INSTALLABLE, isMuxEntry, newestOriginalBackup, withoutEntry, withServersOf } from './host-edit.js';
-import { hostFiles, readHostFile, serversKey, serversOf, HostFileError, type HostFile, type HostName } from './hosts.js';
+import { isMuxEntry, newestOriginalBackup, withoutEntry, withServersOf } from './host-edit.js';
+import { hostFiles, HOSTS, readHostFile, serversKey, serversOf, HostFileError, type HostFile, type HostName } from './hosts.js';
 import { UsageError } from './runtime.js';
 
 export interface UninstallOptions {
@@ -19,7 +19,7 @@ export interface UninstallOptions {
 
 export async function runUninstall(opts: UninstallOptions): Promise<number> {
   const host = opts.host as HostName | undefined;
-  if (!host || !INSTALLABLE.includes(host)) throw new UsageError(`--host must be one of ${INSTALLABLE.join(', ')}`);
+  if (!host || !(HOSTS as readonly string[]).includes(host)) throw new UsageError(`--host must be one of ${HOSTS.join(', ')}`);
   let file: string;
   let read: HostFile | undefined;
   try {

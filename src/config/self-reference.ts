@@ -16,7 +16,7 @@ import { readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { parseJsonc } from '../jsonc.js';
 import { isObject } from '../objects.js';
-import { pointerSegment } from './expand.js';
+import { expandEnv, pointerSegment } from './expand.js';
 import type { Config, ConfigIssue } from './types.js';
 
 /** The environment marker: the config files of the mcpmux processes above this one, `path.delimiter`-separated. */
@@ -86,6 +86,14 @@ export function muxInvocation(command: string, args: readonly string[], env: Rea
   return { mode: mode as MuxInvocation['mode'], config: config ?? env.MCPMUX_CONFIG };
 }
 
+/** `muxInvocation` of a host's or a config's server entry as written (not yet checked): undefined when it does not run mcpmux. */
+export function muxEntry(entry: unknown): MuxInvocation | undefined {
+  if (!isObject(entry) || typeof entry.command !== 'string') return undefined;
+  const args = Array.isArray(entry.args) ? entry.args.map(String) : [];
+  const env = isObject(entry.env) ? Object.fromEntries(Object.entries(entry.env).map(([k, v]) => [k, String(v)])) : {};
+  return muxInvocation(entry.command, args, env);
+}
+
 /** A file's identity for comparison: its real path when it exists, else its absolute path. */
 export function sameFileKey(file: string): string {
   const abs = path.resolve(file);
@@ -117,11 +125,9 @@ function nestedConfigs(spawns: readonly Spawn[], configDir: string): { name: str
   return out;
 }
 
-/** `${VAR}` / `${VAR:-default}` as loading would expand them (missing ones stay empty): enough to follow a chain. */
+/** `${VAR}` / `${VAR:-default}` as loading expands them (missing ones empty, no issue kept): enough to follow a chain. */
 function expandLoosely(s: string, env: NodeJS.ProcessEnv): string {
-  return s.replace(/\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (m, name: string | undefined, fallback: string | undefined) =>
-    m === '$${' ? '${' : (env[name!] || fallback) ?? '',
-  );
+  return expandEnv(s, env).value as string;
 }
 
 /** The stdio servers of a config file mcpmux could read, or none (a file it cannot read starts no chain). */
@@ -189,7 +195,7 @@ function findLoop(chain: string[], env: NodeJS.ProcessEnv, seen = new Set<string
 }
 
 /** The configs of the mcpmux processes above this one (from the marker its parent set). */
-export function parentConfigs(env: NodeJS.ProcessEnv = process.env): string[] {
+function parentConfigs(env: NodeJS.ProcessEnv = process.env): string[] {
   return (env[PARENT_CONFIGS_VAR] ?? '').split(path.delimiter).filter((p) => p.length > 0);
 }
 
