@@ -401,3 +401,24 @@ describe('review fixes', () => {
     expect(r.stderr).toMatch(/left out "npxLongPackage" from .*: it runs mcpmux itself \(mcpmux connect\)/);
   });
 });
+
+describe("Cursor's user file has no workspace folder (point 3)", () => {
+  it("${workspaceFolder} in ~/.cursor/mcp.json is left out, in a workspace's .cursor/mcp.json it is the workspace", () => {
+    const h = home();
+    h.write('.cursor/mcp.json', j({ mcpServers: { userLevel: { command: 'node', args: ['${workspaceFolder}/x.js'] }, plain: fx } }));
+    const ws = path.join(h.project, '.cursor', 'mcp.json');
+    mkdirSync(path.dirname(ws), { recursive: true });
+    writeFileSync(ws, j({ mcpServers: { local: { command: 'node', args: ['${workspaceFolder}/y.js', '${workspaceFolderBasename}'] } } }));
+    const r = h.run('import', '--from', 'cursor');
+    expect(r.code, r.stderr).toBe(0);
+    const servers = JSON.parse(r.stdout).mcpServers;
+    expect(servers.userLevel).toBeUndefined();
+    expect(r.stderr).toMatch(/left out "userLevel" from .*\.cursor\/mcp\.json: \$\{workspaceFolder\} has no value in a user-level file/);
+    expect(servers.local).toEqual({ command: 'node', args: [`${h.project}/y.js`, 'project'] });
+    expect(servers.plain).toEqual(fx);
+    // The same user file named with --from FILE is still the user file.
+    const direct = h.run('import', '--from', path.join(h.dir, '.cursor/mcp.json'));
+    expect(direct.code, direct.stderr).toBe(0);
+    expect(JSON.parse(direct.stdout).mcpServers.userLevel).toBeUndefined();
+  });
+});

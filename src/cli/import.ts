@@ -11,7 +11,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { muxEntry } from '../config/self-reference.js';
+import { muxEntry, sameFileKey } from '../config/self-reference.js';
 import { isObject } from '../objects.js';
 import { entriesOf, hostFiles, HOSTS, readHostFile, HostFileError, type HostEntry, type HostName } from './hosts.js';
 import { UsageError } from './runtime.js';
@@ -194,14 +194,14 @@ function convertEntry(e: HostEntry, needs: Map<string, string>): ServerEntry | s
  * file, not about the environment mcpmux will run in: `${userHome}` -> this user's home,
  * `${workspaceFolder}` / `${workspaceFolderBasename}` -> the folder holding the file's `.vscode`
  * (or `.cursor`) folder, and its name, `${pathSeparator}` -> this platform's. In a user-level file
- * there is no workspace folder (VS Code uses whichever folder is open): such a server cannot be
- * imported. `${X}` and `${X:-default}` (Claude Code) are already mcpmux's. Anything else cannot be
+ * (VS Code's or Cursor's ~/.cursor/mcp.json) there is no workspace folder (the editor uses
+ * whichever folder is open): such a server cannot be imported. `${X}` and `${X:-default}` (Claude Code) are already mcpmux's. Anything else cannot be
  * expressed.
  */
 function substitute(value: string, e: HostEntry, needs: Map<string, string>): string | { error: string } {
   let failed: string | undefined;
   const vscodeLike = e.host === 'vscode' || e.host === 'cursor' || e.host === 'file';
-  const workspace = /[\\/](\.vscode|\.cursor)[\\/]mcp\.json$/.test(e.source) ? path.dirname(path.dirname(e.source)) : undefined;
+  const workspace = workspaceOf(e.source);
   // A resolved path is literal text in the config: a `${` in it must not be expanded.
   const literal = (s: string): string => s.split('${').join('$${');
   const out = value.replace(/\$\{([^}]*)\}/g, (whole, ref: string) => {
@@ -220,7 +220,7 @@ function substitute(value: string, e: HostEntry, needs: Map<string, string>): st
     if (ref === 'pathSeparator' || ref === '/') return path.sep;
     if (ref === 'workspaceFolder' || ref === 'workspaceFolderBasename') {
       if (workspace) return literal(ref === 'workspaceFolder' ? workspace : path.basename(workspace));
-      failed ??= `\${${ref}} has no value in a user-level file (VS Code uses whichever folder is open): put the folder's path in instead, or move the server to that folder's .vscode/mcp.json`;
+      failed ??= `\${${ref}} has no value in a user-level file (the editor uses whichever folder is open): put the folder's path in instead, or move the server to that folder's .vscode/mcp.json (Cursor: .cursor/mcp.json)`;
       return whole;
     }
     if (/^[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?$/.test(ref)) return whole;
@@ -228,6 +228,18 @@ function substitute(value: string, e: HostEntry, needs: Map<string, string>): st
     return whole;
   });
   return failed ? { error: failed } : out;
+}
+
+/**
+ * The workspace folder of a host file: the folder holding its `.vscode` or `.cursor` folder. Not
+ * for a host's user-level file, which lives at the same kind of path (Cursor's ~/.cursor/mcp.json)
+ * yet belongs to no workspace: there `${workspaceFolder}` is whichever folder is open, not $HOME.
+ */
+function workspaceOf(file: string): string | undefined {
+  if (!/[\\/](\.vscode|\.cursor)[\\/]mcp\.json$/.test(file)) return undefined;
+  const key = sameFileKey(file);
+  if (HOSTS.some((h) => sameFileKey(hostFiles(h)[0]!) === key)) return undefined;
+  return path.dirname(path.dirname(file));
 }
 
 /** A server name mcpmux accepts: [A-Za-z0-9_.-], and no "__" (the default separator). */
