@@ -5,7 +5,7 @@
 // plus the entry's env).
 
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fixture, MUX_BIN, startRawMux, tempDir, waitFor, WAIT_MS, type RawPeer } from './helpers/harness.js';
@@ -420,5 +420,26 @@ describe("Cursor's user file has no workspace folder (point 3)", () => {
     const direct = h.run('import', '--from', path.join(h.dir, '.cursor/mcp.json'));
     expect(direct.code, direct.stderr).toBe(0);
     expect(JSON.parse(direct.stdout).mcpServers.userLevel).toBeUndefined();
+  });
+});
+
+describe('a symlinked host file stays a symlink (point 8)', () => {
+  it('install and uninstall write through the link to the file it points at', () => {
+    const h = home();
+    const original = j({ mcpServers: { files: fx } });
+    const real = h.write('dotfiles/claude.json', original);
+    const link = path.join(h.dir, CLAUDE);
+    mkdirSync(path.dirname(link), { recursive: true });
+    symlinkSync(real, link);
+    const out = path.join(h.dir, 'mcpmux.json');
+    expect(h.run('import', '--from', 'claude', '-o', out).code).toBe(0);
+    const r = h.run('install', '--host', 'claude', '--config', out);
+    expect(r.code, r.stderr).toBe(0);
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(Object.keys(JSON.parse(readFileSync(real, 'utf8')).mcpServers)).toEqual(['mcpmux']);
+    const undo = h.run('uninstall', '--host', 'claude');
+    expect(undo.code, undo.stderr).toBe(0);
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(readFileSync(real, 'utf8')).toBe(original);
   });
 });
