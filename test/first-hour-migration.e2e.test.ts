@@ -443,3 +443,36 @@ describe('a symlinked host file stays a symlink (point 8)', () => {
     expect(readFileSync(real, 'utf8')).toBe(original);
   });
 });
+
+describe('host files that are not JSONC (point 9)', () => {
+  it('uninstall passes over an unreadable first file to the one that runs mcpmux', () => {
+    const h = home();
+    const broken = h.write('.cursor/mcp.json', '{ "mcpServers": { oops ');
+    const ws = path.join(h.project, '.cursor', 'mcp.json');
+    mkdirSync(path.dirname(ws), { recursive: true });
+    writeFileSync(ws, j({ mcpServers: { mcpmux: { command: 'mcpmux', args: ['stdio', '--config', '/x.json'] }, kept: fx } }));
+    const r = h.run('uninstall', '--host', 'cursor');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`removed the mcpmux entry (mcpmux)`);
+    expect(JSON.parse(readFileSync(ws, 'utf8'))).toEqual({ mcpServers: { kept: fx } });
+    expect(readFileSync(broken, 'utf8')).toBe('{ "mcpServers": { oops ');
+  });
+
+  it('install and uninstall on a host file that is not JSONC exit 1 and leave it untouched', () => {
+    const h = home();
+    const text = '{\n  "mcpServers": {\n    "mcpmux": { "command": "mcpmux", "args": ["stdio"] }\n    "files": {}\n  }\n}\n';
+    const file = h.write(CLAUDE, text);
+    const out = h.write('mcpmux.json', j({ mcpServers: { files: fx } }));
+    const inst = h.run('install', '--host', 'claude', '--config', out, '--force');
+    expect(inst.code).toBe(1);
+    expect(inst.stderr).toContain(`${file}: invalid JSON at line 4`);
+    expect(inst.stderr).toContain('not touching it');
+    const undo = h.run('uninstall', '--host', 'claude');
+    expect(undo.code).toBe(1);
+    expect(undo.stderr).toContain(`${file}: invalid JSON at line 4`);
+    const named = h.run('uninstall', '--host', 'claude', '--file', file);
+    expect(named.code).toBe(1);
+    expect(readFileSync(file, 'utf8')).toBe(text);
+    expect(readdirSync(path.dirname(file))).toEqual(['claude_desktop_config.json']);
+  });
+});

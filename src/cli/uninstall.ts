@@ -54,11 +54,22 @@ export async function runUninstall(opts: UninstallOptions): Promise<number> {
   return 0;
 }
 
-/** The first of the host's files that runs mcpmux (what install edited), else the first. */
+/**
+ * The first of the host's files that runs mcpmux (what install edited), else the first. A file
+ * that cannot be read is passed over (as install's targetFile does): it cannot be the one
+ * install wrote, and it must not hide the one that is; only when no file runs mcpmux is the
+ * first one's error reported.
+ */
 function findInstalled(host: HostName): { file: string; read: HostFile | undefined } {
   const files = hostFiles(host);
   for (const f of files) {
-    const read = readHostFile(f);
+    let read: HostFile | undefined;
+    try {
+      read = readHostFile(f);
+    } catch (err) {
+      if (err instanceof HostFileError) continue;
+      throw err;
+    }
     if (read && Object.values(serversOf(host, read.doc)).some(isMuxEntry)) return { file: f, read };
   }
   return { file: files[0]!, read: readHostFile(files[0]!) };
