@@ -476,3 +476,29 @@ describe('host files that are not JSONC (point 9)', () => {
     expect(readdirSync(path.dirname(file))).toEqual(['claude_desktop_config.json']);
   });
 });
+
+describe("Claude Code's servers get the shell's environment (point 5 of the review)", () => {
+  it('install --host claude-code checks in this shell, so a variable the shell has needs no --env-from-shell', async () => {
+    const h = home({ API_TOKEN: 'from-the-shell' });
+    const file = h.write('.claude.json', j({ mcpServers: { tokened: { ...fx, env: { TOKEN: '${API_TOKEN}' } } } }));
+    const out = path.join(h.dir, 'mcpmux.json');
+    expect(h.run('import', '--from', 'claude-code', '-o', out).code).toBe(0);
+    const r = h.run('install', '--host', 'claude-code', '--config', out);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain("checked in this shell's environment (Claude Code runs from a terminal and passes it on): 1 server(s) will start");
+    // Nothing copied into ~/.claude.json: the value stays in the shell.
+    expect(JSON.parse(readFileSync(file, 'utf8')).mcpServers.mcpmux.env).toBeUndefined();
+    expect(readFileSync(file, 'utf8')).not.toContain('from-the-shell');
+
+    // Without the variable in the shell, it is refused and named, as for the other hosts.
+    const h2 = home();
+    delete h2.env.API_TOKEN;
+    h2.write('.claude.json', j({ mcpServers: { tokened: { ...fx, env: { TOKEN: '${API_TOKEN}' } } } }));
+    const out2 = path.join(h2.dir, 'mcpmux.json');
+    expect(h2.run('import', '--from', 'claude-code', '-o', out2).code).toBe(0);
+    const r2 = h2.run('install', '--host', 'claude-code', '--config', out2);
+    expect(r2.code).toBe(1);
+    expect(r2.stderr).toContain("would not start in this shell's environment");
+    expect(r2.stderr).toContain('tokened: environment variable API_TOKEN is not set');
+  });
+});

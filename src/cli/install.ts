@@ -2,8 +2,8 @@
 // entry, `mcpmux stdio --config F`, after `mcpmux import` moved its servers into F. Only that
 // key changes (host-edit.ts: comments, trailing commas and the rest of the file stay). Before
 // writing, the config is loaded the way the host will start mcpmux (a desktop's bare
-// environment plus the entry's own `env`), so servers that would not start are named now, not
-// discovered later as missing tools.
+// environment plus the entry's own `env`; for Claude Code, which runs in a terminal, this
+// shell's), so servers that would not start are named now, not discovered later as missing tools.
 //
 // Undo is `mcpmux uninstall --host H`. A timestamped backup of the user's own file is kept
 // beside it; a file that already runs only mcpmux is never backed up (re-installing updates the
@@ -58,7 +58,7 @@ export async function runInstall(opts: InstallOptions): Promise<number> {
   const env: Record<string, string> = isObject(previous) && isObject(previous.env) ? Object.fromEntries(Object.entries(previous.env).map(([k, v]) => [k, String(v)])) : {};
 
   // What the host will see: the config loaded in the environment it gives mcpmux.
-  const verdict = await hostCheck(configPath, env, opts);
+  const verdict = await hostCheck(host, configPath, env, opts);
   for (const line of verdict.lines) process.stderr.write(`mcpmux install: ${line}\n`);
   if (!verdict.ok) return 1;
 
@@ -135,37 +135,41 @@ interface Unavailable {
 
 /**
  * The check the host will run: the config loaded with what a desktop host gives mcpmux (HOME,
- * PATH=/usr/bin:/bin, and the entry's `env`), not this shell's environment. Servers missing a
+ * PATH=/usr/bin:/bin, and the entry's `env`), not this shell's environment. Claude Code is the
+ * exception: it runs in a terminal and its servers inherit that shell's environment, so for it
+ * the check uses this shell's (plus the entry's `env`). Servers missing a
  * variable are named with it; `--env-from-shell` copies the missing values from this shell into
  * `env` (the host's entry; these are often secrets, hence an explicit flag), `--force` installs
  * anyway (those servers stay off); otherwise install refuses. A config the host could not load at
  * all is always refused: the host would have no server.
  */
-async function hostCheck(configPath: string, env: Record<string, string>, opts: InstallOptions): Promise<{ ok: boolean; lines: string[] }> {
+async function hostCheck(host: HostName, configPath: string, env: Record<string, string>, opts: InstallOptions): Promise<{ ok: boolean; lines: string[] }> {
   const lines: string[] = [];
-  let result = await loadInHost(configPath, env);
+  const where = host === 'claude-code' ? "this shell's environment (Claude Code runs from a terminal and passes it on)" : 'the environment the host gives mcpmux';
+  let result = await loadInHost(host, configPath, env);
   if (opts.envFromShell) {
     const wanted = result.kind === 'loaded' ? result.unavailable.flatMap((u) => u.missing) : result.missing;
     const copied = [...new Set(wanted)].filter((v) => process.env[v] !== undefined);
     for (const v of copied) env[v] = process.env[v]!;
     if (copied.length > 0) {
       lines.push(`copied ${copied.join(', ')} from this shell into the host entry's env (stored in the host's file, readable by you only)`);
-      result = await loadInHost(configPath, env);
+      result = await loadInHost(host, configPath, env);
     }
   }
   if (result.kind === 'invalid') {
-    lines.push(`in the environment the host gives mcpmux (HOME, PATH=/usr/bin:/bin${Object.keys(env).length ? ', and the entry\'s env' : ''}) the config does not load, so the host would have no server at all:`);
+    const described = host === 'claude-code' ? where : `the environment the host gives mcpmux (HOME, PATH=/usr/bin:/bin${Object.keys(env).length ? ", and the entry's env" : ''})`;
+    lines.push(`in ${described} the config does not load, so the host would have no server at all:`);
     lines.push(...result.message.split('\n').map((l) => `  ${l}`));
     if (result.missing.length > 0) lines.push(`set ${result.missing.join(', ')} in this shell and run install with --env-from-shell, or put the values in the config`);
     lines.push('not installing');
     return { ok: false, lines };
   }
   if (result.unavailable.length === 0) {
-    lines.push(`checked in the environment the host gives mcpmux: ${result.starting} server(s) will start`);
+    lines.push(`checked in ${where}: ${result.starting} server(s) will start`);
     return { ok: true, lines };
   }
   const missing = [...new Set(result.unavailable.flatMap((u) => u.missing))];
-  lines.push(`${result.unavailable.length} server(s) would not start in the environment the host gives mcpmux:`);
+  lines.push(`${result.unavailable.length} server(s) would not start in ${where}:`);
   for (const u of result.unavailable) lines.push(`  ${u.name}: ${u.reason}`);
   if (opts.force) {
     lines.push(`installing anyway (--force): those servers stay off until ${missing.join(', ')} reach(es) mcpmux; the others start`);
@@ -181,16 +185,20 @@ async function hostCheck(configPath: string, env: Record<string, string>, opts: 
 
 type HostLoad = { kind: 'loaded'; unavailable: Unavailable[]; starting: number } | { kind: 'invalid'; message: string; missing: string[] };
 
-/** The environment a desktop host starts its servers with: a home and the system's programs, nothing of this shell. */
-function desktopEnv(entryEnv: Record<string, string>): NodeJS.ProcessEnv {
+/**
+ * The environment a desktop host starts its servers with: a home and the system's programs,
+ * nothing of this shell. Claude Code's is this shell's: it is started from a terminal.
+ */
+function hostEnv(host: HostName, entryEnv: Record<string, string>): NodeJS.ProcessEnv {
+  if (host === 'claude-code') return { ...process.env, ...entryEnv };
   const home = process.env.HOME ?? os.homedir();
   const base: NodeJS.ProcessEnv = process.platform === 'win32' ? { USERPROFILE: home, PATH: process.env.PATH, SYSTEMROOT: process.env.SYSTEMROOT } : { HOME: home, PATH: '/usr/bin:/bin' };
   return { ...base, ...entryEnv };
 }
 
-async function loadInHost(configPath: string, entryEnv: Record<string, string>): Promise<HostLoad> {
+async function loadInHost(host: HostName, configPath: string, entryEnv: Record<string, string>): Promise<HostLoad> {
   try {
-    const config = await loadConfig(configPath, desktopEnv(entryEnv));
+    const config = await loadConfig(configPath, hostEnv(host, entryEnv));
     const unavailable: Unavailable[] = [];
     for (const s of config.servers) {
       if (s.unavailable) unavailable.push({ name: s.name, missing: s.unavailable.missing, reason: s.unavailable.reason });
