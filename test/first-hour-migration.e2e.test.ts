@@ -502,3 +502,29 @@ describe("Claude Code's servers get the shell's environment (point 5 of the revi
     expect(r2.stderr).toContain('tokened: environment variable API_TOKEN is not set');
   });
 });
+
+describe('install --dry-run shows no secret (review point 4)', () => {
+  it('env values copied from the shell, and ones already in the file, are [REDACTED] in the diff', () => {
+    const h = home({ API_TOKEN: 's3cret-value' });
+    const file = h.write(CLAUDE, j({ mcpServers: { plain: fx, tokened: { ...fx, env: { TOKEN: '${API_TOKEN}', OWN: 'own-secret' } } } }));
+    const out = path.join(h.dir, 'mcpmux.json');
+    expect(h.run('import', '--from', 'claude', '-o', out).code).toBe(0);
+    const before = readFileSync(file, 'utf8');
+    const dry = h.run('install', '--host', 'claude', '--config', out, '--env-from-shell', '--dry-run');
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toContain('"API_TOKEN": "[REDACTED]"');
+    expect(dry.stdout + dry.stderr).not.toContain('s3cret-value');
+    expect(dry.stdout).not.toContain('own-secret');
+    expect(readFileSync(file, 'utf8')).toBe(before);
+
+    // Installed for real, the value is stored; a re-install's dry run does not print it either.
+    expect(h.run('install', '--host', 'claude', '--config', out, '--env-from-shell').code).toBe(0);
+    expect(readFileSync(file, 'utf8')).toContain('s3cret-value');
+    const other = h.write('other.json', readFileSync(out, 'utf8'));
+    const again = h.run('install', '--host', 'claude', '--config', other, '--dry-run');
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toContain(other);
+    expect(again.stdout).toContain('"API_TOKEN": "[REDACTED]"');
+    expect(again.stdout).not.toContain('s3cret-value');
+  });
+});

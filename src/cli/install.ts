@@ -13,12 +13,14 @@ import { copyFileSync, existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { applyEdits, modify } from 'jsonc-parser';
 import { loadConfig } from '../config/load.js';
 import { ConfigError } from '../config/types.js';
+import { parseJsonc } from '../jsonc.js';
 import { isObject } from '../objects.js';
 import { writePrivate } from '../files.js';
 import { backupName, isInstalled, isMuxEntry, newestOriginalBackup, ownServers, targetFile, withServers } from './host-edit.js';
-import { hostFiles, HOSTS, readHostFile, serversOf, HostFileError, type HostFile, type HostName } from './hosts.js';
+import { hostFiles, HOSTS, readHostFile, serversKey, serversOf, HostFileError, type HostFile, type HostName } from './hosts.js';
 import { UsageError } from './runtime.js';
 
 export interface InstallOptions {
@@ -74,7 +76,8 @@ export async function runInstall(opts: InstallOptions): Promise<number> {
   }
   const after = withServers(host, read, { [ENTRY]: entry });
   if (opts.dryRun) {
-    process.stdout.write(`--- ${file}\n+++ ${file} (after mcpmux install)\n${diff(read?.text ?? '', after)}`);
+    // Values in `env` and `headers` are often secrets (copied by --env-from-shell, or the user's own): not for a terminal's scrollback.
+    process.stdout.write(`--- ${file}\n+++ ${file} (after mcpmux install)\n${diff(redacted(host, read?.text ?? ''), redacted(host, after))}`);
     return 0;
   }
   // Only the user's own file is worth keeping: backing up a file that runs only mcpmux would
@@ -213,6 +216,24 @@ async function loadInHost(host: HostName, configPath: string, entryEnv: Record<s
     });
     return { kind: 'invalid', message: err.message, missing: [...new Set(missing)] };
   }
+}
+
+/** A host file's text with every server's `env` and `headers` values shown as "[REDACTED]" (comments and layout kept). */
+function redacted(host: HostName, text: string): string {
+  if (text.trim() === '') return text;
+  const doc = parseJsonc(text);
+  if (!isObject(doc)) return text;
+  const key = serversKey(host, doc);
+  let out = text;
+  for (const [name, entry] of Object.entries(serversOf(host, doc))) {
+    if (!isObject(entry)) continue;
+    for (const field of ['env', 'headers']) {
+      const values = entry[field];
+      if (!isObject(values)) continue;
+      for (const k of Object.keys(values)) out = applyEdits(out, modify(out, [key, name, field, k], '[REDACTED]', {}));
+    }
+  }
+  return out;
 }
 
 /** A line diff of two texts: unchanged lines with "  ", removed "- ", added "+ " (longest common subsequence). */
