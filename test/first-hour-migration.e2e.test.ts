@@ -528,3 +528,50 @@ describe('install --dry-run shows no secret (review point 4)', () => {
     expect(again.stdout).not.toContain('s3cret-value');
   });
 });
+
+describe("install never takes a host's servers away (review point 1)", () => {
+  it('refuses when the config would start no server while the host file has its own (all left out by import)', async () => {
+    const h = home();
+    const text = j({ mcpServers: { withEnvFile: { ...fx, envFile: '/x/.env' }, withOauth: { url: 'https://example.invalid/mcp', oauth: { clientId: 'x' } } } });
+    const file = h.write(CLAUDE, text);
+    const out = path.join(h.dir, 'mcpmux.json');
+    const imp = h.run('import', '--from', 'claude', '-o', out);
+    expect(imp.code, imp.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(out, 'utf8')).mcpServers).toEqual({});
+    const r = h.run('install', '--host', 'claude', '--config', out);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`2 of the server(s) in ${file} are not in ${out}`);
+    expect(r.stderr).toContain('withEnvFile: import cannot bring it over (envFile is not supported');
+    expect(r.stderr).toContain('withOauth: import cannot bring it over (OAuth settings are not supported yet)');
+    expect(r.stderr).toContain(`${out} starts no server at all, and ${file} has 2 (withEnvFile, withOauth): claude would be left with none`);
+    expect(r.stderr).toContain('not installing');
+    expect(readFileSync(file, 'utf8')).toBe(text);
+    expect(readdirSync(path.dirname(file))).toHaveLength(1);
+    // --force does it anyway, and uninstall gives them back.
+    const forced = h.run('install', '--host', 'claude', '--config', out, '--force');
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(forced.stderr).toContain('installing anyway (--force)');
+    expect(h.run('uninstall', '--host', 'claude').code).toBe(0);
+    expect(readFileSync(file, 'utf8')).toBe(text);
+  });
+
+  it("refuses when one of the host file's servers is not in the config, by name or definition, and names it", () => {
+    const h = home();
+    const b = fixture({ name: 'b', tools: 1, specialTools: false });
+    const text = j({ mcpServers: { 'a server': fx, b } });
+    const file = h.write(CLAUDE, text);
+    // A config written by hand with only one of them (under another name: the same definition counts).
+    const out = h.write('mcpmux.json', j({ mcpServers: { renamed: fx } }));
+    const r = h.run('install', '--host', 'claude', '--config', out);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`1 of the server(s) in ${file} is not in ${out}; installing would take it away from claude:`);
+    expect(r.stderr).toContain('  b: not in the config');
+    expect(r.stderr).not.toContain('a server:');
+    expect(readFileSync(file, 'utf8')).toBe(text);
+    // With b in the config (by name), install goes ahead.
+    writeFileSync(out, j({ mcpServers: { renamed: fx, b } }));
+    const ok = h.run('install', '--host', 'claude', '--config', out);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stdout).toContain('instead of its 2 server(s) (a server, b)');
+  });
+});

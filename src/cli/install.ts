@@ -9,7 +9,7 @@
 // beside it; a file that already runs only mcpmux is never backed up (re-installing updates the
 // entry, or says there is nothing to do), so every backup holds the user's servers.
 
-import { copyFileSync, existsSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +21,7 @@ import { isObject } from '../objects.js';
 import { writePrivate } from '../files.js';
 import { backupName, isInstalled, isMuxEntry, newestOriginalBackup, ownServers, targetFile, withServers } from './host-edit.js';
 import { hostFiles, HOSTS, readHostFile, serversKey, serversOf, HostFileError, type HostFile, type HostName } from './hosts.js';
+import { convert } from './import.js';
 import { UsageError } from './runtime.js';
 
 export interface InstallOptions {
@@ -63,6 +64,19 @@ export async function runInstall(opts: InstallOptions): Promise<number> {
   const verdict = await hostCheck(host, configPath, env, opts);
   for (const line of verdict.lines) process.stderr.write(`mcpmux install: ${line}\n`);
   if (!verdict.ok) return 1;
+  // Install replaces the host's servers: each of them must be in the config, or it is gone.
+  const lost = lostServers(host, file, doc, configPath);
+  const own = ownServers(host, doc);
+  if (lost.length > 0 || (verdict.starting === 0 && own.length > 0)) {
+    const lines = lost.length > 0 ? [`${lost.length} of the server(s) in ${file} ${lost.length === 1 ? 'is' : 'are'} not in ${configPath}; installing would take ${lost.length === 1 ? 'it' : 'them'} away from ${host}:`, ...lost.map((l) => `  ${l.name}: ${l.why}`)] : [];
+    if (verdict.starting === 0 && own.length > 0) lines.push(`${configPath} starts no server at all, and ${file} has ${own.length} (${own.join(', ')}): ${host} would be left with none`);
+    for (const l of lines) process.stderr.write(`mcpmux install: ${l}\n`);
+    if (!opts.force) {
+      process.stderr.write(`mcpmux install: not installing. Add them to ${configPath} (mcpmux import -o ${configPath} --force), or --force installs anyway (uninstall gives them back)\n`);
+      return 1;
+    }
+    process.stderr.write('mcpmux install: installing anyway (--force)\n');
+  }
 
   const command = { command: process.execPath, args: [BIN, 'stdio', '--config', configPath], ...(Object.keys(env).length > 0 && { env }) };
   const entry = host === 'vscode' ? { type: 'stdio', ...command } : command;
@@ -92,7 +106,6 @@ export async function runInstall(opts: InstallOptions): Promise<number> {
   if (installed) {
     process.stdout.write(`mcpmux install: updated the mcpmux entry in ${file} (${configPath}); no new backup (the file ran only mcpmux).\n`);
   } else {
-    const own = ownServers(host, doc);
     process.stdout.write(`mcpmux install: ${file} now runs mcpmux (${configPath}) instead of its ${own.length} server(s)${own.length ? ` (${own.join(', ')})` : ''}.\n`);
     if (backup) process.stdout.write(`Backup of the previous file: ${backup}\n`);
   }
@@ -101,6 +114,33 @@ export async function runInstall(opts: InstallOptions): Promise<number> {
   for (const note of stillRunning(host, file)) process.stdout.write(`Note: ${note}\n`);
   process.stdout.write(`Restart ${host} to pick it up.\n`);
   return 0;
+}
+
+/**
+ * The host file's own servers (not mcpmux's entries) that the config does not run, each with
+ * why: not there by name nor as the same definition under another name (import's conversion of
+ * the entry, so a renamed server counts), or one import cannot convert at all.
+ */
+function lostServers(host: HostName, file: string, doc: Record<string, unknown>, configPath: string): { name: string; why: string }[] {
+  let configured: Record<string, unknown> = {};
+  try {
+    const config = parseJsonc(readFileSync(configPath, 'utf8'));
+    if (isObject(config) && isObject(config.mcpServers)) configured = config.mcpServers;
+  } catch {
+    // hostCheck has loaded it already; a file that changed meanwhile counts as empty
+  }
+  const definitions = new Set(Object.values(configured).map((s) => JSON.stringify(s)));
+  const lost: { name: string; why: string }[] = [];
+  for (const [name, raw] of Object.entries(serversOf(host, doc))) {
+    if (isMuxEntry(raw) || !isObject(raw) || Object.hasOwn(configured, name)) continue;
+    const converted = convert([{ name, source: file, host, raw }]);
+    const [definition] = Object.values(converted.servers);
+    if (definition !== undefined && definitions.has(JSON.stringify(definition))) continue;
+    const prefix = `left out "${name}" from ${file}: `;
+    const leftOut = converted.notes.find((n) => n.startsWith(prefix));
+    lost.push({ name, why: leftOut ? `import cannot bring it over (${leftOut.slice(prefix.length)})` : 'not in the config' });
+  }
+  return lost;
 }
 
 /** The host's other MCP servers, which it keeps starting beside mcpmux: said, so nobody is surprised. */
@@ -146,7 +186,7 @@ interface Unavailable {
  * anyway (those servers stay off); otherwise install refuses. A config the host could not load at
  * all is always refused: the host would have no server.
  */
-async function hostCheck(host: HostName, configPath: string, env: Record<string, string>, opts: InstallOptions): Promise<{ ok: boolean; lines: string[] }> {
+async function hostCheck(host: HostName, configPath: string, env: Record<string, string>, opts: InstallOptions): Promise<{ ok: boolean; lines: string[]; starting: number }> {
   const lines: string[] = [];
   const where = host === 'claude-code' ? "this shell's environment (Claude Code runs from a terminal and passes it on)" : 'the environment the host gives mcpmux';
   let result = await loadInHost(host, configPath, env);
@@ -165,25 +205,25 @@ async function hostCheck(host: HostName, configPath: string, env: Record<string,
     lines.push(...result.message.split('\n').map((l) => `  ${l}`));
     if (result.missing.length > 0) lines.push(`set ${result.missing.join(', ')} in this shell and run install with --env-from-shell, or put the values in the config`);
     lines.push('not installing');
-    return { ok: false, lines };
+    return { ok: false, lines, starting: 0 };
   }
   if (result.unavailable.length === 0) {
     lines.push(`checked in ${where}: ${result.starting} server(s) will start`);
-    return { ok: true, lines };
+    return { ok: true, lines, starting: result.starting };
   }
   const missing = [...new Set(result.unavailable.flatMap((u) => u.missing))];
   lines.push(`${result.unavailable.length} server(s) would not start in ${where}:`);
   for (const u of result.unavailable) lines.push(`  ${u.name}: ${u.reason}`);
   if (opts.force) {
     lines.push(`installing anyway (--force): those servers stay off until ${missing.join(', ')} reach(es) mcpmux; the others start`);
-    return { ok: true, lines };
+    return { ok: true, lines, starting: result.starting };
   }
   const inShell = missing.filter((v) => process.env[v] !== undefined);
   lines.push(
     `not installing. ${opts.envFromShell ? `Not set in this shell either: ${missing.join(', ')}. ` : inShell.length > 0 ? `This shell has ${inShell.join(', ')}: --env-from-shell copies them into the host's entry (written to the host's file). ` : ''}` +
       `--force installs anyway (those servers stay off).`,
   );
-  return { ok: false, lines };
+  return { ok: false, lines, starting: result.starting };
 }
 
 type HostLoad = { kind: 'loaded'; unavailable: Unavailable[]; starting: number } | { kind: 'invalid'; message: string; missing: string[] };
