@@ -575,3 +575,50 @@ describe("install never takes a host's servers away (review point 1)", () => {
     expect(ok.stdout).toContain('instead of its 2 server(s) (a server, b)');
   });
 });
+
+describe('servers added to a host after install (review point 2)', () => {
+  it('import keeps the config, install over the mixed file keeps the env, and uninstall gives back the original and the added server', async () => {
+    const h = home({ API_TOKEN: 's3cret-value' });
+    const a = { ...fixture({ name: 'a', tools: 1, specialTools: false }), env: { TOKEN: '${API_TOKEN}' } };
+    const c = fixture({ name: 'c', tools: 1, specialTools: false });
+    const original = `{\n  // mine\n  "mcpServers": { "a": ${j(a)} }\n}\n`;
+    const file = h.write(CLAUDE, original);
+    const out = path.join(h.dir, 'mcpmux.json');
+    expect(h.run('import', '--from', 'claude', '-o', out).code).toBe(0);
+    const first = h.run('install', '--host', 'claude', '--config', out, '--env-from-shell');
+    expect(first.code, first.stderr).toBe(0);
+    const backups = () => readdirSync(path.dirname(file)).filter((f) => f.includes('.mcpmux-backup-')).sort();
+    const [originalBackup] = backups();
+
+    // The user adds C to Claude's own file, beside mcpmux.
+    const installed = JSON.parse(readFileSync(file, 'utf8').replace(/^\s*\/\/.*$/gm, ''));
+    writeFileSync(file, j({ mcpServers: { ...installed.mcpServers, c } }));
+    // Re-import into the config the mcpmux entry runs: A stays, C is added.
+    const again = h.run('import', '--from', 'claude', '-o', out, '--force');
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain(`${out} is the config a host's mcpmux entry runs: kept its 1 server(s) and added 1 (c)`);
+    expect(Object.keys(JSON.parse(readFileSync(out, 'utf8')).mcpServers)).toEqual(['a', 'c']);
+    // Without --force too (nothing is overwritten): C is already there, nothing added.
+    const third = h.run('import', '--from', 'claude', '-o', out);
+    expect(third.code, third.stderr).toBe(0);
+    expect(Object.keys(JSON.parse(readFileSync(out, 'utf8')).mcpServers)).toEqual(['a', 'c']);
+
+    // Install over the mixed file, from a shell that no longer has API_TOKEN: the stored env is kept.
+    delete h.env.API_TOKEN;
+    const second = h.run('install', '--host', 'claude', '--config', out);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toContain(`To undo: mcpmux uninstall --host claude (restores ${path.join(path.dirname(file), originalBackup!)} and gives back c)`);
+    expect(backups()).toHaveLength(2);
+    const entry = JSON.parse(readFileSync(file, 'utf8')).mcpServers.mcpmux;
+    expect(entry.env).toEqual({ API_TOKEN: 's3cret-value' });
+    expect(await toolNames(runAsHost(h, entry))).toEqual(['a__tool_0', 'c__tool_0']);
+
+    // Undo: A from the original backup, and C.
+    const undo = h.run('uninstall', '--host', 'claude');
+    expect(undo.code, undo.stderr).toBe(0);
+    expect(undo.stdout).toContain(`from ${path.join(path.dirname(file), originalBackup!)}: 1 server(s) (a); kept 1 server(s) you added beside mcpmux since (c)`);
+    expect(JSON.parse(readFileSync(file, 'utf8').replace(/^\s*\/\/.*$/gm, '')).mcpServers).toEqual({ a, c });
+    // Uninstall again does nothing; a backup with an mcpmux entry is never taken for the original.
+    expect(h.run('uninstall', '--host', 'claude').stdout).toContain('does not run mcpmux');
+  });
+});

@@ -5,13 +5,16 @@
 // mcpmux cannot express is reported with the entry's name and left out. Name clashes: an
 // identical definition from another host is kept once; a different one is renamed
 // `<name>-<host>` (then `-2`, `-3`...). The config goes to -o FILE (never over an existing file
-// without --force) or to stdout; the report goes to stderr.
+// without --force) or to stdout; the report goes to stderr. When a host's mcpmux entry runs the
+// -o FILE, the new servers are added to it and its own are kept (they were moved out of the host).
 
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { applyEdits, modify } from 'jsonc-parser';
 import { muxEntry, sameFileKey } from '../config/self-reference.js';
+import { parseJsonc } from '../jsonc.js';
 import { isObject } from '../objects.js';
 import { entriesOf, hostFiles, HOSTS, readHostFile, HostFileError, type HostEntry, type HostName } from './hosts.js';
 import { UsageError } from './runtime.js';
@@ -65,9 +68,21 @@ export async function runImport(opts: ImportOptions): Promise<number> {
     process.stderr.write('mcpmux import: nothing written; fix the file (or leave it out with --from) and run import again\n');
     return 1;
   }
-  const result = convert(entries);
+  // Re-importing into the config a host's mcpmux entry runs (the user added a server to the host
+  // after install): that config holds the servers install took from the host, which are no
+  // longer in the host's file. Overwritten, they would be gone from both; so they are kept and
+  // the new ones added, whether or not --force is given.
+  const existing = opts.output && runsThisConfig(entries, opts.output) ? readOwnConfig(opts.output) : undefined;
+  const result = convert(entries, existing?.servers);
   const config = { $schema: SCHEMA, mcpServers: result.servers };
-  const text = JSON.stringify(config, null, 2) + '\n';
+  let text = JSON.stringify(config, null, 2) + '\n';
+  if (existing) {
+    const added = Object.keys(result.servers).filter((n) => !Object.hasOwn(existing.servers, n));
+    // Added into the file as it is (jsonc-parser: its comments and other keys stay).
+    text = existing.text;
+    for (const n of added) text = applyEdits(text, modify(text, ['mcpServers', n], result.servers[n], { formattingOptions: { insertSpaces: true, tabSize: 2 } }));
+    result.notes.push(`${opts.output} is the config a host's mcpmux entry runs: kept its ${Object.keys(existing.servers).length} server(s) and added ${added.length}${added.length ? ` (${added.join(', ')})` : ''}`);
+  }
   for (const n of [...notes, ...result.notes]) process.stderr.write(`mcpmux import: ${n}\n`);
   // Variables the config refers to (without a default) that this environment does not set.
   for (const [name, server] of Object.entries(result.servers)) {
@@ -81,7 +96,7 @@ export async function runImport(opts: ImportOptions): Promise<number> {
     process.stdout.write(text);
     return 0;
   }
-  if (existsSync(opts.output) && !opts.force) {
+  if (existsSync(opts.output) && !opts.force && !existing) {
     process.stderr.write(`mcpmux import: ${opts.output} exists; use --force to overwrite it\n`);
     return 1;
   }
@@ -90,9 +105,34 @@ export async function runImport(opts: ImportOptions): Promise<number> {
   return 0;
 }
 
-/** Host entries -> mcpmux servers, clashes resolved in the order given. */
-export function convert(entries: readonly HostEntry[]): Conversion {
+/** Whether one of the entries (an mcpmux entry, left out) runs mcpmux on `config`. */
+function runsThisConfig(entries: readonly HostEntry[], config: string): boolean {
+  const target = sameFileKey(config);
+  return entries.some((e) => {
+    const inv = muxEntry(e.raw);
+    return inv?.config !== undefined && sameFileKey(path.resolve(path.dirname(e.source), inv.config)) === target;
+  });
+}
+
+/** An existing mcpmux config's text and servers; a file that cannot be read is a UsageError (nothing is written over it). */
+function readOwnConfig(file: string): { text: string; servers: Record<string, ServerEntry> } {
+  let text: string;
+  let doc: unknown;
+  try {
+    text = readFileSync(file, 'utf8');
+    doc = parseJsonc(text);
+  } catch (err) {
+    throw new UsageError(`-o ${file}: a host's mcpmux entry runs this config, so import adds to it, but it cannot be read (${(err as Error).message}); fix it or choose another -o`);
+  }
+  if (!isObject(doc)) throw new UsageError(`-o ${file}: a host's mcpmux entry runs this config, so import adds to it, but it is not a JSON object`);
   const servers: Record<string, ServerEntry> = {};
+  if (isObject(doc.mcpServers)) for (const [n, s] of Object.entries(doc.mcpServers)) if (isObject(s)) servers[n] = s;
+  return { text, servers };
+}
+
+/** Host entries -> mcpmux servers, clashes resolved in the order given, after the servers of `existing` (kept as they are). */
+export function convert(entries: readonly HostEntry[], existing: Readonly<Record<string, ServerEntry>> = {}): Conversion {
+  const servers: Record<string, ServerEntry> = { ...existing };
   const notes: string[] = [];
   const needs = new Map<string, string>();
   for (const e of entries) {

@@ -7,7 +7,9 @@
 //
 // Undo is `mcpmux uninstall --host H`. A timestamped backup of the user's own file is kept
 // beside it; a file that already runs only mcpmux is never backed up (re-installing updates the
-// entry, or says there is nothing to do), so every backup holds the user's servers.
+// entry, or says there is nothing to do), so every backup holds the user's servers. A file with
+// mcpmux's entry and servers the user added since is backed up for those (uninstall gives them
+// back with the original backup's).
 
 import { copyFileSync, existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -56,8 +58,9 @@ export async function runInstall(opts: InstallOptions): Promise<number> {
   const doc = read?.doc ?? {};
   const servers = serversOf(host, doc);
   const installed = isInstalled(host, doc);
-  // A re-install keeps the env an earlier install wrote (values copied with --env-from-shell).
-  const previous = installed ? Object.values(servers).find(isMuxEntry) : undefined;
+  // A re-install keeps the env an earlier install wrote (values copied with --env-from-shell),
+  // also from a file the user has since added servers to beside mcpmux's entry.
+  const previous = Object.values(servers).find(isMuxEntry);
   const env: Record<string, string> = isObject(previous) && isObject(previous.env) ? Object.fromEntries(Object.entries(previous.env).map(([k, v]) => [k, String(v)])) : {};
 
   // What the host will see: the config loaded in the environment it gives mcpmux.
@@ -94,9 +97,11 @@ export async function runInstall(opts: InstallOptions): Promise<number> {
     process.stdout.write(`--- ${file}\n+++ ${file} (after mcpmux install)\n${diff(redacted(host, read?.text ?? ''), redacted(host, after))}`);
     return 0;
   }
-  // Only the user's own file is worth keeping: backing up a file that runs only mcpmux would
-  // make the newest backup one that gives back mcpmux, not the user's servers.
+  // Only the user's own servers are worth keeping: backing up a file that runs only mcpmux would
+  // keep nothing. A mixed file (mcpmux and servers added since) is backed up for those servers;
+  // uninstall restores the original backup (none with mcpmux in it) and adds them back.
   let backup: string | undefined;
+  const mixed = !installed && Object.values(servers).some(isMuxEntry);
   if (read && !installed) {
     backup = backupName(file);
     copyFileSync(file, backup);
@@ -109,8 +114,9 @@ export async function runInstall(opts: InstallOptions): Promise<number> {
     process.stdout.write(`mcpmux install: ${file} now runs mcpmux (${configPath}) instead of its ${own.length} server(s)${own.length ? ` (${own.join(', ')})` : ''}.\n`);
     if (backup) process.stdout.write(`Backup of the previous file: ${backup}\n`);
   }
-  const restores = backup ?? original?.file;
-  process.stdout.write(`To undo: ${undo}${restores ? ` (restores ${restores})` : ' (removes the mcpmux entry)'}\n`);
+  const restores = mixed ? original?.file : (backup ?? original?.file);
+  const keeps = mixed && own.length > 0 ? ` and gives back ${own.join(', ')}` : '';
+  process.stdout.write(`To undo: ${undo}${restores ? ` (restores ${restores}${keeps})` : keeps ? ` (removes the mcpmux entry${keeps})` : ' (removes the mcpmux entry)'}\n`);
   for (const note of stillRunning(host, file)) process.stdout.write(`Note: ${note}\n`);
   process.stdout.write(`Restart ${host} to pick it up.\n`);
   return 0;
