@@ -2,7 +2,7 @@
 // pins, OAuth logins, a host's config): read one that may be absent, write one so no reader
 // ever sees half of it, and hear when another process changed one.
 
-import { mkdirSync, readFileSync, renameSync, watch, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, realpathSync, renameSync, watch, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 /** The file's text; undefined when it is absent or unreadable. */
@@ -16,13 +16,22 @@ export function readText(file: string): string | undefined {
 
 /**
  * Writes `text` beside `file` and renames it over (a reader sees the old file or the new one),
- * mode 0600; a missing folder is created private (0700). Throws as writeFileSync does.
+ * mode 0600; a missing folder is created private (0700). A symlink is written through: the
+ * file it points at gets the text and the link stays (dotfiles kept in a repository and linked
+ * into place; renaming over the link would replace it with a plain file). Throws as
+ * writeFileSync does.
  */
 export function writePrivate(file: string, text: string): void {
-  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-  const tmp = `${file}.${process.pid}.tmp`;
+  let target = file;
+  try {
+    target = realpathSync(file);
+  } catch {
+    // absent (or a dangling link): written where it is named
+  }
+  mkdirSync(path.dirname(target), { recursive: true, mode: 0o700 });
+  const tmp = `${target}.${process.pid}.tmp`;
   writeFileSync(tmp, text, { mode: 0o600 });
-  renameSync(tmp, file);
+  renameSync(tmp, target);
 }
 
 /**

@@ -17,7 +17,7 @@ export class JsoncError extends Error {
 }
 
 /** Options every reader here uses: comments and trailing commas allowed, nothing else lenient. */
-export const JSONC_OPTIONS = { allowTrailingComma: true, disallowComments: false, allowEmptyContent: false } as const;
+const JSONC_OPTIONS = { allowTrailingComma: true, disallowComments: false, allowEmptyContent: false } as const;
 
 /**
  * Parses JSONC text (a leading BOM is ignored); throws `JsoncError` at the first problem.

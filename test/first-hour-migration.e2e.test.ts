@@ -5,7 +5,7 @@
 // plus the entry's env).
 
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fixture, MUX_BIN, startRawMux, tempDir, waitFor, WAIT_MS, type RawPeer } from './helpers/harness.js';
@@ -373,5 +373,252 @@ describe("install checks the host's environment (point 1)", () => {
     const entry = JSON.parse(readFileSync(file, 'utf8')).mcpServers.mcpmux;
     expect(entry.env).toBeUndefined();
     expect(await toolNames(runAsHost(h, entry))).toEqual(['plain__tool_0', 'plain__tool_1']);
+  });
+});
+
+describe('review fixes', () => {
+  it('import leaves out mcpmux behind cmd /c, npx -p mcpmux, and nodejs (point 10)', () => {
+    const h = home();
+    const cfg = path.join(h.dir, 'mcpmux.json');
+    h.write(
+      CLAUDE,
+      j({
+        mcpServers: {
+          cmdLine: { command: 'cmd', args: ['/c', `npx -y mcpmux stdio --config ${cfg}`] },
+          cmdExe: { command: 'C:\\Windows\\System32\\cmd.exe', args: ['/C', 'npx', '-y', 'mcpmux', 'stdio', '--config', cfg] },
+          npxPackage: { command: 'npx', args: ['-y', '-p', 'mcpmux', 'mcpmux', 'stdio', '--config', cfg] },
+          npxLongPackage: { command: 'npx', args: ['--package', 'mcpmux@latest', 'mcpmux', 'connect'] },
+          debianNode: { command: '/usr/bin/nodejs', args: ['/opt/mcpmux/bin/mcpmux.js', 'stdio', '-c', cfg] },
+          cmdOther: { command: 'cmd', args: ['/c', 'npx', '-y', 'some-server'] },
+          files: fx,
+        },
+      }),
+    );
+    const r = h.run('import', '--from', 'claude');
+    expect(r.code, r.stderr).toBe(0);
+    expect(Object.keys(JSON.parse(r.stdout).mcpServers).sort()).toEqual(['cmdOther', 'files']);
+    for (const name of ['cmdLine', 'cmdExe', 'npxPackage', 'debianNode']) expect(r.stderr).toMatch(new RegExp(`left out "${name}" from .*: it runs mcpmux itself \\(mcpmux stdio --config ${cfg}\\)`));
+    expect(r.stderr).toMatch(/left out "npxLongPackage" from .*: it runs mcpmux itself \(mcpmux connect\)/);
+  });
+});
+
+describe("Cursor's user file has no workspace folder (point 3)", () => {
+  it("${workspaceFolder} in ~/.cursor/mcp.json is left out, in a workspace's .cursor/mcp.json it is the workspace", () => {
+    const h = home();
+    h.write('.cursor/mcp.json', j({ mcpServers: { userLevel: { command: 'node', args: ['${workspaceFolder}/x.js'] }, plain: fx } }));
+    const ws = path.join(h.project, '.cursor', 'mcp.json');
+    mkdirSync(path.dirname(ws), { recursive: true });
+    writeFileSync(ws, j({ mcpServers: { local: { command: 'node', args: ['${workspaceFolder}/y.js', '${workspaceFolderBasename}'] } } }));
+    const r = h.run('import', '--from', 'cursor');
+    expect(r.code, r.stderr).toBe(0);
+    const servers = JSON.parse(r.stdout).mcpServers;
+    expect(servers.userLevel).toBeUndefined();
+    expect(r.stderr).toMatch(/left out "userLevel" from .*\.cursor\/mcp\.json: \$\{workspaceFolder\} has no value in a user-level file/);
+    expect(servers.local).toEqual({ command: 'node', args: [`${h.project}/y.js`, 'project'] });
+    expect(servers.plain).toEqual(fx);
+    // The same user file named with --from FILE is still the user file.
+    const direct = h.run('import', '--from', path.join(h.dir, '.cursor/mcp.json'));
+    expect(direct.code, direct.stderr).toBe(0);
+    expect(JSON.parse(direct.stdout).mcpServers.userLevel).toBeUndefined();
+  });
+});
+
+describe('a symlinked host file stays a symlink (point 8)', () => {
+  it('install and uninstall write through the link to the file it points at', () => {
+    const h = home();
+    const original = j({ mcpServers: { files: fx } });
+    const real = h.write('dotfiles/claude.json', original);
+    const link = path.join(h.dir, CLAUDE);
+    mkdirSync(path.dirname(link), { recursive: true });
+    symlinkSync(real, link);
+    const out = path.join(h.dir, 'mcpmux.json');
+    expect(h.run('import', '--from', 'claude', '-o', out).code).toBe(0);
+    const r = h.run('install', '--host', 'claude', '--config', out);
+    expect(r.code, r.stderr).toBe(0);
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(Object.keys(JSON.parse(readFileSync(real, 'utf8')).mcpServers)).toEqual(['mcpmux']);
+    const undo = h.run('uninstall', '--host', 'claude');
+    expect(undo.code, undo.stderr).toBe(0);
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(readFileSync(real, 'utf8')).toBe(original);
+  });
+});
+
+describe('host files that are not JSONC (point 9)', () => {
+  it('uninstall passes over an unreadable first file to the one that runs mcpmux', () => {
+    const h = home();
+    const broken = h.write('.cursor/mcp.json', '{ "mcpServers": { oops ');
+    const ws = path.join(h.project, '.cursor', 'mcp.json');
+    mkdirSync(path.dirname(ws), { recursive: true });
+    writeFileSync(ws, j({ mcpServers: { mcpmux: { command: 'mcpmux', args: ['stdio', '--config', '/x.json'] }, kept: fx } }));
+    const r = h.run('uninstall', '--host', 'cursor');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`removed the mcpmux entry (mcpmux)`);
+    expect(JSON.parse(readFileSync(ws, 'utf8'))).toEqual({ mcpServers: { kept: fx } });
+    expect(readFileSync(broken, 'utf8')).toBe('{ "mcpServers": { oops ');
+  });
+
+  it('install and uninstall on a host file that is not JSONC exit 1 and leave it untouched', () => {
+    const h = home();
+    const text = '{\n  "mcpServers": {\n    "mcpmux": { "command": "mcpmux", "args": ["stdio"] }\n    "files": {}\n  }\n}\n';
+    const file = h.write(CLAUDE, text);
+    const out = h.write('mcpmux.json', j({ mcpServers: { files: fx } }));
+    const inst = h.run('install', '--host', 'claude', '--config', out, '--force');
+    expect(inst.code).toBe(1);
+    expect(inst.stderr).toContain(`${file}: invalid JSON at line 4`);
+    expect(inst.stderr).toContain('not touching it');
+    const undo = h.run('uninstall', '--host', 'claude');
+    expect(undo.code).toBe(1);
+    expect(undo.stderr).toContain(`${file}: invalid JSON at line 4`);
+    const named = h.run('uninstall', '--host', 'claude', '--file', file);
+    expect(named.code).toBe(1);
+    expect(readFileSync(file, 'utf8')).toBe(text);
+    expect(readdirSync(path.dirname(file))).toEqual(['claude_desktop_config.json']);
+  });
+});
+
+describe("Claude Code's servers get the shell's environment (point 5 of the review)", () => {
+  it('install --host claude-code checks in this shell, so a variable the shell has needs no --env-from-shell', async () => {
+    const h = home({ API_TOKEN: 'from-the-shell' });
+    const file = h.write('.claude.json', j({ mcpServers: { tokened: { ...fx, env: { TOKEN: '${API_TOKEN}' } } } }));
+    const out = path.join(h.dir, 'mcpmux.json');
+    expect(h.run('import', '--from', 'claude-code', '-o', out).code).toBe(0);
+    const r = h.run('install', '--host', 'claude-code', '--config', out);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain("checked in this shell's environment (Claude Code runs from a terminal and passes it on): 1 server(s) will start");
+    // Nothing copied into ~/.claude.json: the value stays in the shell.
+    expect(JSON.parse(readFileSync(file, 'utf8')).mcpServers.mcpmux.env).toBeUndefined();
+    expect(readFileSync(file, 'utf8')).not.toContain('from-the-shell');
+
+    // Without the variable in the shell, it is refused and named, as for the other hosts.
+    const h2 = home();
+    delete h2.env.API_TOKEN;
+    h2.write('.claude.json', j({ mcpServers: { tokened: { ...fx, env: { TOKEN: '${API_TOKEN}' } } } }));
+    const out2 = path.join(h2.dir, 'mcpmux.json');
+    expect(h2.run('import', '--from', 'claude-code', '-o', out2).code).toBe(0);
+    const r2 = h2.run('install', '--host', 'claude-code', '--config', out2);
+    expect(r2.code).toBe(1);
+    expect(r2.stderr).toContain("would not start in this shell's environment");
+    expect(r2.stderr).toContain('tokened: environment variable API_TOKEN is not set');
+  });
+});
+
+describe('install --dry-run shows no secret (review point 4)', () => {
+  it('env values copied from the shell, and ones already in the file, are [REDACTED] in the diff', () => {
+    const h = home({ API_TOKEN: 's3cret-value' });
+    const file = h.write(CLAUDE, j({ mcpServers: { plain: fx, tokened: { ...fx, env: { TOKEN: '${API_TOKEN}', OWN: 'own-secret' } } } }));
+    const out = path.join(h.dir, 'mcpmux.json');
+    expect(h.run('import', '--from', 'claude', '-o', out).code).toBe(0);
+    const before = readFileSync(file, 'utf8');
+    const dry = h.run('install', '--host', 'claude', '--config', out, '--env-from-shell', '--dry-run');
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toContain('"API_TOKEN": "[REDACTED]"');
+    expect(dry.stdout + dry.stderr).not.toContain('s3cret-value');
+    expect(dry.stdout).not.toContain('own-secret');
+    expect(readFileSync(file, 'utf8')).toBe(before);
+
+    // Installed for real, the value is stored; a re-install's dry run does not print it either.
+    expect(h.run('install', '--host', 'claude', '--config', out, '--env-from-shell').code).toBe(0);
+    expect(readFileSync(file, 'utf8')).toContain('s3cret-value');
+    const other = h.write('other.json', readFileSync(out, 'utf8'));
+    const again = h.run('install', '--host', 'claude', '--config', other, '--dry-run');
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toContain(other);
+    expect(again.stdout).toContain('"API_TOKEN": "[REDACTED]"');
+    expect(again.stdout).not.toContain('s3cret-value');
+  });
+});
+
+describe("install never takes a host's servers away (review point 1)", () => {
+  it('refuses when the config would start no server while the host file has its own (all left out by import)', async () => {
+    const h = home();
+    const text = j({ mcpServers: { withEnvFile: { ...fx, envFile: '/x/.env' }, withOauth: { url: 'https://example.invalid/mcp', oauth: { clientId: 'x' } } } });
+    const file = h.write(CLAUDE, text);
+    const out = path.join(h.dir, 'mcpmux.json');
+    const imp = h.run('import', '--from', 'claude', '-o', out);
+    expect(imp.code, imp.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(out, 'utf8')).mcpServers).toEqual({});
+    const r = h.run('install', '--host', 'claude', '--config', out);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`2 of the server(s) in ${file} are not in ${out}`);
+    expect(r.stderr).toContain('withEnvFile: import cannot bring it over (envFile is not supported');
+    expect(r.stderr).toContain('withOauth: import cannot bring it over (OAuth settings are not supported yet)');
+    expect(r.stderr).toContain(`${out} starts no server at all, and ${file} has 2 (withEnvFile, withOauth): claude would be left with none`);
+    expect(r.stderr).toContain('not installing');
+    expect(readFileSync(file, 'utf8')).toBe(text);
+    expect(readdirSync(path.dirname(file))).toHaveLength(1);
+    // --force does it anyway, and uninstall gives them back.
+    const forced = h.run('install', '--host', 'claude', '--config', out, '--force');
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(forced.stderr).toContain('installing anyway (--force)');
+    expect(h.run('uninstall', '--host', 'claude').code).toBe(0);
+    expect(readFileSync(file, 'utf8')).toBe(text);
+  });
+
+  it("refuses when one of the host file's servers is not in the config, by name or definition, and names it", () => {
+    const h = home();
+    const b = fixture({ name: 'b', tools: 1, specialTools: false });
+    const text = j({ mcpServers: { 'a server': fx, b } });
+    const file = h.write(CLAUDE, text);
+    // A config written by hand with only one of them (under another name: the same definition counts).
+    const out = h.write('mcpmux.json', j({ mcpServers: { renamed: fx } }));
+    const r = h.run('install', '--host', 'claude', '--config', out);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`1 of the server(s) in ${file} is not in ${out}; installing would take it away from claude:`);
+    expect(r.stderr).toContain('  b: not in the config');
+    expect(r.stderr).not.toContain('a server:');
+    expect(readFileSync(file, 'utf8')).toBe(text);
+    // With b in the config (by name), install goes ahead.
+    writeFileSync(out, j({ mcpServers: { renamed: fx, b } }));
+    const ok = h.run('install', '--host', 'claude', '--config', out);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stdout).toContain('instead of its 2 server(s) (a server, b)');
+  });
+});
+
+describe('servers added to a host after install (review point 2)', () => {
+  it('import keeps the config, install over the mixed file keeps the env, and uninstall gives back the original and the added server', async () => {
+    const h = home({ API_TOKEN: 's3cret-value' });
+    const a = { ...fixture({ name: 'a', tools: 1, specialTools: false }), env: { TOKEN: '${API_TOKEN}' } };
+    const c = fixture({ name: 'c', tools: 1, specialTools: false });
+    const original = `{\n  // mine\n  "mcpServers": { "a": ${j(a)} }\n}\n`;
+    const file = h.write(CLAUDE, original);
+    const out = path.join(h.dir, 'mcpmux.json');
+    expect(h.run('import', '--from', 'claude', '-o', out).code).toBe(0);
+    const first = h.run('install', '--host', 'claude', '--config', out, '--env-from-shell');
+    expect(first.code, first.stderr).toBe(0);
+    const backups = () => readdirSync(path.dirname(file)).filter((f) => f.includes('.mcpmux-backup-')).sort();
+    const [originalBackup] = backups();
+
+    // The user adds C to Claude's own file, beside mcpmux.
+    const installed = JSON.parse(readFileSync(file, 'utf8').replace(/^\s*\/\/.*$/gm, ''));
+    writeFileSync(file, j({ mcpServers: { ...installed.mcpServers, c } }));
+    // Re-import into the config the mcpmux entry runs: A stays, C is added.
+    const again = h.run('import', '--from', 'claude', '-o', out, '--force');
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain(`${out} is the config a host's mcpmux entry runs: kept its 1 server(s) and added 1 (c)`);
+    expect(Object.keys(JSON.parse(readFileSync(out, 'utf8')).mcpServers)).toEqual(['a', 'c']);
+    // Without --force too (nothing is overwritten): C is already there, nothing added.
+    const third = h.run('import', '--from', 'claude', '-o', out);
+    expect(third.code, third.stderr).toBe(0);
+    expect(Object.keys(JSON.parse(readFileSync(out, 'utf8')).mcpServers)).toEqual(['a', 'c']);
+
+    // Install over the mixed file, from a shell that no longer has API_TOKEN: the stored env is kept.
+    delete h.env.API_TOKEN;
+    const second = h.run('install', '--host', 'claude', '--config', out);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toContain(`To undo: mcpmux uninstall --host claude (restores ${path.join(path.dirname(file), originalBackup!)} and gives back c)`);
+    expect(backups()).toHaveLength(2);
+    const entry = JSON.parse(readFileSync(file, 'utf8')).mcpServers.mcpmux;
+    expect(entry.env).toEqual({ API_TOKEN: 's3cret-value' });
+    expect(await toolNames(runAsHost(h, entry))).toEqual(['a__tool_0', 'c__tool_0']);
+
+    // Undo: A from the original backup, and C.
+    const undo = h.run('uninstall', '--host', 'claude');
+    expect(undo.code, undo.stderr).toBe(0);
+    expect(undo.stdout).toContain(`from ${path.join(path.dirname(file), originalBackup!)}: 1 server(s) (a); kept 1 server(s) you added beside mcpmux since (c)`);
+    expect(JSON.parse(readFileSync(file, 'utf8').replace(/^\s*\/\/.*$/gm, '')).mcpServers).toEqual({ a, c });
+    // Uninstall again does nothing; a backup with an mcpmux entry is never taken for the original.
+    expect(h.run('uninstall', '--host', 'claude').stdout).toContain('does not run mcpmux');
   });
 });

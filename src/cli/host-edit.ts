@@ -6,19 +6,12 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { applyEdits, modify, type FormattingOptions } from 'jsonc-parser';
-import { muxInvocation } from '../config/self-reference.js';
-import { isObject } from '../objects.js';
+import { muxEntry } from '../config/self-reference.js';
 import { hostFiles, readHostFile, serversKey, serversOf, type HostFile, type HostName } from './hosts.js';
-
-/** The hosts `install` and `uninstall` know how to edit. */
-export const INSTALLABLE: readonly HostName[] = ['claude', 'claude-code', 'cursor', 'vscode', 'windsurf'];
 
 /** Whether a host's server entry runs mcpmux (`stdio` or `connect`): the entry `install` writes. */
 export function isMuxEntry(entry: unknown): boolean {
-  if (!isObject(entry) || typeof entry.command !== 'string') return false;
-  const args = Array.isArray(entry.args) ? entry.args.map(String) : [];
-  const env = isObject(entry.env) ? Object.fromEntries(Object.entries(entry.env).map(([k, v]) => [k, String(v)])) : {};
-  return muxInvocation(entry.command, args, env) !== undefined;
+  return muxEntry(entry) !== undefined;
 }
 
 /** A host file whose servers are mcpmux's entries and nothing else: what `install` leaves behind. */
@@ -76,21 +69,72 @@ export function backupsOf(file: string): string[] {
     .map((n) => path.join(path.dirname(file), n));
 }
 
+/** A backup as read, or undefined when it is gone or is not JSONC (nobody's config). */
+function readBackup(file: string): HostFile | undefined {
+  try {
+    return readHostFile(file);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether any of a host file's servers is one of mcpmux's entries. */
+function runsMux(host: HostName, doc: Record<string, unknown>): boolean {
+  return Object.values(serversOf(host, doc)).some(isMuxEntry);
+}
+
 /**
- * The newest backup made from the user's own file (not from a file that only ran mcpmux): the
- * one that gives the user's servers back. `install` never backs up an installed-only file, but
- * backups an older mcpmux made, or copies a person made, may be such files: skipped.
+ * The newest backup made from the user's own file before mcpmux was in it: the one that gives
+ * the user's servers back. A backup with an mcpmux entry in it is never that one: `install`
+ * over a file holding mcpmux and a server the user added since (a "mixed" file) backs it up,
+ * and restoring it would bring mcpmux back, not the servers it took over.
  */
 export function newestOriginalBackup(host: HostName, file: string): { file: string; read: HostFile } | undefined {
   for (const b of backupsOf(file)) {
-    try {
-      const read = readHostFile(b);
-      if (read && !isInstalled(host, read.doc)) return { file: b, read };
-    } catch {
-      // a backup that is not JSONC is nobody's config
-    }
+    const read = readBackup(b);
+    if (read && !runsMux(host, read.doc)) return { file: b, read };
   }
   return undefined;
+}
+
+/** What `uninstall` gives back, and from where. */
+export interface Restore {
+  /** The newest original backup, if any. */
+  original: { file: string; read: HostFile } | undefined;
+  /** Its servers, then the user's own servers of the mixed backups since (oldest first), then of the file now. */
+  servers: Record<string, unknown>;
+  /** Servers the user added beside mcpmux since the original backup (in later backups): not in it. */
+  added: string[];
+}
+
+/**
+ * The servers to give back to `current` (a file that runs mcpmux): the original backup's, plus
+ * every server the user put beside mcpmux since. Those were backed up when a later `install`
+ * took them over (a mixed file) or are in the file now; a later one of a name wins, as the
+ * user's newer edit.
+ */
+export function serversToRestore(host: HostName, file: string, current: HostFile): Restore {
+  const later: HostFile[] = [];
+  let original: Restore['original'];
+  for (const b of backupsOf(file)) {
+    const read = readBackup(b);
+    if (!read) continue;
+    if (!runsMux(host, read.doc)) {
+      original = { file: b, read };
+      break;
+    }
+    later.unshift(read);
+  }
+  const servers: Record<string, unknown> = { ...(original ? serversOf(host, original.read.doc) : {}) };
+  const added: string[] = [];
+  for (const [i, read] of [...later, current].entries()) {
+    for (const [name, entry] of Object.entries(serversOf(host, read.doc))) {
+      if (isMuxEntry(entry)) continue;
+      if (i < later.length && !(name in servers) && !added.includes(name)) added.push(name);
+      servers[name] = entry;
+    }
+  }
+  return { original, servers, added };
 }
 
 /** The file's own formatting for what `modify` inserts: its indent and its line ends. */
@@ -116,7 +160,3 @@ export function withoutEntry(host: HostName, read: HostFile, name: string): stri
   return applyEdits(read.text, modify(read.text, [key, name], undefined, { formattingOptions: formattingOf(read.text) }));
 }
 
-/** `text` with the value of its servers key taken from `from` (the backup's, as the backup wrote it). */
-export function withServersOf(host: HostName, read: HostFile | undefined, from: HostFile): string {
-  return withServers(host, read, serversOf(host, from.doc));
-}

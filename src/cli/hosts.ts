@@ -27,7 +27,7 @@ export interface HostEntry {
   inputs?: Map<string, { description?: string; password?: boolean }>;
 }
 
-export interface Env {
+interface Env {
   home: string;
   platform: NodeJS.Platform;
   appData: string | undefined;
@@ -35,7 +35,7 @@ export interface Env {
   cwd: string;
 }
 
-export function env(): Env {
+function env(): Env {
   return {
     home: process.env.HOME ?? os.homedir(),
     platform: process.platform,

@@ -5,13 +5,16 @@
 // mcpmux cannot express is reported with the entry's name and left out. Name clashes: an
 // identical definition from another host is kept once; a different one is renamed
 // `<name>-<host>` (then `-2`, `-3`...). The config goes to -o FILE (never over an existing file
-// without --force) or to stdout; the report goes to stderr.
+// without --force) or to stdout; the report goes to stderr. When a host's mcpmux entry runs the
+// -o FILE, the new servers are added to it and its own are kept (they were moved out of the host).
 
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { muxInvocation } from '../config/self-reference.js';
+import { applyEdits, modify } from 'jsonc-parser';
+import { muxEntry, sameFileKey } from '../config/self-reference.js';
+import { parseJsonc } from '../jsonc.js';
 import { isObject } from '../objects.js';
 import { entriesOf, hostFiles, HOSTS, readHostFile, HostFileError, type HostEntry, type HostName } from './hosts.js';
 import { UsageError } from './runtime.js';
@@ -65,9 +68,21 @@ export async function runImport(opts: ImportOptions): Promise<number> {
     process.stderr.write('mcpmux import: nothing written; fix the file (or leave it out with --from) and run import again\n');
     return 1;
   }
-  const result = convert(entries);
+  // Re-importing into the config a host's mcpmux entry runs (the user added a server to the host
+  // after install): that config holds the servers install took from the host, which are no
+  // longer in the host's file. Overwritten, they would be gone from both; so they are kept and
+  // the new ones added, whether or not --force is given.
+  const existing = opts.output && runsThisConfig(entries, opts.output) ? readOwnConfig(opts.output) : undefined;
+  const result = convert(entries, existing?.servers);
   const config = { $schema: SCHEMA, mcpServers: result.servers };
-  const text = JSON.stringify(config, null, 2) + '\n';
+  let text = JSON.stringify(config, null, 2) + '\n';
+  if (existing) {
+    const added = Object.keys(result.servers).filter((n) => !Object.hasOwn(existing.servers, n));
+    // Added into the file as it is (jsonc-parser: its comments and other keys stay).
+    text = existing.text;
+    for (const n of added) text = applyEdits(text, modify(text, ['mcpServers', n], result.servers[n], { formattingOptions: { insertSpaces: true, tabSize: 2 } }));
+    result.notes.push(`${opts.output} is the config a host's mcpmux entry runs: kept its ${Object.keys(existing.servers).length} server(s) and added ${added.length}${added.length ? ` (${added.join(', ')})` : ''}`);
+  }
   for (const n of [...notes, ...result.notes]) process.stderr.write(`mcpmux import: ${n}\n`);
   // Variables the config refers to (without a default) that this environment does not set.
   for (const [name, server] of Object.entries(result.servers)) {
@@ -81,7 +96,7 @@ export async function runImport(opts: ImportOptions): Promise<number> {
     process.stdout.write(text);
     return 0;
   }
-  if (existsSync(opts.output) && !opts.force) {
+  if (existsSync(opts.output) && !opts.force && !existing) {
     process.stderr.write(`mcpmux import: ${opts.output} exists; use --force to overwrite it\n`);
     return 1;
   }
@@ -90,9 +105,34 @@ export async function runImport(opts: ImportOptions): Promise<number> {
   return 0;
 }
 
-/** Host entries -> mcpmux servers, clashes resolved in the order given. */
-export function convert(entries: readonly HostEntry[]): Conversion {
+/** Whether one of the entries (an mcpmux entry, left out) runs mcpmux on `config`. */
+function runsThisConfig(entries: readonly HostEntry[], config: string): boolean {
+  const target = sameFileKey(config);
+  return entries.some((e) => {
+    const inv = muxEntry(e.raw);
+    return inv?.config !== undefined && sameFileKey(path.resolve(path.dirname(e.source), inv.config)) === target;
+  });
+}
+
+/** An existing mcpmux config's text and servers; a file that cannot be read is a UsageError (nothing is written over it). */
+function readOwnConfig(file: string): { text: string; servers: Record<string, ServerEntry> } {
+  let text: string;
+  let doc: unknown;
+  try {
+    text = readFileSync(file, 'utf8');
+    doc = parseJsonc(text);
+  } catch (err) {
+    throw new UsageError(`-o ${file}: a host's mcpmux entry runs this config, so import adds to it, but it cannot be read (${(err as Error).message}); fix it or choose another -o`);
+  }
+  if (!isObject(doc)) throw new UsageError(`-o ${file}: a host's mcpmux entry runs this config, so import adds to it, but it is not a JSON object`);
   const servers: Record<string, ServerEntry> = {};
+  if (isObject(doc.mcpServers)) for (const [n, s] of Object.entries(doc.mcpServers)) if (isObject(s)) servers[n] = s;
+  return { text, servers };
+}
+
+/** Host entries -> mcpmux servers, clashes resolved in the order given, after the servers of `existing` (kept as they are). */
+export function convert(entries: readonly HostEntry[], existing: Readonly<Record<string, ServerEntry>> = {}): Conversion {
+  const servers: Record<string, ServerEntry> = { ...existing };
   const notes: string[] = [];
   const needs = new Map<string, string>();
   for (const e of entries) {
@@ -140,12 +180,8 @@ function convertEntry(e: HostEntry, needs: Map<string, string>): ServerEntry | s
   };
   if (r.envFile !== undefined) return 'envFile is not supported: put the variables in "env"';
   // mcpmux's own entry (what `mcpmux install` wrote): imported, mcpmux would start itself.
-  if (typeof r.command === 'string') {
-    const args = Array.isArray(r.args) ? r.args.map(String) : [];
-    const env = isObject(r.env) ? Object.fromEntries(Object.entries(r.env).map(([k, v]) => [k, String(v)])) : {};
-    const self = muxInvocation(r.command, args, env);
-    if (self) return `it runs mcpmux itself (mcpmux ${self.mode}${self.config ? ` --config ${self.config}` : ''}), probably the entry \`mcpmux install\` wrote; imported, mcpmux would start itself`;
-  }
+  const self = muxEntry(r);
+  if (self) return `it runs mcpmux itself (mcpmux ${self.mode}${self.config ? ` --config ${self.config}` : ''}), probably the entry \`mcpmux install\` wrote; imported, mcpmux would start itself`;
   const url = typeof r.url === 'string' ? r.url : typeof r.serverUrl === 'string' ? r.serverUrl : undefined;
   const type = typeof r.type === 'string' ? r.type : typeof r.transport === 'string' ? r.transport : undefined;
   const out: ServerEntry = {};
@@ -198,14 +234,14 @@ function convertEntry(e: HostEntry, needs: Map<string, string>): ServerEntry | s
  * file, not about the environment mcpmux will run in: `${userHome}` -> this user's home,
  * `${workspaceFolder}` / `${workspaceFolderBasename}` -> the folder holding the file's `.vscode`
  * (or `.cursor`) folder, and its name, `${pathSeparator}` -> this platform's. In a user-level file
- * there is no workspace folder (VS Code uses whichever folder is open): such a server cannot be
- * imported. `${X}` and `${X:-default}` (Claude Code) are already mcpmux's. Anything else cannot be
+ * (VS Code's or Cursor's ~/.cursor/mcp.json) there is no workspace folder (the editor uses
+ * whichever folder is open): such a server cannot be imported. `${X}` and `${X:-default}` (Claude Code) are already mcpmux's. Anything else cannot be
  * expressed.
  */
 function substitute(value: string, e: HostEntry, needs: Map<string, string>): string | { error: string } {
   let failed: string | undefined;
   const vscodeLike = e.host === 'vscode' || e.host === 'cursor' || e.host === 'file';
-  const workspace = /[\\/](\.vscode|\.cursor)[\\/]mcp\.json$/.test(e.source) ? path.dirname(path.dirname(e.source)) : undefined;
+  const workspace = workspaceOf(e.source);
   // A resolved path is literal text in the config: a `${` in it must not be expanded.
   const literal = (s: string): string => s.split('${').join('$${');
   const out = value.replace(/\$\{([^}]*)\}/g, (whole, ref: string) => {
@@ -224,7 +260,7 @@ function substitute(value: string, e: HostEntry, needs: Map<string, string>): st
     if (ref === 'pathSeparator' || ref === '/') return path.sep;
     if (ref === 'workspaceFolder' || ref === 'workspaceFolderBasename') {
       if (workspace) return literal(ref === 'workspaceFolder' ? workspace : path.basename(workspace));
-      failed ??= `\${${ref}} has no value in a user-level file (VS Code uses whichever folder is open): put the folder's path in instead, or move the server to that folder's .vscode/mcp.json`;
+      failed ??= `\${${ref}} has no value in a user-level file (the editor uses whichever folder is open): put the folder's path in instead, or move the server to that folder's .vscode/mcp.json (Cursor: .cursor/mcp.json)`;
       return whole;
     }
     if (/^[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?$/.test(ref)) return whole;
@@ -232,6 +268,18 @@ function substitute(value: string, e: HostEntry, needs: Map<string, string>): st
     return whole;
   });
   return failed ? { error: failed } : out;
+}
+
+/**
+ * The workspace folder of a host file: the folder holding its `.vscode` or `.cursor` folder. Not
+ * for a host's user-level file, which lives at the same kind of path (Cursor's ~/.cursor/mcp.json)
+ * yet belongs to no workspace: there `${workspaceFolder}` is whichever folder is open, not $HOME.
+ */
+function workspaceOf(file: string): string | undefined {
+  if (!/[\\/](\.vscode|\.cursor)[\\/]mcp\.json$/.test(file)) return undefined;
+  const key = sameFileKey(file);
+  if (HOSTS.some((h) => sameFileKey(hostFiles(h)[0]!) === key)) return undefined;
+  return path.dirname(path.dirname(file));
 }
 
 /** A server name mcpmux accepts: [A-Za-z0-9_.-], and no "__" (the default separator). */

@@ -16,7 +16,7 @@ import { readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { parseJsonc } from '../jsonc.js';
 import { isObject } from '../objects.js';
-import { pointerSegment } from './expand.js';
+import { expandEnv, pointerSegment } from './expand.js';
 import type { Config, ConfigIssue } from './types.js';
 
 /** The environment marker: the config files of the mcpmux processes above this one, `path.delimiter`-separated. */
@@ -48,19 +48,30 @@ function isMuxPackage(arg: string): boolean {
   return /^(@[^/]+\/)?mcpmux(@.*)?$/.test(arg);
 }
 
+/** npx's flags that take the next argument as their value (`-p mcpmux mcpmux stdio`: the first `mcpmux` is the package). */
+const PACKAGE_FLAGS = new Set(['-p', '--package']);
+
 /**
  * Whether a server entry (command + args, and its env for MCPMUX_CONFIG) runs `mcpmux stdio`
- * or `mcpmux connect`: `mcpmux ...`, `.../bin/mcpmux.js ...`, `node .../bin/mcpmux.js ...`,
- * `npx [-y] mcpmux ...` (also bunx, pnpm dlx).
+ * or `mcpmux connect`: `mcpmux ...`, `.../bin/mcpmux.js ...`, `node|nodejs .../bin/mcpmux.js ...`,
+ * `npx [-y] [-p mcpmux] mcpmux ...` (also bunx, pnpm dlx), and any of these behind Windows'
+ * `cmd /c` (how hosts there start `npx`).
  */
 export function muxInvocation(command: string, args: readonly string[], env: Readonly<Record<string, string>> = {}): MuxInvocation | undefined {
+  if (isProgram(command, 'cmd')) {
+    const c = args.findIndex((a) => /^\/[ck]$/i.test(a));
+    if (c < 0) return undefined;
+    // `cmd /c "npx -y mcpmux stdio"` passes the whole command line as one argument.
+    const line = args.length === c + 2 ? args[c + 1]!.trim().split(/\s+/) : args.slice(c + 1);
+    return line.length > 0 ? muxInvocation(line[0]!, line.slice(1), env) : undefined;
+  }
   let rest: readonly string[] | undefined;
   if (isMuxScript(command)) rest = args;
-  else if (isProgram(command, 'node') || isProgram(command, 'bun') || isProgram(command, 'deno')) {
+  else if (isProgram(command, 'node') || isProgram(command, 'nodejs') || isProgram(command, 'bun') || isProgram(command, 'deno')) {
     const script = args.findIndex((a) => !a.startsWith('-'));
     if (script >= 0 && isMuxScript(args[script]!)) rest = args.slice(script + 1);
   } else if (isProgram(command, 'npx') || isProgram(command, 'bunx') || isProgram(command, 'pnpm') || isProgram(command, 'yarn')) {
-    const pkg = args.findIndex((a) => isMuxPackage(a));
+    const pkg = args.findIndex((a, i) => isMuxPackage(a) && !PACKAGE_FLAGS.has(args[i - 1] ?? ''));
     if (pkg >= 0) rest = args.slice(pkg + 1);
   }
   if (!rest) return undefined;
@@ -73,6 +84,14 @@ export function muxInvocation(command: string, args: readonly string[], env: Rea
     else if (a.startsWith('--config=')) config = a.slice('--config='.length);
   }
   return { mode: mode as MuxInvocation['mode'], config: config ?? env.MCPMUX_CONFIG };
+}
+
+/** `muxInvocation` of a host's or a config's server entry as written (not yet checked): undefined when it does not run mcpmux. */
+export function muxEntry(entry: unknown): MuxInvocation | undefined {
+  if (!isObject(entry) || typeof entry.command !== 'string') return undefined;
+  const args = Array.isArray(entry.args) ? entry.args.map(String) : [];
+  const env = isObject(entry.env) ? Object.fromEntries(Object.entries(entry.env).map(([k, v]) => [k, String(v)])) : {};
+  return muxInvocation(entry.command, args, env);
 }
 
 /** A file's identity for comparison: its real path when it exists, else its absolute path. */
@@ -106,11 +125,9 @@ function nestedConfigs(spawns: readonly Spawn[], configDir: string): { name: str
   return out;
 }
 
-/** `${VAR}` / `${VAR:-default}` as loading would expand them (missing ones stay empty): enough to follow a chain. */
+/** `${VAR}` / `${VAR:-default}` as loading expands them (missing ones empty, no issue kept): enough to follow a chain. */
 function expandLoosely(s: string, env: NodeJS.ProcessEnv): string {
-  return s.replace(/\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (m, name: string | undefined, fallback: string | undefined) =>
-    m === '$${' ? '${' : (env[name!] || fallback) ?? '',
-  );
+  return expandEnv(s, env).value as string;
 }
 
 /** The stdio servers of a config file mcpmux could read, or none (a file it cannot read starts no chain). */
@@ -178,7 +195,7 @@ function findLoop(chain: string[], env: NodeJS.ProcessEnv, seen = new Set<string
 }
 
 /** The configs of the mcpmux processes above this one (from the marker its parent set). */
-export function parentConfigs(env: NodeJS.ProcessEnv = process.env): string[] {
+function parentConfigs(env: NodeJS.ProcessEnv = process.env): string[] {
   return (env[PARENT_CONFIGS_VAR] ?? '').split(path.delimiter).filter((p) => p.length > 0);
 }
 

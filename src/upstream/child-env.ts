@@ -3,11 +3,13 @@
 // server's ${VAR} secrets, and whatever a systemd EnvironmentFile put there; one third-party
 // `npx -y` server must not read them all. `inheritEnv` opts in: true for everything, or names.
 
+import { PARENT_CONFIGS_VAR } from '../config/self-reference.js';
+
 /**
  * Always passed: the configs of the mcpmux processes above the child (self-reference.ts), so an
  * mcpmux started as an upstream knows when it would run a config already running above it.
  */
-const MARKER = ['MCPMUX_PARENT_CONFIGS'];
+const MARKER = [PARENT_CONFIGS_VAR];
 /** Enough to find programs, a home, a user, a terminal, a locale and a temp folder. */
 const POSIX_BASE = ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'TERM', 'LANG', 'LANGUAGE', 'TZ', 'TMPDIR', 'LC_*', ...MARKER];
 /** The same on Windows (names there are case-insensitive). */
