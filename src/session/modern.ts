@@ -82,9 +82,17 @@ export class ModernHost {
     return (related !== undefined ? this.calls.get(related) : undefined) ?? (this.calls.size === 1 ? this.calls.values().next().value : undefined);
   }
 
-  /** The host is gone for good (stdio): nobody will retry, so every question fails upstream. */
+  /**
+   * The host connection is gone (stdio, WebSocket, a Streamable HTTP session): every question
+   * fails upstream and every call is cancelled there. Their tokens go too: they are bound to the
+   * client, not the connection, and a host that reconnects and retries with one would resume a
+   * call that has ended; it gets "Invalid requestState" and starts over.
+   */
   abandon(why: string): void {
-    for (const call of this.calls.values()) call.abandon(why);
+    for (const call of this.calls.values()) {
+      this.parked.forget(call);
+      call.abandon(why);
+    }
   }
 
   async handle(req: JsonRpcRequest, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
@@ -138,8 +146,8 @@ export class ModernHost {
     const parked = params.requestState === undefined ? undefined : this.parked.redeem(String(params.requestState), client, req.method, target);
     // A retry is a round of the call it resumes: observers see one call (events.ts).
     const prior = parked && ('call' in parked ? parked.call.record : parked.record);
-    if (event && prior) continueCall(event, prior);
-    const record = event && (prior ?? event);
+    // (A call that ended meanwhile has a published record: the retry is then a request of its own.)
+    const record = event && (prior && continueCall(event, prior) ? prior : event);
     // This request is the one the call's progress and log messages go with now (not the first's).
     const waiter: Waiter = { id: req.id, progressToken: progressTokenOf(params), logLevel: this.logLevels.get(req.id), send: this.send };
     let call: BridgedCall;
