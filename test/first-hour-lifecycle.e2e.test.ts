@@ -6,6 +6,7 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -20,12 +21,15 @@ const bad = (opts: object) => ({ command: process.execPath, args: [BAD, JSON.str
 type Exit = { code: number | null; signal: NodeJS.Signals | null };
 const running = new Set<ChildProcess>();
 const servers = new Set<Server>();
+const httpServers = new Set<HttpServer>();
 
 afterEach(async () => {
   for (const c of running) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   running.clear();
   for (const s of servers) s.close();
   servers.clear();
+  for (const s of httpServers) s.closeAllConnections(), s.close();
+  httpServers.clear();
   await closeAll();
   await stopAllDaemons();
 });
@@ -148,6 +152,45 @@ describe('stdio: the host closes, mcpmux stops its children at once and exits 0 
     const said = peer.stderr().split('\n').filter((l) => l.includes('"msg":"shutting down"'));
     expect(said.map((l) => JSON.parse(l))).toMatchObject([{ signal: 'SIGTERM', draining: true }]);
     expect(isAlive(pid!)).toBe(false);
+  });
+
+  it('an HTTP upstream whose session DELETE never answers: mcpmux still exits 0 before the SDK\'s 2 s', async () => {
+    // A minimal Streamable HTTP server (JSON answers, one session) that takes the DELETE and
+    // never answers it.
+    const deletes: string[] = [];
+    const held = new Set<ServerResponse>();
+    const web = createHttpServer((req, res) => {
+      if (req.method === 'DELETE') return void (deletes.push(String(req.headers['mcp-session-id'])), held.add(res));
+      if (req.method !== 'POST') return void res.writeHead(405).end();
+      let body = '';
+      req.setEncoding('utf8').on('data', (c: string) => (body += c));
+      req.on('end', () => {
+        const msg = JSON.parse(body);
+        if (msg.id === undefined) return void res.writeHead(202).end();
+        const result =
+          msg.method === 'initialize'
+            ? { protocolVersion: msg.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'web', version: '0' } }
+            : msg.method === 'tools/list'
+              ? { tools: [{ name: 'hello', inputSchema: { type: 'object' } }] }
+              : undefined;
+        const answer = result ? { jsonrpc: '2.0', id: msg.id, result } : { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } };
+        res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'web-session' }).end(JSON.stringify(answer));
+      });
+    });
+    httpServers.add(web);
+    const port = await new Promise<number>((resolve) => web.listen(0, '127.0.0.1', () => resolve((web.address() as { port: number }).port)));
+    const config = await writeConfig({ mcpServers: { web: { url: `http://127.0.0.1:${port}/mcp` } } });
+    const host = await underSdkHost(config);
+    expect((await host.client.listTools()).tools.map((t) => t.name)).toEqual(['web__hello']);
+    const t0 = performance.now();
+    await host.client.close();
+    const exit = await host.exited;
+    const tookMs = performance.now() - t0;
+    expect(exit, host.stderr()).toEqual({ code: 0, signal: null });
+    expect(host.proc.killed, 'the SDK had to SIGTERM mcpmux').toBe(false);
+    expect(deletes).toEqual(['web-session']);
+    expect(tookMs).toBeLessThan(2000);
+    for (const r of held) r.destroy();
   });
 });
 
