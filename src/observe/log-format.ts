@@ -114,9 +114,10 @@ function value(v: unknown): string {
 
 /**
  * Control characters shown as escapes: what an upstream prints must not drive the person's
- * terminal (move the cursor, rewrite earlier lines, change its title).
+ * terminal (move the cursor, rewrite earlier lines, change its title). For every place that
+ * prints an upstream's words to a person (the pretty log, `mcpmux status`, `check --probe`).
  */
-function printable(s: string): string {
+export function printable(s: string): string {
   // eslint-disable-next-line no-control-regex
   return s.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
