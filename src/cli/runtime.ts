@@ -266,18 +266,20 @@ export const SIGNAL_REPEAT_MS = 1000;
 /**
  * Makes `stop` run at most once, whoever calls it first: SIGTERM or SIGINT (after which the
  * process exits), or the caller (stdio when the host closes stdin). A second signal while
- * stopping exits at once, unless it came within SIGNAL_REPEAT_MS of the first (the same Ctrl-C
- * delivered twice); the first signal during a stop the caller began (a host that closed stdin,
+ * stopping exits at once, unless it is the same signal as the first and came within
+ * SIGNAL_REPEAT_MS of it (the same Ctrl-C delivered twice); the first signal during a stop the caller began (a host that closed stdin,
  * then signals mcpmux as the SDK's client does) waits for that drain and exits 0.
  * Returns the once-only `stop`.
  */
 export function onShutdownSignals(log: Logger, stop: (why: string) => Promise<void>): (why: string) => Promise<void> {
   let stopped: Promise<void> | undefined;
-  let firstSignalAt: number | undefined;
+  let first: { signal: NodeJS.Signals; at: number } | undefined;
   const once = (why: string): Promise<void> => (stopped ??= stop(why));
   const handler = (signal: NodeJS.Signals): void => {
-    if (firstSignalAt !== undefined) {
-      if (performance.now() - firstSignalAt < SIGNAL_REPEAT_MS) {
+    if (first !== undefined) {
+      // Only the same signal is the same Ctrl-C delivered twice; a SIGTERM right after a
+      // SIGINT is somebody (a supervisor, a person) wanting it gone now.
+      if (signal === first.signal && performance.now() - first.at < SIGNAL_REPEAT_MS) {
         log.debug({ signal }, 'the same signal again (the terminal and npm both send it); still draining');
         return;
       }
@@ -285,7 +287,7 @@ export function onShutdownSignals(log: Logger, stop: (why: string) => Promise<vo
       void flushLogs(log, 200).finally(() => process.exit(1));
       return;
     }
-    firstSignalAt = performance.now();
+    first = { signal, at: performance.now() };
     log.info({ signal, ...(stopped && { draining: true }) }, 'shutting down');
     // A drain that fails (a child that would not stop, an audit log that could not be written
     // out) exits 1, so a supervisor knows the stop was not clean.
