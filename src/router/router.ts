@@ -183,8 +183,9 @@ export class Router {
   }
 
   /**
-   * How long each child gets at each step of its stop from now on, whenever a connection
-   * closes (a session's, a reload's, the shutdown): `mcpmux stdio` stops within its host's grace.
+   * How long each child gets at each step of its stop when a session's connections close and
+   * at the shutdown (stops already under way are shortened to it): `mcpmux stdio` stops within
+   * its host's grace. A reload's or a restart's stop keeps the default (2 s at each step).
    */
   stopChildrenWithin(grace: StopGrace): void {
     this.pool.grace = grace;
