@@ -168,7 +168,8 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
     // An upstream's own words: its control characters must not drive this terminal.
     for (const said of u.stderr) out.push(`  stderr| ${printable(said)}`);
   }
-  if (s.upstreams.some((u) => u.tools === null || u.prompts === null || u.resources === null)) out.push('', '-: not listed yet (no host has asked that server for the list since it started)');
+  // An unavailable server's "-" is explained by its reason (it never started), not by this note.
+  if (s.upstreams.some((u) => u.state !== 'unavailable' && (u.tools === null || u.prompts === null || u.resources === null))) out.push('', '-: not listed yet (no host has asked that server for the list since it started)');
   process.stdout.write(out.join('\n') + '\n');
   return 0;
 }
