@@ -32,7 +32,8 @@ export async function runCheck(opts: CheckOptions): Promise<number> {
   }
   if (!opts.probe) return strictFailed ? 1 : 0;
 
-  const { router } = await startedRouter(config, opts);
+  // Unavailable servers were listed above, on stdout: not warned about again in the log.
+  const { router } = await startedRouter(config, opts, { unavailable: true });
   const denied = new DeniedCount(config);
   let failed = 0;
   try {

@@ -75,10 +75,11 @@ export async function loadOrReport(opts: GlobalOptions): Promise<Config | undefi
   }
 }
 
-export function createRuntime(initial: Config, opts: GlobalOptions): Runtime {
+/** `quiet.unavailable`: the caller tells the person about unavailable servers itself (check). */
+export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { unavailable?: boolean } = {}): Runtime {
   let config = initial;
   const log = createLogger(opts.logLevel ?? config.logLevel ?? 'info', config.secrets, logOutput(opts.logFormat));
-  warnUnavailable(log, config);
+  if (!quiet.unavailable) warnUnavailable(log, config);
   let router: Router | undefined;
   const pinnedOf = (c: Config) => new Set(c.servers.filter((s) => s.pinTools).map((s) => s.name));
   const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
@@ -248,8 +249,8 @@ export function addMetricsRoute(routes: OperatorRoutes, metrics: Metrics): void 
  * For one-shot commands (`check --probe`, `tools`): a router with every upstream started and
  * answered (or failed), logging only warnings unless asked otherwise. The caller closes it.
  */
-export async function startedRouter(config: Config, opts: GlobalOptions): Promise<{ router: Router; pins: ToolPins }> {
-  const { router, pins } = createRuntime(config, { ...opts, logLevel: opts.logLevel ?? 'warn' });
+export async function startedRouter(config: Config, opts: GlobalOptions, quiet: { unavailable?: boolean } = {}): Promise<{ router: Router; pins: ToolPins }> {
+  const { router, pins } = createRuntime(config, { ...opts, logLevel: opts.logLevel ?? 'warn' }, quiet);
   router.start();
   await router.ready();
   return { router, pins };
@@ -267,8 +268,9 @@ export const SIGNAL_REPEAT_MS = 1000;
  * Makes `stop` run at most once, whoever calls it first: SIGTERM or SIGINT (after which the
  * process exits), or the caller (stdio when the host closes stdin). A second signal while
  * stopping exits at once, unless it is the same signal as the first and came within
- * SIGNAL_REPEAT_MS of it (the same Ctrl-C delivered twice); the first signal during a stop the caller began (a host that closed stdin,
- * then signals mcpmux as the SDK's client does) waits for that drain and exits 0.
+ * SIGNAL_REPEAT_MS of it (the same Ctrl-C delivered twice); the first signal during a stop
+ * the caller began (a host that closed stdin, then signals mcpmux as the SDK's client does)
+ * waits for that drain and exits 0.
  * Returns the once-only `stop`.
  */
 export function onShutdownSignals(log: Logger, stop: (why: string) => Promise<void>): (why: string) => Promise<void> {
