@@ -285,7 +285,14 @@ describe('a server that fails says why (issue 19, point 11)', () => {
     const config = await writeConfig({ mcpServers: { marked: bad({ name: 'marked', pidFile: marker }) } });
     const r = await mcpmux(['serve', '--config', config, '--port', String(port), '--log-level', 'info']);
     expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toContain(`port ${port} is in use (EADDRINUSE)`);
+    // The JSON line keeps today's message; the explanation is its `hint`.
+    const said = r.stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)).find((j) => j.level === 50);
+    expect(said).toMatchObject({ msg: 'cannot listen', code: 'EADDRINUSE', port });
+    expect(said.hint).toContain(`port ${port} is in use (EADDRINUSE)`);
+    // For a person, one clear line: the message and its explanation together.
+    const pretty = await mcpmux(['serve', '--config', config, '--port', String(port), '--log-format', 'pretty']);
+    expect(pretty.code).toBe(1);
+    expect(pretty.stderr).toMatch(new RegExp(`^\\d\\d:\\d\\d:\\d\\d ERROR cannot listen: port ${port} is in use \\(EADDRINUSE\\) on 127\\.0\\.0\\.1: `, 'm'));
     expect(r.stderr).not.toContain('"msg":"spawned upstream"');
     expect(existsSync(marker), 'the upstream was started').toBe(false);
   });

@@ -65,7 +65,8 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
       const port = await admin.listen();
       log.info({ url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/metrics`, port }, 'admin listening');
     } catch (err) {
-      log.error({ err: (err as Error).message, code: (err as NodeJS.ErrnoException).code, host, port: adminPort }, `cannot listen on the admin port: ${cannotListen(err, host, adminPort)}`);
+      // The message stays what it always was; the explanation is a field (shown after it when pretty).
+      log.error({ err: (err as Error).message, code: (err as NodeJS.ErrnoException).code, host, port: adminPort, hint: cannotListen(err, host, adminPort) }, 'cannot listen on the admin port');
       await observers.close();
       return 1;
     }

@@ -70,7 +70,9 @@ export function prettyLine(line: string, color: boolean): string {
   }
   const paint = (code: string, s: string): string => (color ? `\x1b[${code}m${s}\x1b[0m` : s);
   const time = clock(o.time);
-  const msg = typeof o.msg === 'string' ? printable(o.msg) : '';
+  // A `hint` (what to do about it: the port in use...) reads as part of the message.
+  const said = typeof o.msg === 'string' ? o.msg : '';
+  const msg = printable(typeof o.hint === 'string' && said !== '' ? `${said}: ${o.hint}` : said);
   const server = typeof o.server === 'string' ? o.server : undefined;
   const head = time === '' ? '' : `${paint('2', time)} `;
 
