@@ -111,6 +111,55 @@ describe('over stdio: what the upstream says after the retry goes with the retry
   }, 60_000);
 });
 
+/**
+ * A stdio server that says a log line (logger "chatty") every 50 ms once initialized, noting each
+ * in `file`, unrelated to any request (over stdio it could not say one); tool `poke` answers at once.
+ */
+const CHATTY = String.raw`
+const fs = require('node:fs');
+const file = process.argv[1];
+const send = (m) => process.stdout.write(JSON.stringify(m) + '\n');
+let buf = '';
+process.stdin.setEncoding('utf8').on('data', (c) => {
+  buf += c;
+  let i;
+  while ((i = buf.indexOf('\n')) >= 0) {
+    const m = JSON.parse(buf.slice(0, i));
+    buf = buf.slice(i + 1);
+    if (m.method === 'notifications/initialized') setInterval(() => { send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'tick' } }); fs.appendFileSync(file, 'tick\n'); }, 50);
+    if (m.id === undefined) continue;
+    if (m.method === 'initialize') send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: m.params.protocolVersion, capabilities: { tools: {}, logging: {} }, serverInfo: { name: 'chatty', version: '0' } } });
+    else if (m.method === 'tools/list') send({ jsonrpc: '2.0', id: m.id, result: { tools: [{ name: 'poke', inputSchema: { type: 'object' } }] } });
+    else if (m.method === 'tools/call') send({ jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: 'poked' }] } });
+    else if (m.method === 'logging/setLevel') send({ jsonrpc: '2.0', id: m.id, result: {} });
+    else send({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'Method not found' } });
+  }
+});
+process.stdin.on('end', () => process.exit(0));
+`;
+
+describe('over stdio: another server\'s log messages are not the call\'s', () => {
+  it('while one bridged call runs on b, a log line from another stdio server (no request named) does not go to the host as that call\'s', async () => {
+    const ticks = tempFile('ticks.txt');
+    const count = () => (existsSync(ticks) ? readFileSync(ticks, 'utf8').split('\n').filter(Boolean).length : 0);
+    const peer = startRawMux(await writeConfig({ mcpServers: { b: bridge(tempFile('bridge.jsonl')), chatty: { command: process.execPath, args: ['-e', CHATTY, ticks] } } }));
+    peer.send({ jsonrpc: '2.0', id: 'first', method: 'tools/call', params: callParams({ steps: 1, hold: true }, { logLevel: 'info' }) });
+    const first = await peer.next((m) => m.id === 'first');
+    peer.send({ jsonrpc: '2.0', id: 'retry', method: 'tools/call', params: callParams({ steps: 1, hold: true }, { logLevel: 'info' }, first.result) });
+    // b's own log line comes with the retry: the call runs, the only one in flight.
+    const own = await peer.next((m) => m.method === 'notifications/message' && m.params.data === 'step 1');
+    expect(own.params.logger).toBe('b/bridge');
+    // chatty speaks meanwhile...
+    const seen = count();
+    await waitFor(() => count() >= seen + 3 || undefined, { what: 'three more log lines from chatty' });
+    // ...and its answer to a call after those lines comes after mcpmux handled them.
+    const poked = await peer.request('tools/call', { name: 'chatty__poke', arguments: {}, _meta: meta() });
+    expect(poked.result.content).toEqual([{ type: 'text', text: 'poked' }]);
+    expect(peer.messages.filter((m) => m.method === 'notifications/message' && m.params.logger === 'chatty')).toEqual([]);
+    await peer.close();
+  }, 60_000);
+});
+
 describe('with the official SDK 2.x client (it retries on a fresh id, with a fresh progressToken)', () => {
   /** A 2026-07-28 host that answers elicitations. */
   function sdkHost(): Client {
