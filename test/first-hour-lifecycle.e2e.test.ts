@@ -12,6 +12,9 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { StdioServerConfig } from '../src/config/types.js';
+import { createLogger } from '../src/observe/logger.js';
+import { spawnChild } from '../src/upstream/child.js';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
 import { awaitJsonLine, closeAll, exitWithin, isAlive, MUX_BIN, readEvents, ROOT, startRawMux, tempDir, tempFile, waitFor, waitForEvent, writeConfig } from './helpers/harness.js';
 
@@ -192,6 +195,26 @@ describe('stdio: the host closes, mcpmux stops its children at once and exits 0 
     expect(tookMs).toBeLessThan(2000);
     for (const r of held) r.destroy();
   });
+});
+
+describe('a stop under way (issue 19, point 9)', () => {
+  it('takes a later, shorter grace: a reload\'s 2 s stop, then the host closes and gives 100 ms', async () => {
+    const pidFile = tempFile('pids');
+    const lifeLog = tempFile('life.jsonl');
+    const entry = bad({ name: 'stubborn', pidFile, lifeLog, ignoreEof: true, ignoreTerm: true });
+    const cfg = { name: 'stubborn', transport: 'stdio', command: entry.command, args: entry.args, env: {}, inheritEnv: true, cwd: undefined } as unknown as StdioServerConfig;
+    const conn = spawnChild(cfg, 1 << 20, createLogger('silent'));
+    const [pid] = await pidsIn(pidFile, 1);
+    const slow = conn.stop(); // the default: 2 s after EOF, 2 s after SIGTERM
+    await waitForEvent(lifeLog, (e) => e.event === 'eof');
+    const t0 = performance.now();
+    await conn.stop({ afterEofMs: 100, afterTermMs: 100 });
+    // Without the shortening: what is left of 2 s, then 2 s more after SIGTERM.
+    expect(performance.now() - t0).toBeLessThan(1500);
+    await slow;
+    expect(isAlive(pid!)).toBe(false);
+    expect(readEvents(lifeLog).map((e) => e.event)).toContain('term');
+  }, 30_000);
 });
 
 describe('signals (issue 19, point 8)', () => {
