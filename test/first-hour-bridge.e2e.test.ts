@@ -29,6 +29,9 @@ import {
 } from './helpers/harness.js';
 import { scrape, total } from './helpers/prom.js';
 import { spawn } from 'node:child_process';
+import dc from 'node:diagnostics_channel';
+import WebSocket from 'ws';
+import { awaitRetry, CHANNEL, continueCall, endRequest, endWaiting, startHostRequest, type RequestEvent } from '../src/observe/events.js';
 
 afterEach(closeAll);
 afterAll(stopAllDaemons);
@@ -104,6 +107,55 @@ describe('over stdio: what the upstream says after the retry goes with the retry
     await peer.request('ping', { _meta: meta() });
     expect(peer.messages.some((m) => m.id === 2)).toBe(false);
     expect(peer.messages.some((m) => m.method === 'notifications/message')).toBe(false);
+    await peer.close();
+  }, 60_000);
+});
+
+/**
+ * A stdio server that says a log line (logger "chatty") every 50 ms once initialized, noting each
+ * in `file`, unrelated to any request (over stdio it could not say one); tool `poke` answers at once.
+ */
+const CHATTY = String.raw`
+const fs = require('node:fs');
+const file = process.argv[1];
+const send = (m) => process.stdout.write(JSON.stringify(m) + '\n');
+let buf = '';
+process.stdin.setEncoding('utf8').on('data', (c) => {
+  buf += c;
+  let i;
+  while ((i = buf.indexOf('\n')) >= 0) {
+    const m = JSON.parse(buf.slice(0, i));
+    buf = buf.slice(i + 1);
+    if (m.method === 'notifications/initialized') setInterval(() => { send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'tick' } }); fs.appendFileSync(file, 'tick\n'); }, 50);
+    if (m.id === undefined) continue;
+    if (m.method === 'initialize') send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: m.params.protocolVersion, capabilities: { tools: {}, logging: {} }, serverInfo: { name: 'chatty', version: '0' } } });
+    else if (m.method === 'tools/list') send({ jsonrpc: '2.0', id: m.id, result: { tools: [{ name: 'poke', inputSchema: { type: 'object' } }] } });
+    else if (m.method === 'tools/call') send({ jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: 'poked' }] } });
+    else if (m.method === 'logging/setLevel') send({ jsonrpc: '2.0', id: m.id, result: {} });
+    else send({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'Method not found' } });
+  }
+});
+process.stdin.on('end', () => process.exit(0));
+`;
+
+describe('over stdio: another server\'s log messages are not the call\'s', () => {
+  it('while one bridged call runs on b, a log line from another stdio server (no request named) does not go to the host as that call\'s', async () => {
+    const ticks = tempFile('ticks.txt');
+    const count = () => (existsSync(ticks) ? readFileSync(ticks, 'utf8').split('\n').filter(Boolean).length : 0);
+    const peer = startRawMux(await writeConfig({ mcpServers: { b: bridge(tempFile('bridge.jsonl')), chatty: { command: process.execPath, args: ['-e', CHATTY, ticks] } } }));
+    peer.send({ jsonrpc: '2.0', id: 'first', method: 'tools/call', params: callParams({ steps: 1, hold: true }, { logLevel: 'info' }) });
+    const first = await peer.next((m) => m.id === 'first');
+    peer.send({ jsonrpc: '2.0', id: 'retry', method: 'tools/call', params: callParams({ steps: 1, hold: true }, { logLevel: 'info' }, first.result) });
+    // b's own log line comes with the retry: the call runs, the only one in flight.
+    const own = await peer.next((m) => m.method === 'notifications/message' && m.params.data === 'step 1');
+    expect(own.params.logger).toBe('b/bridge');
+    // chatty speaks meanwhile...
+    const seen = count();
+    await waitFor(() => count() >= seen + 3 || undefined, { what: 'three more log lines from chatty' });
+    // ...and its answer to a call after those lines comes after mcpmux handled them.
+    const poked = await peer.request('tools/call', { name: 'chatty__poke', arguments: {}, _meta: meta() });
+    expect(poked.result.content).toEqual([{ type: 'text', text: 'poked' }]);
+    expect(peer.messages.filter((m) => m.method === 'notifications/message' && m.params.logger === 'chatty')).toEqual([]);
     await peer.close();
   }, 60_000);
 });
@@ -308,4 +360,93 @@ describe('a 2026-07-28 upstream\'s own input_required, passed through', () => {
     // mcpmux as the upstream's client made two requests, and says so.
     expect(total(samples, 'mcpmux_upstream_request_duration_seconds_count', { method: 'tools/call', server: 'mo' })).toBe(2);
   }, 60_000);
+});
+
+// ---- a call given up with its connection, and the host that comes back with its token ----------
+
+/** Opens a WebSocket to the daemon (subprotocol mcp); resolves once open. */
+function openWs(d: Daemon): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${d.port}/ws`, 'mcp');
+    ws.once('open', () => resolve(ws));
+    ws.once('error', reject);
+  });
+}
+
+/** Sends one request on `ws` and resolves with its answer (notifications skipped), bounded. */
+function askWs(ws: WebSocket, id: number | string, params: object): Promise<any> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no answer to request ${id} in time`)), WAIT_MS);
+    const onMessage = (data: WebSocket.RawData): void => {
+      const msg = JSON.parse(data.toString());
+      if (msg.id !== id) return;
+      clearTimeout(timer);
+      ws.off('message', onMessage);
+      resolve(msg);
+    };
+    ws.on('message', onMessage);
+    ws.send(JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params }));
+  });
+}
+
+describe('a bridged call parked on a WebSocket that closes', () => {
+  it('is counted once (cancelled); the host\'s retry with its token on a new connection is refused and counted as its own request; nothing stays in flight', async () => {
+    const audit = tempFile('audit.jsonl');
+    const events = tempFile('bridge.jsonl');
+    const d = await startDaemon({ mcpServers: { b: bridge(events) }, audit: { path: audit } });
+    const first = await openWs(d);
+    const asked = await askWs(first, 1, callParams({ steps: 1 }, {}));
+    expect(asked.result.resultType).toBe('input_required');
+    first.close();
+    // The connection's end gives the parked call up: cancelled upstream, its record ended once.
+    const call = await waitForEvent(events, (e) => e.type === 'in' && e.method === 'tools/call');
+    await waitForEvent(events, (e) => e.type === 'in' && e.method === 'notifications/cancelled' && e.params.requestId === call.id);
+    const line = await waitFor(() => calls(audit).find((l) => l.id === 1), { what: 'the given-up call\'s audit line' });
+    expect(line).toMatchObject({ outcome: 'cancelled', server: 'b' });
+
+    // The token is the client's, not the connection's: the host comes back with it.
+    const second = await openWs(d);
+    try {
+      const retried = await askWs(second, 2, callParams({ steps: 1 }, {}, asked.result));
+      expect(retried.error).toMatchObject({ code: -32602 });
+      expect(retried.error.message).toContain('Invalid requestState');
+    } finally {
+      second.close();
+    }
+    await waitFor(() => calls(audit).find((l) => l.id === 2), { what: 'the retry\'s audit line' });
+    // One line per request: the call once (cancelled), the refused retry once, as its own.
+    expect(calls(audit).map((l) => [l.id, l.outcome])).toEqual([
+      [1, 'cancelled'],
+      [2, 'error'],
+    ]);
+    const { samples } = await scrape(`${d.base}/metrics`);
+    expect(total(samples, 'mcpmux_requests_total', { method: 'tools/call' })).toBe(2);
+    expect(total(samples, 'mcpmux_requests_total', { method: 'tools/call', outcome: 'cancelled' })).toBe(1);
+    expect(total(samples, 'mcpmux_requests_in_flight')).toBe(0);
+  }, 60_000);
+});
+
+describe('continueCall (real events, a real subscriber)', () => {
+  it('a retry of a call that already ended is a request of its own: the call\'s record is not ended twice', () => {
+    const ended: RequestEvent[] = [];
+    const onEnd = (ev: unknown): void => void ended.push(ev as RequestEvent);
+    dc.subscribe(CHANNEL.requestEnd, onEnd);
+    try {
+      const session = { id: 's', client: 'c', transport: 'ws' as const };
+      const call = startHostRequest(session, 'tools/call', 1, {}, 10)!;
+      awaitRetry(call);
+      endRequest(call, { jsonrpc: '2.0', id: 1, result: { resultType: 'input_required' } }, 5);
+      endWaiting(call, 'cancelled');
+      const retry = startHostRequest(session, 'tools/call', 2, {}, 10)!;
+      expect(continueCall(retry, call)).toBe(false);
+      endRequest(retry, { jsonrpc: '2.0', id: 2, error: { code: -32602, message: 'x' } }, 5);
+      expect(ended.map((e) => [e.requestId, e.outcome])).toEqual([
+        [1, 'cancelled'],
+        [2, 'error'],
+      ]);
+      expect(retry.roundOf).toBeUndefined();
+    } finally {
+      dc.unsubscribe(CHANNEL.requestEnd, onEnd);
+    }
+  });
 });

@@ -108,13 +108,14 @@ describe('a missing variable disables only its server (issue 19, point 1)', () =
       const status = async () => (await fetch(`${base}/status`)).json() as Promise<any>;
       const upstream = async (name: string) => (await status()).upstreams.find((u: any) => u.name === name);
 
-      expect(await upstream('tokened')).toMatchObject({ state: 'unavailable', unavailable: { missing: ['SOME_TOKEN'], reason: 'environment variable SOME_TOKEN is not set' } });
+      // Never started: its counts are unknown (null, "-" in the table), not 0.
+      expect(await upstream('tokened')).toMatchObject({ state: 'unavailable', unavailable: { missing: ['SOME_TOKEN'], reason: 'environment variable SOME_TOKEN is not set' }, tools: null, prompts: null, resources: null });
       expect(await upstream('foldered')).toMatchObject({ state: 'unavailable', unavailable: { missing: ['MISSING_DIR'] } });
       await waitFor(async () => (await upstream('good'))?.state === 'ready', { what: 'good ready' });
 
       const table = await runDesktop(home, ['status', '--url', base]);
       expect(table.status).toBe(0);
-      expect(table.stdout).toMatch(/^tokened\s+unavailable\s.*environment variable SOME_TOKEN is not set$/m);
+      expect(table.stdout).toMatch(/^tokened\s+unavailable\s+stdio\s+0\s+0\s+-\s+-\s+-\s+environment variable SOME_TOKEN is not set$/m);
       expect(table.stdout).toMatch(/^foldered\s+unavailable\s.*environment variable MISSING_DIR is not set$/m);
 
       const host = new Client({ name: 'http-host', version: '0' }, { capabilities: {} });

@@ -6,13 +6,17 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { StdioServerConfig } from '../src/config/types.js';
+import { createLogger } from '../src/observe/logger.js';
+import { spawnChild } from '../src/upstream/child.js';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
-import { closeAll, isAlive, MUX_BIN, readEvents, ROOT, startRawMux, tempDir, tempFile, waitFor, waitForEvent, writeConfig } from './helpers/harness.js';
+import { awaitJsonLine, closeAll, exitWithin, isAlive, MUX_BIN, readEvents, ROOT, startRawMux, tempDir, tempFile, waitFor, waitForEvent, writeConfig } from './helpers/harness.js';
 
 const BAD = path.join(ROOT, 'test/fixtures/bad-upstream.mjs');
 const bad = (opts: object) => ({ command: process.execPath, args: [BAD, JSON.stringify(opts)] });
@@ -20,12 +24,15 @@ const bad = (opts: object) => ({ command: process.execPath, args: [BAD, JSON.str
 type Exit = { code: number | null; signal: NodeJS.Signals | null };
 const running = new Set<ChildProcess>();
 const servers = new Set<Server>();
+const httpServers = new Set<HttpServer>();
 
 afterEach(async () => {
   for (const c of running) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   running.clear();
   for (const s of servers) s.close();
   servers.clear();
+  for (const s of httpServers) s.closeAllConnections(), s.close();
+  httpServers.clear();
   await closeAll();
   await stopAllDaemons();
 });
@@ -149,6 +156,92 @@ describe('stdio: the host closes, mcpmux stops its children at once and exits 0 
     expect(said.map((l) => JSON.parse(l))).toMatchObject([{ signal: 'SIGTERM', draining: true }]);
     expect(isAlive(pid!)).toBe(false);
   });
+
+  it('an HTTP upstream whose session DELETE never answers: mcpmux still exits 0 before the SDK\'s 2 s', async () => {
+    // A minimal Streamable HTTP server (JSON answers, one session) that takes the DELETE and
+    // never answers it.
+    const deletes: string[] = [];
+    const held = new Set<ServerResponse>();
+    const web = createHttpServer((req, res) => {
+      if (req.method === 'DELETE') return void (deletes.push(String(req.headers['mcp-session-id'])), held.add(res));
+      if (req.method !== 'POST') return void res.writeHead(405).end();
+      let body = '';
+      req.setEncoding('utf8').on('data', (c: string) => (body += c));
+      req.on('end', () => {
+        const msg = JSON.parse(body);
+        if (msg.id === undefined) return void res.writeHead(202).end();
+        const result =
+          msg.method === 'initialize'
+            ? { protocolVersion: msg.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'web', version: '0' } }
+            : msg.method === 'tools/list'
+              ? { tools: [{ name: 'hello', inputSchema: { type: 'object' } }] }
+              : undefined;
+        const answer = result ? { jsonrpc: '2.0', id: msg.id, result } : { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } };
+        res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'web-session' }).end(JSON.stringify(answer));
+      });
+    });
+    httpServers.add(web);
+    const port = await new Promise<number>((resolve) => web.listen(0, '127.0.0.1', () => resolve((web.address() as { port: number }).port)));
+    const config = await writeConfig({ mcpServers: { web: { url: `http://127.0.0.1:${port}/mcp` } } });
+    const host = await underSdkHost(config);
+    expect((await host.client.listTools()).tools.map((t) => t.name)).toEqual(['web__hello']);
+    const t0 = performance.now();
+    await host.client.close();
+    const exit = await host.exited;
+    const tookMs = performance.now() - t0;
+    expect(exit, host.stderr()).toEqual({ code: 0, signal: null });
+    expect(host.proc.killed, 'the SDK had to SIGTERM mcpmux').toBe(false);
+    expect(deletes).toEqual(['web-session']);
+    expect(tookMs).toBeLessThan(2000);
+    for (const r of held) r.destroy();
+  });
+});
+
+describe('a stop under way (issue 19, point 9)', () => {
+  it('takes a later, shorter grace: a reload\'s 2 s stop, then the host closes and gives 100 ms', async () => {
+    const pidFile = tempFile('pids');
+    const lifeLog = tempFile('life.jsonl');
+    const entry = bad({ name: 'stubborn', pidFile, lifeLog, ignoreEof: true, ignoreTerm: true });
+    const cfg = { name: 'stubborn', transport: 'stdio', command: entry.command, args: entry.args, env: {}, inheritEnv: true, cwd: undefined } as unknown as StdioServerConfig;
+    const conn = spawnChild(cfg, 1 << 20, createLogger('silent'));
+    const [pid] = await pidsIn(pidFile, 1);
+    const slow = conn.stop(); // the default: 2 s after EOF, 2 s after SIGTERM
+    await waitForEvent(lifeLog, (e) => e.event === 'eof');
+    const t0 = performance.now();
+    await conn.stop({ afterEofMs: 100, afterTermMs: 100 });
+    // Without the shortening: what is left of 2 s, then 2 s more after SIGTERM.
+    expect(performance.now() - t0).toBeLessThan(1500);
+    await slow;
+    expect(isAlive(pid!)).toBe(false);
+    expect(readEvents(lifeLog).map((e) => e.event)).toContain('term');
+  }, 30_000);
+});
+
+describe('signals (issue 19, point 8)', () => {
+  it('a different signal right after the first is not the same Ctrl-C: it exits at once, with 1 (the real handler, a drain that never ends)', async () => {
+    const dist = (f: string) => JSON.stringify(path.join(ROOT, 'dist', f));
+    const script = `
+      import { onShutdownSignals } from ${dist('cli/runtime.js')};
+      import { createLogger } from ${dist('observe/logger.js')};
+      onShutdownSignals(createLogger('debug'), () => new Promise(() => {}));
+      process.stderr.write(JSON.stringify({ msg: 'ready' }) + '\\n');
+      setInterval(() => {}, 1000);
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'ignore', 'pipe'] });
+    running.add(child);
+    let text = '';
+    child.stderr!.setEncoding('utf8').on('data', (c: string) => (text += c));
+    const exited = new Promise<Exit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    const line = (msg: string) => awaitJsonLine(child.stderr!, exited, (j) => (j.msg === msg ? j : undefined), { ms: 15_000, what: `log line "${msg}"`, log: () => text });
+    await line('ready');
+    child.kill('SIGINT');
+    await line('shutting down');
+    // Within the 1 s window, but SIGTERM after SIGINT: somebody wants it gone now.
+    child.kill('SIGTERM');
+    expect(await exitWithin(child, exited, 15_000), text).toEqual({ code: 1, signal: null });
+    expect(text).toMatch(/"signal":"SIGTERM".*"msg":"second signal; exiting now"/);
+    expect(text).not.toContain('the same signal again');
+  }, 60_000);
 });
 
 /** A server that writes eight lines and a secret on stderr, then exits 3. */
@@ -242,7 +335,14 @@ describe('a server that fails says why (issue 19, point 11)', () => {
     const config = await writeConfig({ mcpServers: { marked: bad({ name: 'marked', pidFile: marker }) } });
     const r = await mcpmux(['serve', '--config', config, '--port', String(port), '--log-level', 'info']);
     expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toContain(`port ${port} is in use (EADDRINUSE)`);
+    // The JSON line keeps today's message; the explanation is its `hint`.
+    const said = r.stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)).find((j) => j.level === 50);
+    expect(said).toMatchObject({ msg: 'cannot listen', code: 'EADDRINUSE', port });
+    expect(said.hint).toContain(`port ${port} is in use (EADDRINUSE)`);
+    // For a person, one clear line: the message and its explanation together.
+    const pretty = await mcpmux(['serve', '--config', config, '--port', String(port), '--log-format', 'pretty']);
+    expect(pretty.code).toBe(1);
+    expect(pretty.stderr).toMatch(new RegExp(`^\\d\\d:\\d\\d:\\d\\d ERROR cannot listen: port ${port} is in use \\(EADDRINUSE\\) on 127\\.0\\.0\\.1: `, 'm'));
     expect(r.stderr).not.toContain('"msg":"spawned upstream"');
     expect(existsSync(marker), 'the upstream was started').toBe(false);
   });

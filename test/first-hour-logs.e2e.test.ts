@@ -152,6 +152,17 @@ describe('logs for people', () => {
     expect((await peer.close()).code).toBe(0);
   }, 60_000);
 
+  it('the ready line names a server left unstarted for a missing variable as not up (unavailable)', async () => {
+    const config = await writeConfig({
+      mcpServers: { alpha: fixture({ name: 'alpha' }), tokened: { ...fixture({ name: 'tokened' }), env: { SOME_TOKEN: '${READY_LINE_MISSING_TOKEN}' } } },
+    });
+    const peer = startRawMux(config, { args: ['--log-format', 'pretty'] });
+    await peer.initialize();
+    const ready = await waitFor(() => peer.stderr().split('\n').find((l) => / INFO  ready \(/.test(l)), { what: 'the ready line' });
+    expect(ready).toMatch(/^\d\d:\d\d:\d\d INFO  ready \(1 server, \d+ tools; not up: tokened \(unavailable\)\)$/);
+    expect((await peer.close()).code).toBe(0);
+  }, 60_000);
+
   it('a --log-format that is neither json nor pretty is a usage error (exit 2), on every command that logs', async () => {
     const config = await writeConfig(twoServers());
     for (const args of [['serve', '--config', config], ['stdio', '--config', config], ['check', '--config', config], ['tools', '--config', config], ['connect']]) {

@@ -5,6 +5,7 @@
 import type { Config } from '../config/types.js';
 import { Policy } from '../governance/policy.js';
 import { NEVER } from '../jsonrpc/cancel.js';
+import { printable } from '../observe/log-format.js';
 import type { Params } from '../protocol/mcp.js';
 import type { ItemKind } from '../router/forward.js';
 import { NameIndex, wrapUri } from '../router/naming.js';
@@ -31,16 +32,19 @@ export async function runCheck(opts: CheckOptions): Promise<number> {
   }
   if (!opts.probe) return strictFailed ? 1 : 0;
 
-  const { router } = await startedRouter(config, opts);
+  // Unavailable servers were listed above, on stdout: not warned about again in the log.
+  const { router } = await startedRouter(config, opts, { unavailable: true });
   const denied = new DeniedCount(config);
   let failed = 0;
   try {
     for (const up of router.list()) {
       const { ok, line } = await describe(up, denied);
       if (!ok) failed++;
-      process.stdout.write(`  ${up.name}: ${line}\n`);
+      // Its serverInfo, its error and its stderr are the upstream's words: their control
+      // characters must not drive the person's terminal.
+      process.stdout.write(`  ${up.name}: ${printable(line)}\n`);
       // The server's own last words are usually the real reason ("exited with code 3" is not).
-      if (!ok) for (const said of up.stderr) process.stdout.write(`      stderr| ${said}\n`);
+      if (!ok) for (const said of up.stderr) process.stdout.write(`      stderr| ${printable(said)}\n`);
     }
   } finally {
     await router.close();

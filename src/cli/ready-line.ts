@@ -2,7 +2,8 @@
 //   ready: http://127.0.0.1:7330/mcp (2 servers, 14 tools)      (serve)
 //   ready (2 servers, 14 tools)                                   (stdio)
 // logged once, when the router's startup is over (every upstream answered, failed, or
-// timeouts.startupMs passed). Servers that are not up are named in it.
+// timeouts.startupMs passed). Servers that are not up are named in it, those left unstarted for a
+// missing variable included.
 //
 // Counting tools means listing them, which mcpmux otherwise leaves to the first host that asks.
 // So only pretty logs (a person at a terminal) list them for this line; in JSON logs (a host's
@@ -34,6 +35,8 @@ export async function announceReady(log: Logger, router: Router, config: Config,
     }
   }
   const notUp = shared.filter((u) => u.state !== 'ready').map((u) => `${u.name} (${u.needsLogin ? 'needs login' : u.state})`);
+  // Servers never started for want of a variable are not in the router's list, but not up either.
+  for (const s of config.servers) if (s.unavailable) notUp.push(`${s.name} (unavailable)`);
   let said = parts.join(', ');
   if (perSession > 0) said += `; ${perSession} started per session`;
   if (notUp.length > 0) said += `; not up: ${notUp.join(', ')}`;

@@ -75,10 +75,11 @@ export async function loadOrReport(opts: GlobalOptions): Promise<Config | undefi
   }
 }
 
-export function createRuntime(initial: Config, opts: GlobalOptions): Runtime {
+/** `quiet.unavailable`: the caller tells the person about unavailable servers itself (check). */
+export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { unavailable?: boolean } = {}): Runtime {
   let config = initial;
   const log = createLogger(opts.logLevel ?? config.logLevel ?? 'info', config.secrets, logOutput(opts.logFormat));
-  warnUnavailable(log, config);
+  if (!quiet.unavailable) warnUnavailable(log, config);
   let router: Router | undefined;
   const pinnedOf = (c: Config) => new Set(c.servers.filter((s) => s.pinTools).map((s) => s.name));
   const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
@@ -248,8 +249,8 @@ export function addMetricsRoute(routes: OperatorRoutes, metrics: Metrics): void 
  * For one-shot commands (`check --probe`, `tools`): a router with every upstream started and
  * answered (or failed), logging only warnings unless asked otherwise. The caller closes it.
  */
-export async function startedRouter(config: Config, opts: GlobalOptions): Promise<{ router: Router; pins: ToolPins }> {
-  const { router, pins } = createRuntime(config, { ...opts, logLevel: opts.logLevel ?? 'warn' });
+export async function startedRouter(config: Config, opts: GlobalOptions, quiet: { unavailable?: boolean } = {}): Promise<{ router: Router; pins: ToolPins }> {
+  const { router, pins } = createRuntime(config, { ...opts, logLevel: opts.logLevel ?? 'warn' }, quiet);
   router.start();
   await router.ready();
   return { router, pins };
@@ -266,18 +267,21 @@ export const SIGNAL_REPEAT_MS = 1000;
 /**
  * Makes `stop` run at most once, whoever calls it first: SIGTERM or SIGINT (after which the
  * process exits), or the caller (stdio when the host closes stdin). A second signal while
- * stopping exits at once, unless it came within SIGNAL_REPEAT_MS of the first (the same Ctrl-C
- * delivered twice); the first signal during a stop the caller began (a host that closed stdin,
- * then signals mcpmux as the SDK's client does) waits for that drain and exits 0.
+ * stopping exits at once, unless it is the same signal as the first and came within
+ * SIGNAL_REPEAT_MS of it (the same Ctrl-C delivered twice); the first signal during a stop
+ * the caller began (a host that closed stdin, then signals mcpmux as the SDK's client does)
+ * waits for that drain and exits 0.
  * Returns the once-only `stop`.
  */
 export function onShutdownSignals(log: Logger, stop: (why: string) => Promise<void>): (why: string) => Promise<void> {
   let stopped: Promise<void> | undefined;
-  let firstSignalAt: number | undefined;
+  let first: { signal: NodeJS.Signals; at: number } | undefined;
   const once = (why: string): Promise<void> => (stopped ??= stop(why));
   const handler = (signal: NodeJS.Signals): void => {
-    if (firstSignalAt !== undefined) {
-      if (performance.now() - firstSignalAt < SIGNAL_REPEAT_MS) {
+    if (first !== undefined) {
+      // Only the same signal is the same Ctrl-C delivered twice; a SIGTERM right after a
+      // SIGINT is somebody (a supervisor, a person) wanting it gone now.
+      if (signal === first.signal && performance.now() - first.at < SIGNAL_REPEAT_MS) {
         log.debug({ signal }, 'the same signal again (the terminal and npm both send it); still draining');
         return;
       }
@@ -285,7 +289,7 @@ export function onShutdownSignals(log: Logger, stop: (why: string) => Promise<vo
       void flushLogs(log, 200).finally(() => process.exit(1));
       return;
     }
-    firstSignalAt = performance.now();
+    first = { signal, at: performance.now() };
     log.info({ signal, ...(stopped && { draining: true }) }, 'shutting down');
     // A drain that fails (a child that would not stop, an audit log that could not be written
     // out) exits 1, so a supervisor knows the stop was not clean.

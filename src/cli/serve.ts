@@ -107,7 +107,9 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     bound = await server.listen();
   } catch (err) {
     const why = cannotListen(err, host, port ?? config.listen.port);
-    log.error({ err: (err as Error).message, code: (err as NodeJS.ErrnoException).code, host, port: port ?? config.listen.port }, `cannot listen: ${why}`);
+    // The message stays what it always was (log filters match it); the explanation is a field,
+    // which the pretty log shows after it.
+    log.error({ err: (err as Error).message, code: (err as NodeJS.ErrnoException).code, host, port: port ?? config.listen.port, hint: why }, 'cannot listen');
     unwatchLogins();
     pins.close();
     await observers.close();

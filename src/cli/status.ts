@@ -6,6 +6,7 @@
 // by a known client is published (mcpmux:operator:action), so the audit log records it.
 
 import { publishOperatorAction, type OperatorActionEvent } from '../observe/events.js';
+import { printable } from '../observe/log-format.js';
 import type { Router, RouterStatus } from '../router/router.js';
 import type { OperatorRoutes } from '../transport/http/admin.js';
 import { HttpRpcCode, sendError, sendJson } from '../transport/http/respond.js';
@@ -156,7 +157,7 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
   out.push('');
   const rows = [['server', 'state', 'transport', 'pid', 'restarts', 'in flight', 'tools', 'prompts', 'resources', 'last error']];
   for (const u of s.upstreams) {
-    rows.push([u.name, u.gaveUp ? `${u.state} (given up)` : u.state, u.transport, u.pid?.toString() ?? '', String(u.restarts), String(u.inFlight), count(u.tools), count(u.prompts), count(u.resources), u.lastError ?? u.unavailable?.reason ?? '']);
+    rows.push([u.name, u.gaveUp ? `${u.state} (given up)` : u.state, u.transport, u.pid?.toString() ?? '', String(u.restarts), String(u.inFlight), count(u.tools), count(u.prompts), count(u.resources), printable(u.lastError ?? u.unavailable?.reason ?? '')]);
   }
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   for (const r of rows) out.push(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd());
@@ -164,9 +165,11 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
   for (const u of s.upstreams) {
     if (!u.stderr?.length) continue;
     out.push('', `${u.name}: its last stderr lines`);
-    for (const said of u.stderr) out.push(`  stderr| ${said}`);
+    // An upstream's own words: its control characters must not drive this terminal.
+    for (const said of u.stderr) out.push(`  stderr| ${printable(said)}`);
   }
-  if (s.upstreams.some((u) => u.tools === null || u.prompts === null || u.resources === null)) out.push('', '-: not listed yet (no host has asked that server for the list since it started)');
+  // An unavailable server's "-" is explained by its reason (it never started), not by this note.
+  if (s.upstreams.some((u) => u.state !== 'unavailable' && (u.tools === null || u.prompts === null || u.resources === null))) out.push('', '-: not listed yet (no host has asked that server for the list since it started)');
   process.stdout.write(out.join('\n') + '\n');
   return 0;
 }

@@ -65,7 +65,8 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
       const port = await admin.listen();
       log.info({ url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/metrics`, port }, 'admin listening');
     } catch (err) {
-      log.error({ err: (err as Error).message, code: (err as NodeJS.ErrnoException).code, host, port: adminPort }, `cannot listen on the admin port: ${cannotListen(err, host, adminPort)}`);
+      // The message stays what it always was; the explanation is a field (shown after it when pretty).
+      log.error({ err: (err as Error).message, code: (err as NodeJS.ErrnoException).code, host, port: adminPort, hint: cannotListen(err, host, adminPort) }, 'cannot listen on the admin port');
       await observers.close();
       return 1;
     }
@@ -92,9 +93,16 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
 
   // The host closing stdin ends the session, and with it mcpmux.
   const why = await new Promise<string>((resolve) => (session.onclose = resolve));
-  await stop(why === 'input ended' ? 'host closed the connection' : why);
   // Writes to a host that stopped reading can never complete, and would keep the process
-  // alive: once everything is stopped and the logs are out, exit.
+  // alive: once everything is stopped and the logs are out, exit. A drain that fails exits 1
+  // (as after a signal), and still exits: thrown from here it would leave the process up.
+  let code = 0;
+  try {
+    await stop(why === 'input ended' ? 'host closed the connection' : why);
+  } catch (err) {
+    log.error({ err: (err as Error).message }, 'drain failed');
+    code = 1;
+  }
   await flushLogs(log);
-  process.exit(0);
+  process.exit(code);
 }

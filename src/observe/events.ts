@@ -205,14 +205,20 @@ export function awaitRetry(record: RequestEvent): void {
   waiting.add(record);
 }
 
-/** `retry` resumes the call whose record is `record`: it is a round of that call, not a call of its own. */
-export function continueCall(retry: RequestEvent, record: RequestEvent): void {
+/**
+ * `retry` resumes the call whose record is `record`: it is a round of that call, not a call of
+ * its own. A retry of a call that has already ended (given up while it waited, its record
+ * published) counts as its own request: linking it would end that record a second time.
+ * Returns whether it was linked.
+ */
+export function continueCall(retry: RequestEvent, record: RequestEvent): boolean {
+  if (!waiting.delete(record)) return false;
   retry.roundOf = record;
   retry.server = record.server;
   retry.name = record.name;
   retry.upstreamName = record.upstreamName;
   record.rounds++;
-  waiting.delete(record);
+  return true;
 }
 
 /** A call given up while it waited for the host's retry (the host never came back, or went): its record ends so. */

@@ -70,7 +70,9 @@ export function prettyLine(line: string, color: boolean): string {
   }
   const paint = (code: string, s: string): string => (color ? `\x1b[${code}m${s}\x1b[0m` : s);
   const time = clock(o.time);
-  const msg = typeof o.msg === 'string' ? printable(o.msg) : '';
+  // A `hint` (what to do about it: the port in use...) reads as part of the message.
+  const said = typeof o.msg === 'string' ? o.msg : '';
+  const msg = printable(typeof o.hint === 'string' && said !== '' ? `${said}: ${o.hint}` : said);
   const server = typeof o.server === 'string' ? o.server : undefined;
   const head = time === '' ? '' : `${paint('2', time)} `;
 
@@ -114,9 +116,10 @@ function value(v: unknown): string {
 
 /**
  * Control characters shown as escapes: what an upstream prints must not drive the person's
- * terminal (move the cursor, rewrite earlier lines, change its title).
+ * terminal (move the cursor, rewrite earlier lines, change its title). For every place that
+ * prints an upstream's words to a person (the pretty log, `mcpmux status`, `check --probe`).
  */
-function printable(s: string): string {
+export function printable(s: string): string {
   // eslint-disable-next-line no-control-regex
   return s.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }

@@ -108,6 +108,9 @@ export class Dispatch {
   ): Call {
     const token = progressTokenOf(params);
     const onProgress = token === undefined ? undefined : (p: Params) => session.notify('notifications/progress', { ...p, progressToken: token }, hostRequestId);
+    // A 2026-07-28 host's session learns which server its call went to (modern.ts: whose log
+    // messages, with no request named, can be its call's).
+    session.routed?.(hostRequestId, upstream.name);
     if (event) {
       event.server = upstream.name;
       event.name = target?.name;

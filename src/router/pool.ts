@@ -29,10 +29,14 @@ export class UpstreamPool {
   private scrub: ((text: string) => string) | undefined;
   /** Where every connection's unprompted traffic goes; set by the router before anything starts. */
   listener: UpstreamListener | undefined;
-  /** How a child is stopped when its connection closes here (undefined: the default grace). */
+  /**
+   * How a child is stopped when the last of mcpmux's connections close (closeAll) or a session
+   * ends (closeFor); undefined: the default grace. A reload's stops keep the default: nobody
+   * is waiting on mcpmux then.
+   */
   grace: StopGrace | undefined;
   /** Connections closing (a session's, a reload's), which closeAll waits for too. */
-  private readonly closing = new Set<Promise<void>>();
+  private readonly closing = new Map<Promise<void>, Upstream>();
 
   constructor(
     private config: Config,
@@ -156,7 +160,7 @@ export class UpstreamPool {
   async closeFor(session: SessionPort): Promise<void> {
     const mine = this.perSession.get(session);
     this.perSession.delete(session);
-    if (mine) await Promise.all([...mine.values()].map((u) => this.close(u)));
+    if (mine) await Promise.all([...mine.values()].map((u) => this.close(u, undefined, this.grace)));
   }
 
   /**
@@ -166,12 +170,14 @@ export class UpstreamPool {
   async closeAll(): Promise<void> {
     const all = this.all();
     this.perSession.clear();
-    await Promise.all([...all.map((u) => this.close(u)), ...this.closing]);
+    // Stops already under way (a reload's, with the default grace) are held to this one's too.
+    if (this.grace) for (const up of this.closing.values()) up.hurry(this.grace);
+    await Promise.all([...all.map((u) => this.close(u, undefined, this.grace)), ...this.closing.keys()]);
   }
 
-  private close(up: Upstream, why?: string): Promise<void> {
-    const p = up.close(why, this.grace);
-    this.closing.add(p);
+  private close(up: Upstream, why?: string, grace?: StopGrace): Promise<void> {
+    const p = up.close(why, grace);
+    this.closing.set(p, up);
     void p.finally(() => this.closing.delete(p));
     return p;
   }

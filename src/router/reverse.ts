@@ -98,7 +98,7 @@ export class Reverse implements UpstreamListener {
         // Only to sessions whose client policy lets see something of this server.
         for (const s of this.logRecipients(up, call)) {
           // Tied to the host request it came with, where known (HTTP upstreams say which).
-          if (this.d.logLevels.wants(s, params.level) && this.d.lists.clientSees(s.client, up)) s.notify(n.method, shown, call?.session === s ? call.hostRequestId : undefined);
+          if (this.d.logLevels.wants(s, params.level) && this.d.lists.clientSees(s.client, up)) s.notify(n.method, shown, call?.session === s ? call.hostRequestId : undefined, up.name);
         }
         return;
       }

@@ -183,8 +183,9 @@ export class Router {
   }
 
   /**
-   * How long each child gets at each step of its stop from now on, whenever a connection
-   * closes (a session's, a reload's, the shutdown): `mcpmux stdio` stops within its host's grace.
+   * How long each child gets at each step of its stop when a session's connections close and
+   * at the shutdown (stops already under way are shortened to it): `mcpmux stdio` stops within
+   * its host's grace. A reload's or a restart's stop keeps the default (2 s at each step).
    */
   stopChildrenWithin(grace: StopGrace): void {
     this.pool.grace = grace;
@@ -213,9 +214,10 @@ export class Router {
       inFlight: up.inFlight,
       ...this.lists.counts(up),
     }));
-    // Servers the config could not start for want of a variable: named, with the reason.
+    // Servers the config could not start for want of a variable: named, with the reason. Their
+    // counts are unknown (null), not 0: nothing was ever listed from them.
     for (const s of this.config.servers) {
-      if (s.unavailable) upstreams.push({ name: s.name, transport: s.transport, sharing: s.sharing, state: 'unavailable', unavailable: s.unavailable, restarts: 0, inFlight: 0, tools: 0, prompts: 0, resources: 0 });
+      if (s.unavailable) upstreams.push({ name: s.name, transport: s.transport, sharing: s.sharing, state: 'unavailable', unavailable: s.unavailable, restarts: 0, inFlight: 0, tools: null, prompts: null, resources: null });
     }
     const byTransport: Record<string, number> = {};
     const byClient: Record<string, number> = {};

@@ -22,8 +22,13 @@ export interface SessionPort {
   readonly stateless?: boolean;
   /** Set by logging/setLevel; undefined means "everything". */
   logLevel: LogLevel | undefined;
-  /** `related`: the host's request this message belongs to, if any (picks the HTTP stream). */
-  notify(method: string, params?: Params, related?: JsonRpcId): void;
+  /**
+   * `related`: the host's request this message belongs to, if any (picks the HTTP stream).
+   * `server`: the upstream (config name) it came from, for a log message.
+   */
+  notify(method: string, params?: Params, related?: JsonRpcId, server?: string): void;
+  /** The host's request `hostRequestId` was sent on to upstream `server` (its call's server). */
+  routed?(hostRequestId: JsonRpcId, server: string): void;
   /** A server-initiated request to the host (sampling, elicitation, roots). */
   request(method: string, params: Params | undefined, signal: CancelSignal, related?: JsonRpcId): Promise<Result>;
 }

@@ -49,6 +49,8 @@ export class BridgedCall {
   private waiter: Waiter | undefined;
   /** The call's record for observers (events.ts), when someone observes: one record for all its rounds. */
   record: RequestEvent | undefined;
+  /** The upstream server (config name) the call went to, once the router has sent it on. */
+  server: string | undefined;
 
   /** `cancel`: ends the upstream call (the host gave up on it). */
   constructor(

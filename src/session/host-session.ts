@@ -135,9 +135,13 @@ export class HostSession implements SessionPort {
 
   // ---- SessionPort: the router's way back to this host --------------------------------
 
-  notify(method: string, params?: Params, related?: JsonRpcId): void {
-    if (this.modernHost) return this.modernHost.notify(method, params, related);
+  notify(method: string, params?: Params, related?: JsonRpcId, server?: string): void {
+    if (this.modernHost) return this.modernHost.notify(method, params, related, server);
     if (this.initialized) this.endpoint.notify(method, params, related);
+  }
+
+  routed(hostRequestId: JsonRpcId, server: string): void {
+    this.modernHost?.routed(hostRequestId, server);
   }
 
   request(method: string, params: Params | undefined, signal: CancelSignal, related?: JsonRpcId): Promise<Result> {

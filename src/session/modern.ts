@@ -76,15 +76,38 @@ export class ModernHost {
 
   /**
    * The call an upstream's message belongs to: the one its host request started, or, when the
-   * upstream did not say (a stdio server's log message, its questions), the only call in flight.
+   * upstream did not say (a stdio server's log message, its questions), the only call in flight
+   * (`server`: the only one on that upstream server; another server's log is not this call's).
    */
-  private callOf(related: JsonRpcId | undefined): BridgedCall | undefined {
-    return (related !== undefined ? this.calls.get(related) : undefined) ?? (this.calls.size === 1 ? this.calls.values().next().value : undefined);
+  private callOf(related: JsonRpcId | undefined, server?: string): BridgedCall | undefined {
+    const named = related !== undefined ? this.calls.get(related) : undefined;
+    if (named) return named;
+    let only: BridgedCall | undefined;
+    for (const call of this.calls.values()) {
+      if (server !== undefined && call.server !== server) continue;
+      if (only) return undefined;
+      only = call;
+    }
+    return only;
   }
 
-  /** The host is gone for good (stdio): nobody will retry, so every question fails upstream. */
+  /** The router sent the host request `id` on to `server`: a call it started is that server's. */
+  routed(id: JsonRpcId, server: string): void {
+    const call = this.calls.get(id);
+    if (call && call.server === undefined) call.server = server;
+  }
+
+  /**
+   * The host connection is gone (stdio, WebSocket, a Streamable HTTP session): every question
+   * fails upstream and every call is cancelled there. Their tokens go too: they are bound to the
+   * client, not the connection, and a host that reconnects and retries with one would resume a
+   * call that has ended; it gets "Invalid requestState" and starts over.
+   */
   abandon(why: string): void {
-    for (const call of this.calls.values()) call.abandon(why);
+    for (const call of this.calls.values()) {
+      this.parked.forget(call);
+      call.abandon(why);
+    }
   }
 
   async handle(req: JsonRpcRequest, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
@@ -138,8 +161,8 @@ export class ModernHost {
     const parked = params.requestState === undefined ? undefined : this.parked.redeem(String(params.requestState), client, req.method, target);
     // A retry is a round of the call it resumes: observers see one call (events.ts).
     const prior = parked && ('call' in parked ? parked.call.record : parked.record);
-    if (event && prior) continueCall(event, prior);
-    const record = event && (prior ?? event);
+    // (A call that ended meanwhile has a published record: the retry is then a request of its own.)
+    const record = event && (prior && continueCall(event, prior) ? prior : event);
     // This request is the one the call's progress and log messages go with now (not the first's).
     const waiter: Waiter = { id: req.id, progressToken: progressTokenOf(params), logLevel: this.logLevels.get(req.id), send: this.send };
     let call: BridgedCall;
@@ -197,7 +220,7 @@ export class ModernHost {
   }
 
   /** A notice from the router: what a listen stream asked for, or a message tied to a request. */
-  notify(method: string, params: Params | undefined, related: JsonRpcId | undefined): void {
+  notify(method: string, params: Params | undefined, related: JsonRpcId | undefined, server?: string): void {
     switch (method) {
       case 'notifications/tools/list_changed':
       case 'notifications/prompts/list_changed':
@@ -215,7 +238,8 @@ export class ModernHost {
       case 'notifications/message': {
         // A call's messages go with the host request waiting on it now: its retry, once resumed.
         // (A message that names another request of this host is that request's, not a call's.)
-        const call = related !== undefined ? this.calls.get(related) : method === 'notifications/message' ? this.callOf(undefined) : undefined;
+        // A log message that names no request may be the call's only if it comes from the call's server.
+        const call = related !== undefined ? this.calls.get(related) : method === 'notifications/message' && server !== undefined ? this.callOf(undefined, server) : undefined;
         if (call) return call.relay(method, params ?? {});
         if (method === 'notifications/progress') {
           if (related !== undefined) this.send(method, params ?? {}, related);

@@ -100,6 +100,11 @@ export class ParkedCalls {
     return entry.parked;
   }
 
+  /** `call`'s tokens, refused from now on (its caller gives the call up). */
+  forget(call: BridgedCall): void {
+    for (const [id, entry] of this.entries) if ('call' in entry.parked && entry.parked.call === call) this.take(id);
+  }
+
   private drop(id: string, why: string, outcome: 'cancelled' | 'timeout' = 'cancelled'): void {
     const parked = this.take(id)?.parked;
     if (!parked) return;

@@ -66,7 +66,7 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
 
   const stderrTail = pipeStderr(proc, log);
   const transport = new StreamTransport(proc.stdout!, proc.stdin!, maxMessageBytes, false);
-  // How long what is left of the group gets after SIGTERM: a stop() may shorten it.
+  // How long the child, and what is left of its group, get after SIGTERM: each stop() may shorten it.
   let groupGraceMs = DEFAULT_GRACE.afterTermMs;
   void exited.then((how) => {
     transport.finish(how);
@@ -84,22 +84,58 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
   });
 
   let stopping: Promise<void> | undefined;
-  const stop = (grace: StopGrace = DEFAULT_GRACE): Promise<void> =>
-    (stopping ??= (async () => {
-      groupGraceMs = grace.afterTermMs;
+  /** The step of a stop under way: its deadline, which a later stop with a shorter grace may bring forward. */
+  let step: { after: 'eof' | 'term'; deadline: number; reschedule(): void } | undefined;
+  /** Resolves true once the child exited, false once `after`'s deadline (perhaps shortened meanwhile) passes. */
+  const exitsBy = (after: 'eof' | 'term', ms: number): Promise<boolean> =>
+    new Promise((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const s = {
+        after,
+        deadline: Date.now() + ms,
+        reschedule: () => {
+          clearTimeout(timer);
+          timer = setTimeout(() => resolve(false), Math.max(0, s.deadline - Date.now()));
+        },
+      };
+      step = s;
+      s.reschedule();
+      void exited.then(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  const stop = (grace: StopGrace = DEFAULT_GRACE): Promise<void> => {
+    groupGraceMs = Math.min(groupGraceMs, grace.afterTermMs);
+    if (stopping) {
+      // A stop already under way (a reload's, with the default grace) and now a shorter one
+      // (the host is waiting): the current step's deadline, and the next's, come forward.
+      if (step) {
+        const deadline = Date.now() + (step.after === 'eof' ? grace.afterEofMs : grace.afterTermMs);
+        if (deadline < step.deadline) {
+          step.deadline = deadline;
+          step.reschedule();
+        }
+      }
+      if (pgid !== undefined) shortenGroup(pgid, grace.afterTermMs);
+      return stopping;
+    }
+    return (stopping = (async () => {
       if (proc.exitCode === null && proc.signalCode === null) {
         // The spec's order: stdin closed, then SIGTERM, then SIGKILL (to the whole group).
         proc.stdin?.end();
-        if (!(await exitsWithin(exited, grace.afterEofMs))) {
+        if (!(await exitsBy('eof', grace.afterEofMs))) {
           if (pgid === undefined || !signalGroup(pgid, 'SIGTERM')) proc.kill('SIGTERM');
-          if (!(await exitsWithin(exited, grace.afterTermMs))) {
+          if (!(await exitsBy('term', groupGraceMs))) {
             if (pgid === undefined || !signalGroup(pgid, 'SIGKILL')) proc.kill('SIGKILL');
             await exited;
           }
         }
       }
-      if (pgid !== undefined) await endGroup(pgid, grace.afterTermMs);
+      step = undefined;
+      if (pgid !== undefined) await endGroup(pgid, groupGraceMs);
     })());
+  };
 
   return {
     transport,
@@ -130,6 +166,12 @@ function cannotRun(cfg: StdioServerConfig, env: Record<string, string>, code: st
   }
   if (code === 'EACCES') return `permission denied: ${cfg.command} (not executable by this user; check its mode, or give the interpreter as the command)`;
   return undefined;
+}
+
+/** A group being ended gets at most `graceMs` from now (nothing if none is being ended). */
+function shortenGroup(pgid: number, graceMs: number): void {
+  const now = ending.get(pgid);
+  if (now) now.deadline = Math.min(now.deadline, Date.now() + graceMs);
 }
 
 /** Ends what is left of a process group (SIGTERM, then SIGKILL after the grace), then releases it. */

@@ -49,6 +49,8 @@ export interface RemoteTransport extends Transport {
   readonly expired: boolean;
   /** The server wants a login mcpmux does not have (HTTP 401). */
   readonly needsLogin?: boolean;
+  /** Closes; what it still sends on the way out (an HTTP session's DELETE) gets at most `withinMs`. */
+  close(withinMs?: number): Promise<void>;
 }
 
 export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log: Logger): Connection {
@@ -63,7 +65,9 @@ export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log:
   return {
     transport: link,
     exited: link.exited,
-    stop: () => link.close(),
+    // A remote connection has no child to wait for, but may say goodbye (an HTTP session's
+    // DELETE): that too must end within the first step of the grace (a stdio host is waiting).
+    stop: (grace?: StopGrace) => link.close(grace?.afterEofMs),
     get expired() {
       return link.expired;
     },
@@ -153,9 +157,9 @@ class RemoteLink implements Transport {
     else this.inner?.send(msg, related);
   }
 
-  async close(): Promise<void> {
+  async close(withinMs?: number): Promise<void> {
     this.finish('closed');
-    await this.inner?.close();
+    await this.inner?.close(withinMs);
   }
 
   /** The transport could not even be created. */

@@ -88,6 +88,8 @@ export class StreamableHttpTransport implements RemoteTransport {
   private closing: Promise<void> | undefined;
   /** Aborts every POST in flight when we close. */
   private readonly abort = new AbortController();
+  /** Ends the DELETE of close() when its bound passes (the earliest any close() asked for). */
+  private readonly deleteAbort = new AbortController();
   /** 2026-07-28 requests in flight: aborting one's POST is how it is cancelled. */
   private readonly modernPosts = new Map<JsonRpcId, AbortController>();
   /** SSE streams being read: POST answers by request id, and the GET stream under `undefined`. */
@@ -121,14 +123,18 @@ export class StreamableHttpTransport implements RemoteTransport {
     this.post(msg, body).catch((err: Error) => this.fail(`POST ${this.where} failed: ${err.message}`));
   }
 
-  close(): Promise<void> {
+  /** `withinMs`: the DELETE that ends the session gets at most that (and never more than DELETE_TIMEOUT_MS). */
+  close(withinMs: number = DELETE_TIMEOUT_MS): Promise<void> {
+    // A later close with a shorter bound (the host is waiting) shortens a DELETE under way.
+    const timer = setTimeout(() => this.deleteAbort.abort(), Math.min(withinMs, DELETE_TIMEOUT_MS));
+    timer.unref();
     return (this.closing ??= (async () => {
       const wasOpen = !this.closed;
       this.shutdown();
       if (wasOpen) this.onclose?.('closed');
       // Politely end the session; a 405 (server keeps sessions) or a dead server is fine.
       if (this.sessionId !== undefined && !this.expired) await this.deleteSession();
-    })());
+    })()).finally(() => clearTimeout(timer));
   }
 
   // ---- sending ---------------------------------------------------------------------------
@@ -250,7 +256,7 @@ export class StreamableHttpTransport implements RemoteTransport {
       const res = await fetchSameOrigin(this.url, {
         method: 'DELETE',
         headers: this.requestHeaders(`${JSON_TYPE}, ${SSE_TYPE}`, false),
-        signal: AbortSignal.timeout(DELETE_TIMEOUT_MS),
+        signal: this.deleteAbort.signal,
       });
       await res.body?.cancel().catch(() => {});
       this.log.debug({ status: res.status }, 'upstream session deleted');

@@ -132,6 +132,8 @@ export class Upstream {
   private epoch = 0;
   /** Connections let go and still stopping: a new one is not opened before they are gone. */
   private stopping: Promise<unknown> = Promise.resolve();
+  /** Connections let go whose stop is still under way (hurry() may shorten it). */
+  private readonly stoppingConns = new Set<Connection>();
   private started: Promise<void> | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
   private readonly saidProtocolErrors = new Set<string>();
@@ -188,7 +190,12 @@ export class Upstream {
   private async drop(grace?: StopGrace): Promise<Connection | undefined> {
     const conn = this.connection;
     this.connection = undefined;
-    if (conn) this.stopping = Promise.all([this.stopping, conn.stop(grace)]);
+    if (conn) {
+      const stopped = conn.stop(grace);
+      this.stoppingConns.add(conn);
+      void stopped.finally(() => this.stoppingConns.delete(conn));
+      this.stopping = Promise.all([this.stopping, stopped]);
+    }
     await this.stopping;
     return conn;
   }
@@ -444,6 +451,11 @@ export class Upstream {
       });
     };
     open();
+  }
+
+  /** Stops under way get at most `grace` from now at each step (a shutdown a host waits on). */
+  hurry(grace: StopGrace): void {
+    for (const conn of this.stoppingConns) void conn.stop(grace);
   }
 
   /**
