@@ -16,7 +16,7 @@ import type { StdioServerConfig } from '../src/config/types.js';
 import { createLogger } from '../src/observe/logger.js';
 import { spawnChild } from '../src/upstream/child.js';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
-import { awaitJsonLine, closeAll, exitWithin, isAlive, MUX_BIN, readEvents, ROOT, startRawMux, tempDir, tempFile, waitFor, waitForEvent, writeConfig } from './helpers/harness.js';
+import { closeAll, isAlive, MUX_BIN, readEvents, ROOT, startRawMux, tempDir, tempFile, waitFor, waitForEvent, writeConfig } from './helpers/harness.js';
 
 const BAD = path.join(ROOT, 'test/fixtures/bad-upstream.mjs');
 const bad = (opts: object) => ({ command: process.execPath, args: [BAD, JSON.stringify(opts)] });
@@ -215,33 +215,6 @@ describe('a stop under way (issue 19, point 9)', () => {
     expect(isAlive(pid!)).toBe(false);
     expect(readEvents(lifeLog).map((e) => e.event)).toContain('term');
   }, 30_000);
-});
-
-describe('signals (issue 19, point 8)', () => {
-  it('a different signal right after the first is not the same Ctrl-C: it exits at once, with 1 (the real handler, a drain that never ends)', async () => {
-    const dist = (f: string) => JSON.stringify(path.join(ROOT, 'dist', f));
-    const script = `
-      import { onShutdownSignals } from ${dist('cli/runtime.js')};
-      import { createLogger } from ${dist('observe/logger.js')};
-      onShutdownSignals(createLogger('debug'), () => new Promise(() => {}));
-      process.stderr.write(JSON.stringify({ msg: 'ready' }) + '\\n');
-      setInterval(() => {}, 1000);
-    `;
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'ignore', 'pipe'] });
-    running.add(child);
-    let text = '';
-    child.stderr!.setEncoding('utf8').on('data', (c: string) => (text += c));
-    const exited = new Promise<Exit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-    const line = (msg: string) => awaitJsonLine(child.stderr!, exited, (j) => (j.msg === msg ? j : undefined), { ms: 15_000, what: `log line "${msg}"`, log: () => text });
-    await line('ready');
-    child.kill('SIGINT');
-    await line('shutting down');
-    // Within the 1 s window, but SIGTERM after SIGINT: somebody wants it gone now.
-    child.kill('SIGTERM');
-    expect(await exitWithin(child, exited, 15_000), text).toEqual({ code: 1, signal: null });
-    expect(text).toMatch(/"signal":"SIGTERM".*"msg":"second signal; exiting now"/);
-    expect(text).not.toContain('the same signal again');
-  }, 60_000);
 });
 
 /** A server that writes eight lines and a secret on stderr, then exits 3. */

@@ -203,6 +203,22 @@ function watchStderr(child: ChildProcess, exited: Promise<unknown>): { text: () 
   };
 }
 
+/** The real shutdown handler around a drain that never ends, in a process of its own that says "ready" on stderr. */
+function handlerProbe(): { child: ChildProcess; exited: Promise<number | null>; log: ReturnType<typeof watchStderr> } {
+  const dist = (f: string) => JSON.stringify(path.join(ROOT, 'dist', f));
+  const script = `
+    import { onShutdownSignals } from ${dist('cli/runtime.js')};
+    import { createLogger } from ${dist('observe/logger.js')};
+    onShutdownSignals(createLogger('debug'), () => new Promise(() => {}));
+    process.stderr.write(JSON.stringify({ msg: 'ready' }) + '\\n');
+    setInterval(() => {}, 1000);
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'ignore', 'pipe'] });
+  started.push(child);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, exited, log: watchStderr(child, exited) };
+}
+
 describe('Ctrl-C under npm start drains and exits 0 (issue 19.8)', () => {
   it('`npm start`: Ctrl-C (SIGINT to the whole group: npm and mcpmux, and npm relays it) drains, exit 0, no rebuild', async () => {
     const mainJs = path.join(ROOT, 'dist', 'cli', 'main.js');
@@ -256,18 +272,7 @@ describe('Ctrl-C under npm start drains and exits 0 (issue 19.8)', () => {
   }, 120_000);
 
   it('a second signal after the window still exits at once, with 1 (the real shutdown handler, a drain that never ends)', async () => {
-    const dist = (f: string) => JSON.stringify(path.join(ROOT, 'dist', f));
-    const script = `
-      import { onShutdownSignals } from ${dist('cli/runtime.js')};
-      import { createLogger } from ${dist('observe/logger.js')};
-      onShutdownSignals(createLogger('debug'), () => new Promise(() => {}));
-      process.stderr.write(JSON.stringify({ msg: 'ready' }) + '\\n');
-      setInterval(() => {}, 1000);
-    `;
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'ignore', 'pipe'] });
-    started.push(child);
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    const log = watchStderr(child, exited);
+    const { child, exited, log } = handlerProbe();
     await log.line('ready', 15_000);
     const { SIGNAL_REPEAT_MS } = await import('../dist/cli/runtime.js');
 
@@ -280,5 +285,17 @@ describe('Ctrl-C under npm start drains and exits 0 (issue 19.8)', () => {
     child.kill('SIGINT');
     expect(await exitWithin(child, exited, 15_000), log.text()).toBe(1);
     expect(log.text()).toMatch(/"msg":"second signal; exiting now"/);
+  }, 60_000);
+
+  it('a different signal right after the first is not the same Ctrl-C: it exits at once, with 1 (the real handler, a drain that never ends)', async () => {
+    const { child, exited, log } = handlerProbe();
+    await log.line('ready', 15_000);
+    child.kill('SIGINT');
+    await log.line('shutting down', 15_000);
+    // Within the 1 s window, but SIGTERM after SIGINT: somebody wants it gone now.
+    child.kill('SIGTERM');
+    expect(await exitWithin(child, exited, 15_000), log.text()).toBe(1);
+    expect(log.text()).toMatch(/"signal":"SIGTERM".*"msg":"second signal; exiting now"/);
+    expect(log.text()).not.toContain('the same signal again');
   }, 60_000);
 });
