@@ -217,10 +217,11 @@ describe('upstream fixture: flows', () => {
 
     // The SDK client only sends a token when onprogress is given. It handles notifications a
     // microtask after the response that shares their chunk, so the last steps may be dropped
-    // by the SDK itself: only the first (25 ms before the next) and the order are certain.
+    // by the SDK itself: only the first and the order are certain. The first comes 400 ms before
+    // the next (25 ms was too little on a loaded machine: all of them arrived in one chunk).
     const { client } = await connectStdio(fixture({ name: 'prog2' }));
     const seen: number[] = [];
-    await client.callTool({ name: 'progress', arguments: { steps: 4, delayMs: 25 } }, undefined, { onprogress: (p) => void seen.push(p.progress) });
+    await client.callTool({ name: 'progress', arguments: { steps: 3, delayMs: 400 } }, undefined, { onprogress: (p) => void seen.push(p.progress) });
     expect(seen[0]).toBe(1);
     expect(seen).toEqual([...seen].sort((a, b) => a - b));
   });
