@@ -1,0 +1,100 @@
+// Turning tool text and search requests into index terms. The same pipeline runs on both sides,
+// so whatever a tool says and whatever a user types meet as the same term: split identifiers,
+// lower-case, drop stop words, Porter-stem, then fold a few synonyms onto one term.
+import { stemmer } from 'stemmer';
+
+/** Bounds on a request: a 10 KB query costs no more than a short one. */
+export const MAX_QUERY_CHARS = 2048;
+export const MAX_QUERY_TERMS = 64;
+
+// Identifier boundaries: snake_case, kebab-case, dotted.names and slashes fall to the non-alnum
+// split; camelCase, HTMLParser and letter/digit runs (base64, s3) to these two.
+const CASE_BOUNDARY = /([a-z0-9])([A-Z])|([A-Z]+)([A-Z][a-z])/g;
+const DIGIT_BOUNDARY = /([a-zA-Z])(?=[0-9])|([0-9])(?=[a-zA-Z])/g;
+const NON_WORD = /[^\p{L}\p{N}]+/u;
+
+/**
+ * Words of a text, lower-cased. A word made of letters and digits is kept whole (s3, base64, h1)
+ * and also split at the digits, so "base64" is found by "base64" and by "base 64".
+ * "pull request(s)" and "merge request(s)" become the one word "pr", the name most tools give it.
+ */
+export function words(text: string): string[] {
+  const out: string[] = [];
+  const spaced = text.replace(CASE_BOUNDARY, (_m, a, b, c, d) => (a !== undefined ? `${a} ${b}` : `${c} ${d}`));
+  for (const raw of spaced.split(NON_WORD)) {
+    if (raw === '') continue;
+    const w = raw.toLowerCase();
+    out.push(w);
+    if (/[0-9]/.test(w) && /[a-z]/.test(w)) {
+      for (const part of w.replace(DIGIT_BOUNDARY, '$1$2 ').split(' ')) if (part !== '') out.push(part);
+    }
+  }
+  for (let i = 0; i + 1 < out.length; i++) {
+    if ((out[i] === 'pull' || out[i] === 'merge') && (out[i + 1] === 'request' || out[i + 1] === 'requests')) {
+      out.splice(i, 2, 'pr');
+    }
+  }
+  return out;
+}
+
+// Words that say nothing about which tool is meant: English function words and the filler of
+// requests ("can you please help me ..."). Verbs are NOT here: get/list/set tell tools apart.
+const STOP_WORDS = new Set(
+  (
+    'a an the and or but if then else of to in on at by for from with without into onto over under ' +
+    'about as is are was were be been being am do does did done doing have has had having will would ' +
+    'shall should can could may might must i me my mine we us our you your it its this that these ' +
+    'those there here what which who whom whose how why when where please help want wanted need ' +
+    'needs like would let lets just some any via using use tool tools mcp thing things so also ' +
+    'very really currently now s t'
+  ).split(' '),
+);
+
+// A small, general synonym table: each group folds onto its first word's stem, on both sides.
+// Only groups that mean the same action or object across common MCP servers; nothing that tells
+// two tools of one server apart (get vs list, read vs write stay distinct).
+const SYNONYM_GROUPS: readonly (readonly string[])[] = [
+  ['create', 'add', 'new', 'make', 'insert'],
+  ['delete', 'remove', 'erase', 'destroy'],
+  ['search', 'find', 'query', 'lookup', 'look'],
+  ['list', 'show', 'enumerate'],
+  ['issue', 'ticket', 'bug'],
+  ['repo', 'repository', 'repositories'],
+  ['directory', 'folder', 'dir'],
+  ['modify', 'edit', 'change', 'update'],
+  ['url', 'link', 'webpage', 'page', 'website', 'site'],
+];
+
+const CANONICAL = new Map<string, string>();
+for (const group of SYNONYM_GROUPS) {
+  const head = stemmer(group[0]!);
+  for (const w of group) CANONICAL.set(stemmer(w), head);
+}
+
+/** One word to its index term, or undefined when it carries no meaning. */
+export function term(word: string): string | undefined {
+  if (STOP_WORDS.has(word)) return undefined;
+  if (word.length < 2 && !/[0-9]/.test(word)) return undefined;
+  const stem = /^[a-z]+$/.test(word) ? stemmer(word) : word;
+  return CANONICAL.get(stem) ?? stem;
+}
+
+/** Index terms of a text, in order, repeats kept (term frequency counts for ranking). */
+export function terms(text: string): string[] {
+  const out: string[] = [];
+  for (const w of words(text)) {
+    const t = term(w);
+    if (t !== undefined) out.push(t);
+  }
+  return out;
+}
+
+/** The distinct terms of a search request, bounded in input length and in count. */
+export function queryTerms(query: string): string[] {
+  const seen = new Set<string>();
+  for (const t of terms(query.slice(0, MAX_QUERY_CHARS))) {
+    seen.add(t);
+    if (seen.size >= MAX_QUERY_TERMS) break;
+  }
+  return [...seen];
+}
