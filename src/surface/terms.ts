@@ -54,8 +54,10 @@ const STOP_WORDS = new Set(
 // Only groups that mean the same action or object across common MCP servers; nothing that tells
 // two tools of one server apart (get vs list, read vs write stay distinct).
 const SYNONYM_GROUPS: readonly (readonly string[])[] = [
-  ['create', 'add', 'new', 'make', 'insert'],
-  ['delete', 'remove', 'erase', 'destroy'],
+  ['create', 'add', 'new', 'make'],
+  ['delete', 'remove', 'erase', 'destroy', 'forget'],
+  ['write', 'save'],
+  ['chart', 'plot', 'diagram'],
   ['search', 'find', 'query', 'lookup', 'look'],
   ['list', 'show', 'enumerate'],
   ['issue', 'ticket', 'bug'],
@@ -71,12 +73,23 @@ for (const group of SYNONYM_GROUPS) {
   for (const w of group) CANONICAL.set(stemmer(w), head);
 }
 
+// Stemming is most of the cost of building an index, and tool text repeats the same few hundred
+// words, so each word's term is remembered. Bounded: cleared when full, never grows past it.
+const MEMO_MAX = 20_000;
+const memo = new Map<string, string | null>();
+
 /** One word to its index term, or undefined when it carries no meaning. */
 export function term(word: string): string | undefined {
-  if (STOP_WORDS.has(word)) return undefined;
-  if (word.length < 2 && !/[0-9]/.test(word)) return undefined;
-  const stem = /^[a-z]+$/.test(word) ? stemmer(word) : word;
-  return CANONICAL.get(stem) ?? stem;
+  const known = memo.get(word);
+  if (known !== undefined) return known ?? undefined;
+  let out: string | null = null;
+  if (!STOP_WORDS.has(word) && (word.length >= 2 || /[0-9]/.test(word))) {
+    const stem = /^[a-z]+$/.test(word) ? stemmer(word) : word;
+    out = CANONICAL.get(stem) ?? stem;
+  }
+  if (memo.size >= MEMO_MAX) memo.clear();
+  memo.set(word, out);
+  return out ?? undefined;
 }
 
 /** Index terms of a text, in order, repeats kept (term frequency counts for ranking). */
