@@ -49,6 +49,11 @@ describe('ranking on the sample', () => {
     expect(index.search('getCurrentTime')[0]?.tool.name).toBe('time__get_current_time');
   });
 
+  it('a typo of one letter and a word cut short still find the tool', () => {
+    expect(index.search('screnshot')[0]?.tool.name).toBe('browser__browser_take_screenshot');
+    expect(index.search('navig')[0]?.tool.name).toBe('browser__browser_navigate');
+  });
+
   it('a request naming a service ranks that service first when two servers have the same tool', () => {
     expect(index.search('create an issue in linear')[0]?.tool.name).toBe('linear__create_issue');
     expect(index.search('create an issue on github')[0]?.tool.name).toBe('github__create_issue');
