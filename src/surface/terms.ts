@@ -1,0 +1,113 @@
+// Turning tool text and search requests into index terms. The same pipeline runs on both sides,
+// so whatever a tool says and whatever a user types meet as the same term: split identifiers,
+// lower-case, drop stop words, Porter-stem, then fold a few synonyms onto one term.
+import { stemmer } from 'stemmer';
+
+/** Bounds on a request: a 10 KB query costs no more than a short one. */
+export const MAX_QUERY_CHARS = 2048;
+export const MAX_QUERY_TERMS = 64;
+
+// Identifier boundaries: snake_case, kebab-case, dotted.names and slashes fall to the non-alnum
+// split; camelCase, HTMLParser and letter/digit runs (base64, s3) to these two.
+const CASE_BOUNDARY = /([a-z0-9])([A-Z])|([A-Z]+)([A-Z][a-z])/g;
+const DIGIT_BOUNDARY = /([a-zA-Z])(?=[0-9])|([0-9])(?=[a-zA-Z])/g;
+const NON_WORD = /[^\p{L}\p{N}]+/u;
+
+/**
+ * Words of a text, lower-cased. A word made of letters and digits is kept whole (s3, base64, h1)
+ * and also split at the digits, so "base64" is found by "base64" and by "base 64".
+ * "pull request(s)" and "merge request(s)" become the one word "pr", the name most tools give it.
+ */
+export function words(text: string): string[] {
+  const out: string[] = [];
+  const spaced = text.replace(CASE_BOUNDARY, (_m, a, b, c, d) => (a !== undefined ? `${a} ${b}` : `${c} ${d}`));
+  for (const raw of spaced.split(NON_WORD)) {
+    if (raw === '') continue;
+    const w = raw.toLowerCase();
+    out.push(w);
+    if (/[0-9]/.test(w) && /[a-z]/.test(w)) {
+      for (const part of w.replace(DIGIT_BOUNDARY, '$1$2 ').split(' ')) if (part !== '') out.push(part);
+    }
+  }
+  for (let i = 0; i + 1 < out.length; i++) {
+    if ((out[i] === 'pull' || out[i] === 'merge') && (out[i + 1] === 'request' || out[i + 1] === 'requests')) {
+      out.splice(i, 2, 'pr');
+    }
+  }
+  return out;
+}
+
+// Words that say nothing about which tool is meant: English function words and the filler of
+// requests ("can you please help me ..."). Verbs are NOT here: get/list/set tell tools apart.
+const STOP_WORDS = new Set(
+  (
+    'a an the and or but if then else of to in on at by for from with without into onto over under ' +
+    'about as is are was were be been being am do does did done doing have has had having will would ' +
+    'shall should can could may might must i me my mine we us our you your it its this that these ' +
+    'those there here what which who whom whose how why when where please help want wanted need ' +
+    'needs like would let lets just some any via using use tool tools mcp thing things so also ' +
+    'very really currently now s t'
+  ).split(' '),
+);
+
+// A small, general synonym table: each group folds onto its first word's stem, on both sides.
+// Only groups that mean the same action or object across common MCP servers; nothing that tells
+// two tools of one server apart (get vs list, read vs write stay distinct). Each group was kept
+// because dropping it lowered recall on the sample, except create/add/new/make and
+// repo/repository, which are exact equivalents. Tried and dropped: list/show (no gain, and
+// "show" also means get), edit/modify/change/update (cost recall@1), url/link/page/site (no gain).
+const SYNONYM_GROUPS: readonly (readonly string[])[] = [
+  ['create', 'add', 'new', 'make'],
+  ['delete', 'remove', 'erase', 'destroy', 'forget'],
+  ['write', 'save'],
+  ['chart', 'plot', 'diagram'],
+  ['search', 'find', 'query', 'lookup', 'look'],
+  ['issue', 'ticket', 'bug'],
+  ['repo', 'repository', 'repositories'],
+  ['directory', 'folder', 'dir'],
+];
+
+const CANONICAL = new Map<string, string>();
+for (const group of SYNONYM_GROUPS) {
+  const head = stemmer(group[0]!);
+  for (const w of group) CANONICAL.set(stemmer(w), head);
+}
+
+// Stemming is most of the cost of building an index, and tool text repeats the same few hundred
+// words, so each word's term is remembered. Bounded: cleared when full, never grows past it.
+const MEMO_MAX = 20_000;
+const memo = new Map<string, string | null>();
+
+/** One word to its index term, or undefined when it carries no meaning. */
+export function term(word: string): string | undefined {
+  const known = memo.get(word);
+  if (known !== undefined) return known ?? undefined;
+  let out: string | null = null;
+  if (!STOP_WORDS.has(word) && (word.length >= 2 || /[0-9]/.test(word))) {
+    const stem = /^[a-z]+$/.test(word) ? stemmer(word) : word;
+    out = CANONICAL.get(stem) ?? stem;
+  }
+  if (memo.size >= MEMO_MAX) memo.clear();
+  memo.set(word, out);
+  return out ?? undefined;
+}
+
+/** Index terms of a text, in order, repeats kept (term frequency counts for ranking). */
+export function terms(text: string): string[] {
+  const out: string[] = [];
+  for (const w of words(text)) {
+    const t = term(w);
+    if (t !== undefined) out.push(t);
+  }
+  return out;
+}
+
+/** The distinct terms of a search request, bounded in input length and in count. */
+export function queryTerms(query: string): string[] {
+  const seen = new Set<string>();
+  for (const t of terms(query.slice(0, MAX_QUERY_CHARS))) {
+    seen.add(t);
+    if (seen.size >= MAX_QUERY_TERMS) break;
+  }
+  return [...seen];
+}
