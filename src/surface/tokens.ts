@@ -62,11 +62,18 @@ function classOf(c: number): number {
 // longer ones split about every six letters. Punctuation runs of up to three marks (`":"`,
 // `"},"`) are one token; longer ones (`"}}},"`) about one per two marks. Outside ASCII, about
 // one token per code unit beyond the first (CJK, emoji halves), fewer for accented Latin.
+// A word joined by `/`, `-` or `+` splits from it about half the time.
 
 function letterCost(ascii: number, other: number): number {
   const n = ascii + other;
   const base = n <= 4 ? 1 : n <= 8 ? 1.06 : n <= 11 ? 1.3 : n / 6;
   return other === 0 ? base : Math.max(base, other * 0.75);
+}
+
+/** Path and kebab-case joins (`/draft`, `-server`, `+get`) split off more often than `.x` or `_x`. */
+function joinCost(mark: number, letters: number): number {
+  if (mark !== 47 /* / */ && mark !== 45 /* - */ && mark !== 43 /* + */) return 0;
+  return letters <= 4 ? 0.15 : 0.45;
 }
 
 function punctCost(n: number): number {
@@ -80,6 +87,7 @@ function punctCost(n: number): number {
 export function estimateTokens(text: string): number {
   const len = text.length;
   let tokens = 0;
+  let joined = 0; // the lone mark that joined the word that follows (0: none, or a space)
   let i = 0;
   while (i < len) {
     const k = classOf(text.charCodeAt(i));
@@ -95,7 +103,8 @@ export function estimateTokens(text: string): number {
         else other++;
         i++;
       }
-      tokens += letterCost(ascii, other);
+      tokens += letterCost(ascii, other) + joinCost(joined, ascii + other);
+      joined = 0;
     } else if (k === DIGIT) {
       let n = 0;
       while (i < len && classOf(text.charCodeAt(i)) === DIGIT) (n++, i++);
@@ -120,7 +129,8 @@ export function estimateTokens(text: string): number {
         if (!word) tokens += 1;
       } else {
         if (spaces > 1) tokens += 1;
-        if (!(marks === 1 && spaces === 0 && word)) tokens += punctCost(marks);
+        if (marks === 1 && spaces === 0 && word) joined = text.charCodeAt(i - 1);
+        else tokens += punctCost(marks);
       }
     }
   }
