@@ -4,12 +4,14 @@
 //
 //   node bench/surface/token-estimate.mjs          # table on stdout, progress on stderr
 //   node bench/surface/token-estimate.mjs --json   # the same figures as JSON
+//   node bench/surface/token-estimate.mjs --corpus FILE   # another catalogue.json than .cache's
 //
 // Catalogues, all listed live (nothing copied into the repository):
 // - every MCP server package installed in node_modules that lists its tools without credentials,
 //   and the test fixtures, through the real binary (`mcpmux tools --json`, as a host sees them);
 // - .cache/surface-corpus/catalogue.json when present (the search bench's corpus of published
-//   servers: an array of {name, server, title?, description?, inputSchema}); skipped otherwise.
+//   servers: {name, server, title?, description?, inputSchema} each, as an array or under `tools`);
+//   skipped when absent.
 //
 // The tokenizer's load cost is measured in fresh processes (median of 3): RSS and heap before
 // and after importing gpt-tokenizer's o200k_base and counting one string, and the time taken.
@@ -17,15 +19,16 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const NODE = process.execPath;
 const TOKENS = join(ROOT, 'dist/surface/tokens.js');
-const CORPUS = join(ROOT, '.cache/surface-corpus/catalogue.json');
-const json = process.argv.includes('--json');
+const argv = process.argv.slice(2);
+const json = argv.includes('--json');
+const CORPUS = argv.includes('--corpus') ? resolve(argv[argv.indexOf('--corpus') + 1] ?? '') : join(ROOT, '.cache/surface-corpus/catalogue.json');
 const say = (s) => process.stderr.write(`token-estimate: ${s}\n`);
 
 if (!existsSync(TOKENS)) {
@@ -85,7 +88,9 @@ function listLive(dir) {
 
 function listCorpus() {
   if (!existsSync(CORPUS)) return [];
-  const rows = JSON.parse(readFileSync(CORPUS, 'utf8'));
+  // An array of tools, or {tools: [...]} beside the corpus's other facts.
+  const parsed = JSON.parse(readFileSync(CORPUS, 'utf8'));
+  const rows = Array.isArray(parsed) ? parsed : parsed.tools;
   const by = new Map();
   for (const r of rows) {
     const tool = { name: r.name, ...(r.title !== undefined && { title: r.title }), ...(r.description !== undefined && { description: r.description }), inputSchema: r.inputSchema };
