@@ -59,6 +59,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--approve <name>', 'approve a held tool (pinTools): server/tool, its public name, or its own name; repeatable', (v: string, prev: string[]) => [...prev, v], [] as string[])
     .option('--approve-all', 'approve every current tool definition')
     .option('--all', 'the same as --approve-all')
+    .option('--tokens', "print each server's and the total token cost of the tool definitions (o200k_base)")
     .action((o: import('./tools.js').ToolsOptions) => {
       result = runTools(o);
     });

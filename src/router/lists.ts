@@ -130,9 +130,13 @@ export class Lists {
   /**
    * Every item of a list as hosts are shown it, all pages of every live upstream walked, in
    * config order (`mcpmux tools`). A server whose list cannot be read to its end is left out
-   * and said in `failed`.
+   * and said in `failed`. `servers` holds the same items by server (`mcpmux tools --tokens`).
    */
-  async all(list: ListName, ups: readonly Upstream[], signal: CancelSignal): Promise<{ items: Params[]; failed: WalkFailure[] }> {
+  async all(
+    list: ListName,
+    ups: readonly Upstream[],
+    signal: CancelSignal,
+  ): Promise<{ items: Params[]; servers: { server: string; items: Params[] }[]; failed: WalkFailure[] }> {
     const kind = this.kinds[list];
     const offered = offering(kind, ups);
     const walked = await Promise.all(
@@ -142,14 +146,18 @@ export class Lists {
           await this.catalogue.walk(kind, up, signal, (page) => {
             for (const item of page) items.push(item);
           });
-          return { items };
+          return { server: up.name, items };
         } catch (err) {
           if (signal.aborted) throw err;
-          return { items: [], failed: { server: up.name, error: err as Error } };
+          return { server: up.name, items: [], failed: { server: up.name, error: err as Error } };
         }
       }),
     );
-    return { items: walked.flatMap((w) => w.items), failed: walked.flatMap((w) => (w.failed ? [w.failed] : [])) };
+    return {
+      items: walked.flatMap((w) => w.items),
+      servers: walked.filter((w) => !w.failed).map((w) => ({ server: w.server, items: w.items })),
+      failed: walked.flatMap((w) => (w.failed ? [w.failed] : [])),
+    };
   }
 
   private presentNamed(kind: NamedKind, up: Upstream, item: Params): Params | undefined {

@@ -311,9 +311,10 @@ export class Router {
    * Every tool as `client` would see it, all pages walked (for `mcpmux tools`), and the servers
    * whose lists could not be read to the end (bounded walks, upstream/paging.ts).
    */
-  async allTools(client: string): Promise<{ tools: Params[]; failed: WalkFailure[] }> {
-    const { items, failed } = await this.lists.all('tools', this.resolve.live(undefined), NEVER);
-    return { tools: items.filter((t) => this.governance.clientAllows(client, 'tools', t.name as string)), failed };
+  async allTools(client: string): Promise<{ tools: Params[]; servers: { server: string; tools: Params[] }[]; failed: WalkFailure[] }> {
+    const { items, servers, failed } = await this.lists.all('tools', this.resolve.live(undefined), NEVER);
+    const allowed = (t: Params) => this.governance.clientAllows(client, 'tools', t.name as string);
+    return { tools: items.filter(allowed), servers: servers.map((s) => ({ server: s.server, tools: s.items.filter(allowed) })), failed };
   }
 
   // ---- host requests ------------------------------------------------------------------
