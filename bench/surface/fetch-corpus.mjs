@@ -45,12 +45,28 @@ function pkgDir(s) {
   return join(CACHE, 'pkgs', s.name);
 }
 
+function isInstalled(s) {
+  const marker = join(pkgDir(s), '.installed');
+  return existsSync(marker) && readFileSync(marker, 'utf8') === `${s.package}@${s.version}`;
+}
+
+function registryReachable(s) {
+  return new Promise((resolve, reject) => {
+    execFile(
+      'npm',
+      ['view', `${s.package}@${s.version}`, 'version', '--fetch-retries=0', '--fetch-timeout=15000'],
+      { timeout: 30_000, env: { ...process.env, npm_config_update_notifier: 'false' } },
+      (err, _out, errOut) => (err ? reject(new Error(`npm registry not reachable: ${(errOut || err.message).trim().split('\n').slice(-2).join(' ')}`)) : resolve()),
+    );
+  });
+}
+
 /** Installs `package@version` into its own prefix (own dependency tree, no bin clashes). */
 async function install(s, say) {
   const dir = pkgDir(s);
   const marker = join(dir, '.installed');
   const want = `${s.package}@${s.version}`;
-  if (existsSync(marker) && readFileSync(marker, 'utf8') === want) return dir;
+  if (isInstalled(s)) return dir;
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   // A package.json of its own, so npm never walks up into the repository's.
@@ -164,6 +180,10 @@ export async function fetchCorpus({ refresh = false, only, offline, quiet = fals
   mkdirSync(CACHE, { recursive: true });
   offline ??= canUnshare();
   say(`${servers.length} servers; listing ${offline ? 'without network (unshare -n)' : 'with the network on'}`);
+
+  // Without a registry every install would fail slowly (npm retries): ask once, fail fast.
+  const missing = servers.filter((s) => !isInstalled(s));
+  if (missing.length) await registryReachable(missing[0]);
 
   const installed = await pool(servers, PARALLEL_INSTALLS, async (s) => {
     try {
