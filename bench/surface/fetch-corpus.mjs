@@ -56,7 +56,7 @@ function registryReachable(s) {
       'npm',
       ['view', `${s.package}@${s.version}`, 'version', '--fetch-retries=0', '--fetch-timeout=15000'],
       { timeout: 30_000, env: { ...process.env, npm_config_update_notifier: 'false' } },
-      (err, _out, errOut) => (err ? reject(new Error(`npm registry not reachable: ${(errOut || err.message).trim().split('\n').slice(-2).join(' ')}`)) : resolve()),
+      (err, _out, errOut) => (err ? reject(new Error(`npm registry not reachable: ${(errOut || err.message).trim().split('\n').slice(0, 2).join(' ')}`)) : resolve()),
     );
   });
 }
