@@ -3,16 +3,16 @@
 // catalogue, runs every request of bench/surface/queries.json and prints recall@1/@5/@10 and
 // MRR (overall and by kind), search latency p50/p95 and index build time.
 //
-//   node bench/surface/recall.mjs [--json] [--engine auto|dist|baseline] [--misses] [--no-fetch]
+//   node bench/surface/recall.mjs [--json] [--engine auto|dist|baseline|FILE] [--misses] [--no-fetch]
 //                                 [--catalogue FILE] [--queries FILE]
 //
 // --engine auto (default): dist/surface/search-index.js when built, else the plain baseline
-// (bench/surface/baseline-search.mjs, same API). A request counts as found at rank r when any of
+// (bench/surface/baseline-search.mjs, same API); FILE: any module exporting ToolIndex. A request counts as found at rank r when any of
 // its `expect` tools is the r-th result; requests whose expected tools are all missing from the
 // catalogue (their server failed to list) are skipped and counted as such, never as misses.
 
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { CATALOGUE, fetchCorpus } from './fetch-corpus.mjs';
@@ -25,11 +25,12 @@ const KINDS = ['direct', 'paraphrase', 'ambiguous'];
 const DEPTH = 10;
 
 export async function loadEngine(which = 'auto') {
-  const file = which === 'baseline' || (which === 'auto' && !existsSync(DIST_ENGINE)) ? BASELINE_ENGINE : DIST_ENGINE;
+  let file = which === 'baseline' || (which === 'auto' && !existsSync(DIST_ENGINE)) ? BASELINE_ENGINE : DIST_ENGINE;
+  if (!['auto', 'dist', 'baseline'].includes(which)) file = resolve(which); // a module path: compare another engine
   if (!existsSync(file)) throw new Error(`${file} is missing (run \`npx tsc -p tsconfig.json\` first)`);
   const mod = await import(pathToFileURL(file).href);
   if (typeof mod.ToolIndex?.build !== 'function') throw new Error(`${file} exports no ToolIndex.build`);
-  return { ToolIndex: mod.ToolIndex, engine: file === BASELINE_ENGINE ? 'baseline' : 'dist/surface/search-index.js' };
+  return { ToolIndex: mod.ToolIndex, engine: file === BASELINE_ENGINE ? 'baseline' : file === DIST_ENGINE ? 'dist/surface/search-index.js' : file };
 }
 
 const pct = (sorted, p) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN);
@@ -163,11 +164,11 @@ async function main() {
     if (a === '--json') o.json = true;
     else if (a === '--misses') o.misses = true;
     else if (a === '--no-fetch') o.fetch = false;
-    else if (a === '--engine' && ['auto', 'dist', 'baseline'].includes(argv[i + 1])) o.engine = argv[++i];
+    else if (a === '--engine' && argv[i + 1]) o.engine = argv[++i];
     else if (a === '--catalogue') o.catalogueFile = argv[++i];
     else if (a === '--queries') o.queriesFile = argv[++i];
     else {
-      process.stderr.write('usage: node bench/surface/recall.mjs [--json] [--engine auto|dist|baseline] [--misses] [--no-fetch] [--catalogue FILE] [--queries FILE]\n');
+      process.stderr.write('usage: node bench/surface/recall.mjs [--json] [--engine auto|dist|baseline|FILE] [--misses] [--no-fetch] [--catalogue FILE] [--queries FILE]\n');
       process.exit(2);
     }
   }
