@@ -7,7 +7,7 @@
 //   node bench/run.mjs [--quick] [--rounds N] [--duration S] [--calls N] [--warmup N]
 //                      [--inflight N] [--only stdio|http|ws[,..]] [--no-20x100] [--no-relay]
 //                      [--profile | --no-profile] [--http-mode json|sse] [--max-minutes M]
-//                      [--no-governance]
+//                      [--no-governance] [--no-surface]
 
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,6 +20,8 @@ import { closeSdk, connectSdk } from './lib/sdk-client.mjs';
 import { TICK_MS, childrenOf, cmdline, cpuTicks, installCleanup, memory, resetPeak, spawnTracked, stopTracked } from './lib/procs.mjs';
 import { fmt, fmtSpread, latencySummary, median, spread } from './lib/stats.mjs';
 import { analyse, topTable } from './profile-top.mjs';
+import { fetchCorpus } from './surface/fetch-corpus.mjs';
+import { renderRecall, runRecall } from './surface/recall.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
@@ -42,6 +44,7 @@ function parseOptions(argv) {
     twenty: true,
     relay: true,
     governance: true,
+    surface: true,
     profile: undefined,
     httpMode: 'json',
     maxMinutes: undefined,
@@ -63,13 +66,21 @@ function parseOptions(argv) {
       case '--inflight': o.inflight = Math.round(num(a, next())); break;
       case '--only': {
         // `--only governance`: no transport section, only governance on vs off.
-        o.only = next().split(',').map((s) => s.trim()).filter((s) => s && s !== 'governance');
-        for (const t of o.only) if (!['stdio', 'http', 'ws'].includes(t)) usage(`--only takes stdio, http, ws or governance, got ${t}`);
+        // `--only surface`: only the tool-search recall section (and it runs only when named).
+        const list = next().split(',').map((s) => s.trim()).filter(Boolean);
+        o.only = list.filter((s) => s !== 'governance' && s !== 'surface');
+        for (const t of o.only) if (!['stdio', 'http', 'ws'].includes(t)) usage(`--only takes stdio, http, ws, governance or surface, got ${t}`);
+        o.surface = list.includes('surface');
+        if (o.surface && !list.includes('governance') && o.only.length === 0) {
+          o.governance = false;
+          o.profile ??= false;
+        }
         break;
       }
       case '--no-20x100': o.twenty = false; break;
       case '--no-relay': o.relay = false; break;
       case '--no-governance': o.governance = false; break;
+      case '--no-surface': o.surface = false; break;
       case '--profile': o.profile = true; break;
       case '--no-profile': o.profile = false; break;
       case '--http-mode': {
@@ -106,7 +117,8 @@ function parseOptions(argv) {
   // Whole-run watchdog: generous, but a hang ends with a message instead of never.
   const perTransport = 4 * o.duration + 120;
   const governance = o.governance ? 2 * (2 * o.duration + 60) : 0;
-  o.maxMinutes ??= Math.ceil((o.rounds * (o.only.length * perTransport + governance) + 300 + (o.profile ? o.duration + 60 : 0)) / 60) + 5;
+  const surface = o.surface ? 20 * 60 : 0; // the first fetch of the corpus installs a few dozen packages
+  o.maxMinutes ??= Math.ceil((o.rounds * (o.only.length * perTransport + governance) + 300 + surface + (o.profile ? o.duration + 60 : 0)) / 60) + 5;
   return o;
 }
 
@@ -117,7 +129,7 @@ function usage(msg) {
 function readmeUsage() {
   return `usage: node bench/run.mjs [--quick] [--rounds N] [--duration S] [--calls N] [--warmup N] [--inflight N]
                         [--only stdio|http|ws[,..]] [--no-20x100] [--no-relay] [--profile|--no-profile]
-                        [--http-mode json|sse] [--max-minutes M] [--no-governance]
+                        [--http-mode json|sse] [--max-minutes M] [--no-governance] [--no-surface]
        node bench/run.mjs --render bench/results/latest.json    (re-print a saved run's table)
 `;
 }
@@ -819,6 +831,7 @@ function renderMarkdown(results, o) {
     L.push('');
   }
   if (results.governance) renderGovernance(L, results.governance, o);
+  if (results.surface) renderSurface(L, results.surface);
   if (results.twenty) {
     const t = results.twenty;
     L.push(`## ${o.twentyServers} upstreams × ${o.twentyTools} tools (stdio host)`);
@@ -892,6 +905,30 @@ function renderGovernance(L, g, o) {
   const lines = g.rounds.map((r) => r.auditLines).filter((n) => n !== undefined);
   const scrapes = g.rounds.map((r) => r.on?.scrapes).filter((n) => n !== undefined);
   L.push(`| audit lines written; /metrics scrapes (per round) | | ${lines.join(', ')}; ${scrapes.join(', ')} | | |`);
+  L.push('');
+}
+
+// ---- tool search on the real-server corpus ----------------------------------------------------
+// Optional: the corpus is fetched from the npm registry once (cached in .cache/surface-corpus/);
+// with no registry and no cache the section is skipped with a line saying so, never failed.
+
+async function measureSurface() {
+  phase('surface: tool-search corpus (fetched once, then cached)');
+  try {
+    await fetchCorpus({ quiet: false });
+  } catch (e) {
+    return { skipped: `the real-server corpus could not be fetched (no npm registry?): ${errText(e).split('\n')[0]}` };
+  }
+  phase('surface: recall, latency and build time');
+  return runRecall({ fetch: false });
+}
+
+function renderSurface(L, s) {
+  L.push('## Tool search on real servers');
+  L.push('');
+  if (s.skipped) L.push(`skipped: ${s.skipped}`);
+  else if (s.error) L.push(`**failed:** ${s.error.split('\n')[0]}`);
+  else L.push(renderRecall(s).trimEnd());
   L.push('');
 }
 
@@ -1030,6 +1067,16 @@ async function main() {
       } catch (e) {
         results.twenty.defaultStartup = { error: errText(e) };
       }
+    }
+
+    if (o.surface) {
+      try {
+        results.surface = await measureSurface();
+      } catch (e) {
+        results.surface = { error: errText(e) };
+        process.stderr.write(`bench: surface failed: ${results.surface.error}\n`);
+      }
+      if (results.surface.skipped) process.stderr.write(`bench: surface skipped: ${results.surface.skipped}\n`);
     }
 
     if (o.profile) {

@@ -23,7 +23,8 @@ const FIGURES = [
 
 it('a minimal bench run measures every section, direct and through mcpmux, and leaves nothing behind', async () => {
   const out = tempDir();
-  const args = ['--quick', '--no-20x100', '--no-profile', '--duration', '0.5', '--calls', '50', '--warmup', '10', '--max-minutes', '4', '--out', out];
+  // --no-surface: the tool-search section fetches real servers from the npm registry (no network in tests).
+  const args = ['--quick', '--no-20x100', '--no-profile', '--no-surface', '--duration', '0.5', '--calls', '50', '--warmup', '10', '--max-minutes', '4', '--out', out];
   const child = spawn(process.execPath, [path.join(ROOT, 'bench/run.mjs'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
