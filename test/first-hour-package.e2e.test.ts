@@ -6,7 +6,7 @@
 // own and the machine's npm cache, so nothing global is touched.
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -106,13 +106,17 @@ function importedPackages(file: string): string[] {
   return [...found];
 }
 
+/** What the pack test leaves outside its temp folder (the copy of the sources, beside node_modules). */
+const cleanups: (() => void)[] = [];
+
 describe('npm pack gives a package that installs and runs with the network off (issue 19.7)', () => {
   it('pack (prepack builds dist/), install -g into a fresh prefix --offline, then --version and the example config from another folder', async () => {
     const work = tempDir();
     try {
       await packInstallAndRun(work);
     } finally {
-      rmSync(work, { recursive: true, force: true }); // ~60 MB: the copy, the tarball, the prefix
+      rmSync(work, { recursive: true, force: true }); // ~60 MB: the tarball, the prefix
+      for (const clean of cleanups.splice(0)) clean();
     }
   }, 420_000);
 });
@@ -129,10 +133,15 @@ async function packInstallAndRun(work: string): Promise<void> {
 
   // Pack a copy of the sources, so this clone's dist/ (which other test files are using)
   // is left alone while prepack clears and prepare rebuilds the copy's.
-  const src = path.join(work, 'src');
-  mkdirSync(src);
+  // The copy's node_modules is a real tree, as in a clone: npm pack does not bundle through a
+  // symlinked node_modules reliably (a CI run's tarball lacked execa's own dependencies). Hard
+  // links make it cheap, so the copy sits beside node_modules, on its file system.
+  mkdirSync(path.join(ROOT, '.cache'), { recursive: true });
+  const src = mkdtempSync(path.join(ROOT, '.cache', 'pack-src-'));
+  cleanups.push(() => rmSync(src, { recursive: true, force: true }));
   for (const f of SOURCES) if (existsSync(path.join(ROOT, f))) cpSync(path.join(ROOT, f), path.join(src, f), { recursive: true });
-  symlinkSync(realpathSync(path.join(ROOT, 'node_modules')), path.join(src, 'node_modules'));
+  const linked = spawnSync('cp', ['-al', realpathSync(path.join(ROOT, 'node_modules')), path.join(src, 'node_modules')]);
+  if (linked.status !== 0) cpSync(realpathSync(path.join(ROOT, 'node_modules')), path.join(src, 'node_modules'), { recursive: true });
   mkdirSync(path.join(src, 'dist'));
   writeFileSync(path.join(src, 'dist', 'stale-from-a-deleted-source.js'), 'throw new Error("stale");\n');
 
