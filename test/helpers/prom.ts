@@ -1,6 +1,8 @@
 // Reads the Prometheus text exposition format strictly enough to prove `/metrics` is valid:
 // every line is a comment (# HELP / # TYPE) or a sample `name{label="value",...} number`.
 
+import { get as httpGet } from 'node:http';
+
 export interface Sample {
   name: string;
   labels: Record<string, string>;
@@ -47,8 +49,18 @@ export function total(samples: Sample[], name: string, match: Record<string, str
 
 /** GET `url` and parse it. */
 export async function scrape(url: string): Promise<{ samples: Sample[]; text: string; contentType: string | null }> {
-  const res = await fetch(url);
-  if (res.status !== 200) throw new Error(`GET ${url}: ${res.status}`);
-  const text = await res.text();
-  return { samples: parseProm(text), text, contentType: res.headers.get('content-type') };
+  // A connection of its own (agent: false), as Prometheus opens one: fetch's pooled keep-alive
+  // socket may be one the daemon closed idle while this busy test process was late to notice,
+  // which fails the GET with "other side closed" (seen after 5 000 calls in the full suite).
+  const { status, text, contentType } = await new Promise<{ status: number; text: string; contentType: string | null }>((resolve, reject) => {
+    const req = httpGet(url, { agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: body, contentType: res.headers['content-type'] ?? null }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+  });
+  if (status !== 200) throw new Error(`GET ${url}: ${status}`);
+  return { samples: parseProm(text), text, contentType };
 }
