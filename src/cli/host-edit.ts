@@ -54,7 +54,7 @@ export function backupName(file: string, now = new Date()): string {
 }
 
 /** The backups of `file`, newest first. */
-export function backupsOf(file: string): string[] {
+function backupsOf(file: string): string[] {
   const prefix = `${path.basename(file)}.mcpmux-backup-`;
   let names: string[];
   try {

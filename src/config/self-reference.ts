@@ -57,7 +57,7 @@ const PACKAGE_FLAGS = new Set(['-p', '--package']);
  * `npx [-y] [-p mcpmux] mcpmux ...` (also bunx, pnpm dlx), and any of these behind Windows'
  * `cmd /c` (how hosts there start `npx`).
  */
-export function muxInvocation(command: string, args: readonly string[], env: Readonly<Record<string, string>> = {}): MuxInvocation | undefined {
+function muxInvocation(command: string, args: readonly string[], env: Readonly<Record<string, string>> = {}): MuxInvocation | undefined {
   if (isProgram(command, 'cmd')) {
     const c = args.findIndex((a) => /^\/[ck]$/i.test(a));
     if (c < 0) return undefined;

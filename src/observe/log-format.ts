@@ -38,7 +38,7 @@ export function logOutput(flag: string | undefined, stream: LogStream = process.
 }
 
 /** Colors only on a terminal, and never when NO_COLOR is set (to anything but ""; no-color.org). */
-export function wantsColor(stream: LogStream = process.stderr, env: NodeJS.ProcessEnv = process.env): boolean {
+function wantsColor(stream: LogStream = process.stderr, env: NodeJS.ProcessEnv = process.env): boolean {
   return stream.isTTY === true && !env.NO_COLOR;
 }
 
