@@ -364,9 +364,12 @@ describe('flows: two upstreams with the same ids and progress tokens', () => {
       for (const server of ['alpha', 'beta']) {
         const id = `${server}-${i}`;
         if (i % 2 === 0) {
+          // Echo calls carry a token too (they report no progress): upstream tokens are the
+          // upstream's request ids, so both upstreams then surely see the same tokens, whatever
+          // other requests (a list, a ping) shifted one upstream's numbering.
           const args = { server, i };
-          sent.push({ id, server, args });
-          peer.send({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: `${server}__echo`, arguments: args } });
+          sent.push({ id, server, args, token: `tok-${id}` });
+          peer.send({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: `${server}__echo`, arguments: args, _meta: { progressToken: `tok-${id}` } } });
         } else {
           const steps = 2 + (i % 3);
           const token = `tok-${id}`;
@@ -382,6 +385,7 @@ describe('flows: two upstreams with the same ids and progress tokens', () => {
       expect(res.error, `${s.id}: ${JSON.stringify(res.error)}`).toBeUndefined();
       if (s.args) {
         expect(res.result.structuredContent, s.id).toEqual(s.args);
+        expect(progress.filter((m) => m.params.progressToken === s.token), s.id).toEqual([]);
         return;
       }
       expect(textOf(res.result), s.id).toBe(`done ${s.steps}`);
