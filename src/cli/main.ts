@@ -29,6 +29,7 @@ export async function main(argv: string[]): Promise<number> {
 
   configured('stdio', 'serve one host on stdin/stdout')
     .option('--admin-port <port>', 'serve /metrics, /healthz and /readyz on this port (default: listen.adminPort; none)')
+    .option('--toolset <name>', 'offer the host only this toolset\'s tools (a name in "toolsets")')
     .action((o: StdioOptions) => {
       result = runStdio(o);
     });

@@ -23,6 +23,12 @@ import type { OperatorRoutes } from '../transport/http/admin.js';
 import type { Transport } from '../transport/transport.js';
 import { VERSION } from '../version.js';
 
+/** Who a host session is for: its token's client, and the toolset chosen for it. */
+export interface SessionOwner {
+  client?: string;
+  toolset?: string;
+}
+
 export interface Runtime {
   /** The config in force (a reload replaces it). */
   readonly config: Config;
@@ -31,7 +37,8 @@ export interface Runtime {
   /** Tool-definition pins (governance/pins.ts). */
   pins: ToolPins;
   /** A host session on a new host connection, with the config's limits (client: from its token). */
-  openSession(transport: Transport, kind: HostTransport, client?: string, stateless?: boolean): HostSession;
+  /** `who`: the token's client and the session's toolset (both checked by the caller). */
+  openSession(transport: Transport, kind: HostTransport, who?: SessionOwner, stateless?: boolean): HostSession;
   /**
    * A reload: governance, pinning, log level and secrets, timeouts and limits for new sessions,
    * and the upstreams the plan names. Resolves when new upstreams are ready or failed.
@@ -88,7 +95,7 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
   const serverInfo = { name: 'mcpmux', version: VERSION };
   // MCPMUX_INPUT_TTL_MS: how long a call waits for a 2026-07-28 host's retry (tests shorten it).
   const parked = new ParkedCalls(Number(process.env.MCPMUX_INPUT_TTL_MS) > 0 ? Number(process.env.MCPMUX_INPUT_TTL_MS) : undefined);
-  const openSession = (transport: Transport, kind: HostTransport, client?: string, stateless?: boolean): HostSession =>
+  const openSession = (transport: Transport, kind: HostTransport, who: SessionOwner = {}, stateless?: boolean): HostSession =>
     new HostSession(transport, router, {
       ...(stateless && { stateless }),
       parked,
@@ -98,7 +105,8 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
       maxMs: () => config.timeouts.maxMs,
       serverInfo,
       transport: kind,
-      ...(client !== undefined && { client }),
+      ...(who.client !== undefined && { client: who.client }),
+      ...(who.toolset !== undefined && { toolset: who.toolset }),
     });
   const reconfigure = async (next: Config, plan: ReloadPlan): Promise<void> => {
     const before = config;

@@ -69,7 +69,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     headersTimeoutMs: envMs(HEADERS_TIMEOUT_ENV),
     requestTimeoutMs: envMs(REQUEST_TIMEOUT_ENV),
     log,
-    open: (transport, { kind, client, stateless }) => openSession(transport, TRANSPORT[kind], client, stateless),
+    open: (transport, { kind, client, toolset, stateless }) => openSession(transport, TRANSPORT[kind], { client, toolset }, stateless),
     // Counts only: /healthz and /readyz need no token, so they name nothing of the config
     // (/status, which names servers, pids and errors, needs one when tokens are configured).
     readiness: () => {

@@ -10,6 +10,7 @@ import { StreamTransport } from '../transport/stream.js';
 import type { StopGrace } from '../upstream/connect.js';
 import { flushLogs } from '../observe/logger.js';
 import { claimConfig } from '../config/self-reference.js';
+import { unknownToolset } from '../config/suggest.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
 import { cannotListen } from './listen-error.js';
 import { announceReady } from './ready-line.js';
@@ -25,12 +26,17 @@ const WITHIN_HOST_GRACE: StopGrace = { afterEofMs: 500, afterTermMs: 500 };
 
 export interface StdioOptions extends GlobalOptions {
   adminPort?: string;
+  toolset?: string;
 }
 
 export async function runStdio(opts: StdioOptions): Promise<number> {
   const adminPortFlag = opts.adminPort === undefined ? undefined : parsePort(opts.adminPort, '--admin-port');
   const config = await loadOrReport(opts);
   if (!config) return 1;
+  if (opts.toolset !== undefined && !Object.hasOwn(config.toolsets, opts.toolset)) {
+    process.stderr.write(`mcpmux: --toolset: ${unknownToolset(opts.toolset, config.toolsets)}\n`);
+    return 1;
+  }
   // Started by an mcpmux that runs this same config: starting would start it again, and again.
   const nested = claimConfig(config.path);
   if (nested) {
@@ -77,7 +83,7 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   void announceReady(log, router, config);
 
   const transport = new StreamTransport(process.stdin, process.stdout, config.limits.maxMessageBytes, true, { log });
-  const session = openSession(transport, 'stdio');
+  const session = openSession(transport, 'stdio', opts.toolset === undefined ? {} : { toolset: opts.toolset });
 
   reloader.start();
   const stop = onShutdownSignals(log, async (why) => {

@@ -15,7 +15,7 @@ import { isObject } from '../objects.js';
 import { JsoncError, parseJsonc } from '../jsonc.js';
 import { secretArgs, urlSecrets } from './secret-args.js';
 import { secretValues, secretVariable, tokenLike } from './secrecy.js';
-import { nearest } from './suggest.js';
+import { nearest, unknownToolset } from './suggest.js';
 import { selfReferenceIssues } from './self-reference.js';
 import {
   ANONYMOUS_CLIENT,
@@ -30,6 +30,8 @@ import {
   type OAuthSettings,
   type RateLimitRule,
   type ServerConfig,
+  type SurfaceConfig,
+  type ToolsetConfig,
   type TransportKind,
 } from './types.js';
 
@@ -70,9 +72,11 @@ interface RawConfig {
   namespace?: { separator?: string; maxNameLength?: number };
   listen?: {
     host?: string; port?: number; allowedOrigins?: string[]; adminPort?: number; adminHost?: string;
-    auth?: { tokens?: { client: string; tokenEnv: string; admin?: boolean }[] };
+    auth?: { tokens?: { client: string; tokenEnv: string; admin?: boolean; toolset?: string }[] };
   };
   policy?: { tools?: RawGlobList; prompts?: RawGlobList; resources?: RawGlobList; clients?: Record<string, RawClientPolicy> };
+  surface?: Partial<SurfaceConfig>;
+  toolsets?: Record<string, ToolsetConfig>;
   rateLimits?: { client?: string; server?: string; tool?: string; perMinute: number; burst?: number; per?: ('client' | 'server' | 'tool')[] }[];
   audit?: { path?: string; arguments?: 'redacted' | 'full' | 'none'; redact?: string[] };
   metrics?: { toolLabel?: boolean; toolLabelLimit?: number };
@@ -296,6 +300,16 @@ function build(
     }
   }
 
+  // -- surface and toolsets --
+  const surface: SurfaceConfig = { ...DEFAULTS.surface, nativeSearchClients: [...DEFAULTS.surface.nativeSearchClients], alwaysVisible: [], ...(clean('/surface') ? raw.surface : {}) };
+  if (clean('/surface') && surface.searchToolName === surface.callToolName) {
+    issue('/surface/callToolName', `must differ from surface.searchToolName (both are ${JSON.stringify(surface.callToolName)})`);
+  }
+  const toolsets: Record<string, ToolsetConfig> = {};
+  for (const [name, t] of Object.entries(isObject(raw.toolsets) ? raw.toolsets : {})) {
+    if (clean(jsonPointer(['toolsets', name]))) toolsets[name] = { tools: t.tools, ...(t.surface !== undefined && { surface: t.surface }) };
+  }
+
   // -- listen and tokens --
   const tokens: ClientToken[] = [];
   const tokenOwners = new Map<string, string>(); // token value -> path of its first user
@@ -316,7 +330,11 @@ function build(
       issue(`${at}/client`, `"${t.client}" is the name of ${what}; give this client another name`);
       return;
     }
-    tokens.push({ client: t.client, tokenEnv: t.tokenEnv, token, admin: t.admin === true });
+    if (t.toolset !== undefined && !Object.hasOwn(toolsets, t.toolset)) {
+      issue(`${at}/toolset`, unknownToolset(t.toolset, toolsets));
+      return;
+    }
+    tokens.push({ client: t.client, tokenEnv: t.tokenEnv, token, admin: t.admin === true, ...(t.toolset !== undefined && { toolset: t.toolset }) });
   });
   // A client name in a policy or a rate limit must name a client that can exist.
   const clients = new Set([ANONYMOUS_CLIENT, ...arrayOf(raw.listen?.auth?.tokens).map((t) => t?.client)]);
@@ -385,6 +403,8 @@ function build(
       ...itemLists(raw.policy?.tools, raw.policy?.prompts, raw.policy?.resources),
       clients: Object.fromEntries(Object.entries(raw.policy?.clients ?? {}).map(([k, v]) => [k, itemLists(v, v?.prompts, v?.resources)])),
     },
+    surface,
+    toolsets,
     rateLimits,
     audit: {
       path: typeof auditPath === 'string' ? path.resolve(dir, auditPath) : undefined,

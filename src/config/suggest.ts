@@ -40,3 +40,11 @@ function distance(a: string, b: string): number {
   }
   return prev[b.length]!;
 }
+
+/** Why `name` is no toolset of `toolsets` (for --toolset, ?toolset= and a token's toolset). */
+export function unknownToolset(name: string, toolsets: Readonly<Record<string, unknown>>): string {
+  const known = Object.keys(toolsets);
+  const meant = nearest(name, known);
+  if (known.length === 0) return `no toolset named ${JSON.stringify(name)}: the config defines no "toolsets"`;
+  return `no toolset named ${JSON.stringify(name)}${meant === undefined ? '' : ` (did you mean ${JSON.stringify(meant)}?)`}; toolsets: ${known.join(', ')}`;
+}

@@ -120,6 +120,36 @@ export interface ClientToken {
   token: string;
   /** May take operator actions over HTTP (restart an upstream); other clients get 403. */
   admin: boolean;
+  /** The toolset its sessions get unless the URL names another (`?toolset=`). */
+  toolset?: string;
+}
+
+/**
+ * How a session's tools are offered (src/surface/README in docs/surface.md): `all` lists every
+ * tool; `search` lists a few plus the search and call meta-tools; `auto` picks per session.
+ */
+export type SurfaceMode = 'auto' | 'all' | 'search';
+
+export interface SurfaceConfig {
+  mode: SurfaceMode;
+  /** auto: listed directly while a session's visible tools are at most this many... */
+  maxDirectTools: number;
+  /** ...and their definitions cost at most this many tokens (estimated). */
+  maxDirectTokens: number;
+  /** Globs of clientInfo.name: hosts that search tools themselves get `all` under auto. */
+  nativeSearchClients: string[];
+  /** Globs of public tool names listed in search mode too. */
+  alwaysVisible: string[];
+  /** search_tools results when the call names no limit. */
+  searchLimit: number;
+  searchToolName: string;
+  callToolName: string;
+}
+
+/** A named subset of the tools (globs of public names), with its own surface mode if it says one. */
+export interface ToolsetConfig {
+  tools: string[];
+  surface?: SurfaceMode;
 }
 
 export type RateLimitKey = 'client' | 'server' | 'tool';
@@ -153,6 +183,8 @@ export interface Config {
   };
   /** Global lists match public names and host-visible URIs; so do the per-client ones. */
   policy: ItemLists & { clients: Record<string, ItemLists> };
+  surface: SurfaceConfig;
+  toolsets: Record<string, ToolsetConfig>;
   rateLimits: RateLimitRule[];
   audit: {
     path: string | undefined;
@@ -218,4 +250,14 @@ export const DEFAULTS = {
   toolLabelLimit: 200,
   restartMaxRetries: 5,
   restartBackoffMs: 500,
+  surface: {
+    mode: 'auto',
+    maxDirectTools: 40,
+    maxDirectTokens: 15_000,
+    nativeSearchClients: ['claude-code', 'copilot*'],
+    alwaysVisible: [],
+    searchLimit: 8,
+    searchToolName: 'search_tools',
+    callToolName: 'call_tool',
+  },
 } as const;

@@ -22,6 +22,7 @@ import { fulfilInput, needsInput } from './input-bridge.js';
 import { rewritePromptResult, rewriteReadResult, rewriteToolResult } from './rewrite.js';
 import type { SessionPort } from './session-port.js';
 import type { Subscriptions } from './subscriptions.js';
+import type { Surfaces } from './surface.js';
 
 export interface DispatchDeps {
   pool: UpstreamPool;
@@ -31,6 +32,7 @@ export interface DispatchDeps {
   owners: Owners;
   logLevels: LogLevels;
   forward: Forward;
+  surface: Surfaces;
 }
 
 export class Dispatch {
@@ -41,9 +43,10 @@ export class Dispatch {
   private readonly owners: Owners;
   private readonly logLevels: LogLevels;
   private readonly forward: Forward;
+  private readonly surface: Surfaces;
 
   constructor(d: DispatchDeps) {
-    ({ pool: this.pool, lists: this.lists, resolve: this.resolve, subscriptions: this.subscriptions, owners: this.owners, logLevels: this.logLevels, forward: this.forward } = d);
+    ({ pool: this.pool, lists: this.lists, resolve: this.resolve, subscriptions: this.subscriptions, owners: this.owners, logLevels: this.logLevels, forward: this.forward, surface: this.surface } = d);
   }
 
   /**
@@ -55,7 +58,8 @@ export class Dispatch {
     const id = req.id;
     switch (req.method) {
       case 'tools/list':
-        return this.lists.page('tools', session.client, this.resolve.live(session), params, signal);
+        // The search surface's own list, or the merged pages (narrowed to the session's toolset).
+        return (await this.surface.list(session, params, signal)) ?? this.lists.page('tools', session.client, this.resolve.live(session), params, signal, this.surface.toolset(session));
       case 'prompts/list':
         return this.lists.page('prompts', session.client, this.resolve.live(session), params, signal);
       case 'resources/list':
@@ -66,8 +70,15 @@ export class Dispatch {
         // A shared upstream sees one client (mcpmux): each host sees only its own tasks.
         // Keyed by session: a memoised page must never be served to another host.
         return this.lists.catalogue.list(this.lists.kinds.tasks, this.resolve.live(session), params, signal, (t) => this.owners.tasks.get(t.taskId as string) === session, `session:${session.id}`);
-      case 'tools/call':
-        return this.callNamed(session, id, 'tools', params, signal, event);
+      case 'tools/call': {
+        // search_tools is answered by the surface; call_tool becomes the call it asks for.
+        const routed = await this.surface.route(session, params, signal);
+        if ('answer' in routed) {
+          if (event) event.name = params.name as string;
+          return routed.answer;
+        }
+        return this.callNamed(session, id, 'tools', routed.params, signal, event);
+      }
       case 'prompts/get':
         return this.callNamed(session, id, 'prompts', params, signal, event);
       case 'resources/read': {
@@ -125,6 +136,7 @@ export class Dispatch {
   private async callNamed(session: SessionPort, hostRequestId: JsonRpcId, kind: NamedKind, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
     const asked = requireString(params, 'name');
     const { up, name, shown: publicName = asked } = await this.resolve.named(session, kind, asked, signal);
+    if (kind === 'tools') this.surface.checkToolset(session, publicName);
     params.name = name;
     const method = kind === 'tools' ? 'tools/call' : 'prompts/get';
     const call = this.call(session, hostRequestId, up, method, params, signal, event, { kind, name: publicName, upstreamName: name });

@@ -58,15 +58,20 @@ export class Lists {
     };
   }
 
-  /** One merged page of a list of named items or resources, as `client` may see it. */
-  page(list: Exclude<ListName, 'tasks'>, client: string, ups: readonly Upstream[], params: Params, signal: CancelSignal): Promise<Result> {
+  /**
+   * One merged page of a list of named items or resources, as `client` may see it (and, for
+   * tools, as the session's toolset narrows it).
+   */
+  page(list: Exclude<ListName, 'tasks'>, client: string, ups: readonly Upstream[], params: Params, signal: CancelSignal, toolset?: { name: string; allows: (name: string) => boolean }): Promise<Result> {
     const kind = this.kinds[list];
     const item: ItemKind = list === 'templates' ? 'resources' : list;
     const gov = this.governance();
-    if (!gov.filtersClients(item)) return this.catalogue.list(kind, ups, params, signal);
+    const policy = gov.filtersClients(item);
+    if (!policy && !toolset) return this.catalogue.list(kind, ups, params, signal);
     const key = list === 'resources' ? 'uri' : list === 'templates' ? 'uriTemplate' : 'name';
-    // Keyed by client: a memoised page must never be served to a client that may see less.
-    return this.catalogue.list(kind, ups, params, signal, (it) => gov.clientAllows(client, item, it[key] as string), `client:${client}`);
+    // Keyed by client and toolset: a memoised page must never be served to a session that may see less.
+    const visible = (it: Params): boolean => (!policy || gov.clientAllows(client, item, it[key] as string)) && (!toolset || toolset.allows(it[key] as string));
+    return this.catalogue.list(kind, ups, params, signal, visible, `client:${client}${toolset ? `\0toolset:${toolset.name}` : ''}`);
   }
 
   /**

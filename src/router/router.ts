@@ -30,6 +30,7 @@ import { Resolver } from './resolve.js';
 import { Reverse } from './reverse.js';
 import type { SessionPort } from './session-port.js';
 import { Subscriptions } from './subscriptions.js';
+import { Surfaces, type SessionSurface } from './surface.js';
 import type { WalkFailure } from './walks.js';
 
 export type { Call, Forward, Governance, Interceptor } from './forward.js';
@@ -69,6 +70,7 @@ export class Router {
 
   private readonly names: NameIndex;
   private readonly dispatch: Dispatch;
+  private readonly surfaces: Surfaces;
   /** What was said forgotten past a cap (once each): `<kind>\0<server>` for names, `task`/`elicitation`. */
   private readonly saidForgotten = new Set<string>();
   /** A server's place in the config (contested names go to the earlier one). */
@@ -119,7 +121,17 @@ export class Router {
       logLevels: this.logLevels,
       forward: this.forward,
     });
-    this.dispatch = new Dispatch({ pool: this.pool, lists: this.lists, resolve: this.resolve, subscriptions: this.subscriptions, owners: this.owners, logLevels: this.logLevels, forward: this.forward });
+    this.surfaces = new Surfaces({ config: () => this.config, lists: this.lists, live: (s) => this.resolve.live(s), governance: () => this.governance, log });
+    this.dispatch = new Dispatch({
+      pool: this.pool,
+      lists: this.lists,
+      resolve: this.resolve,
+      subscriptions: this.subscriptions,
+      owners: this.owners,
+      logLevels: this.logLevels,
+      forward: this.forward,
+      surface: this.surfaces,
+    });
     this.govern(governance);
   }
 

@@ -16,6 +16,10 @@ export interface SessionPort {
   readonly transport: HostTransport;
   readonly protocolVersion: ProtocolVersion;
   readonly clientCapabilities: Params;
+  /** What the host said it is (initialize, or a 2026-07-28 request's _meta): auto reads its name. */
+  readonly clientInfo?: Params;
+  /** The toolset chosen for it (--toolset, its token's toolset, ?toolset=): a name in `toolsets`. */
+  readonly toolset?: string;
   /** Which revision family the host speaks (undefined until its first request). */
   readonly era?: Era;
   /** One stateless request (2026-07-28 over HTTP): no `sharing: "session"` servers of its own. */

@@ -43,6 +43,8 @@ export interface HostSessionOptions {
   serverInfo: Params;
   /** The client its bearer token names (HTTP); `anonymous` without one. */
   client?: string;
+  /** Its toolset (a name in `toolsets`, checked by whoever chose it). */
+  toolset?: string;
   transport: HostTransport;
   /** Calls of 2026-07-28 hosts waiting for their retry, daemon-wide (a retry may come on another connection). */
   parked: ParkedCalls;
@@ -56,6 +58,7 @@ export interface HostSessionOptions {
 export class HostSession implements SessionPort {
   readonly id = randomUUID();
   readonly client: string;
+  readonly toolset: string | undefined;
   readonly transport: HostTransport;
   protocolVersion: ProtocolVersion = LATEST_VERSION;
   clientCapabilities: Params = {};
@@ -82,10 +85,11 @@ export class HostSession implements SessionPort {
     private readonly opts: HostSessionOptions,
   ) {
     this.client = opts.client ?? ANONYMOUS_CLIENT;
+    this.toolset = opts.toolset;
     this.transport = opts.transport;
     this.stateless = opts.stateless === true;
     this.era = this.stateless ? 'modern' : undefined;
-    this.log = opts.log.child({ session: this.id, ...(opts.client ? { client: opts.client } : {}) });
+    this.log = opts.log.child({ session: this.id, ...(opts.client ? { client: opts.client } : {}), ...(opts.toolset ? { toolset: opts.toolset } : {}) });
     this.endpoint = new Endpoint(
       transport,
       { request: (req, signal, _related, info) => this.observed(req, signal, info), notification: (n) => this.onNotification(n) },

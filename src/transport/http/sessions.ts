@@ -215,7 +215,7 @@ export class SessionRegistry {
  * How a transport gets its HostSession (built by `mcpmux serve`, which owns the router and the
  * options). The transport sets `onclose` on the returned session to forget it.
  */
-export type OpenSession = (transport: Transport, info: { kind: SessionKind; client: string | undefined; stateless?: boolean }) => HostHandle;
+export type OpenSession = (transport: Transport, info: { kind: SessionKind; client: string | undefined; toolset?: string; stateless?: boolean }) => HostHandle;
 
 /**
  * A host session that lives exactly as long as one connection (a legacy SSE stream, a

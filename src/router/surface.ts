@@ -1,0 +1,326 @@
+// The tool surface a session is offered (docs/surface.md): every tool it may see listed ("all"),
+// or the search surface ("search": a few tools listed plus search_tools and call_tool), picked
+// per session (src/surface/decide.ts). And the session's toolset, which narrows what it sees
+// and may call.
+//
+// Dispatch asks this file two things: what a session's tools/list is, and what a tools/call
+// means (an answer of its own for search_tools, or the call to make: call_tool's inner call).
+// It never calls anything itself, so policy, pinning, rate limits, audit and metrics judge the
+// real tool on the one path every call takes.
+//
+// What a session may see (its "view": every tool policy and its toolset allow, all pages of
+// every live upstream) is computed when a decision or a search needs it, shared by the sessions
+// of the same client and toolset, and kept until a list changes (the catalogue's versions) or,
+// for upstreams that never announce changes, for VIEW_FRESH_MS. The search index over it is
+// built off the request path once a session is given the search surface.
+
+import type { Config, ToolsetConfig } from '../config/types.js';
+import { cancelledError, NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
+import type { Result } from '../jsonrpc/endpoint.js';
+import { ErrorCode, RpcError } from '../jsonrpc/message.js';
+import { materialise } from '../jsonrpc/opaque.js';
+import type { Logger } from '../observe/logger.js';
+import type { Params } from '../protocol/mcp.js';
+import { compileGlobs, type Matcher } from '../governance/glob.js';
+import { decideBySize, decideWithoutList, type SurfaceDecision } from '../surface/decide.js';
+import { aboutServer, callToolDefinition, foundTools, MAX_QUERY_CHARS, searchAnswer, searchToolDefinition, type ServerLine } from '../surface/meta-tools.js';
+import { ToolIndex } from '../surface/search-index.js';
+import { estimateTokens, toolDefinitionText } from '../surface/tokens.js';
+import type { Upstream } from '../upstream/upstream.js';
+import type { Governance } from './forward.js';
+import type { Lists } from './lists.js';
+import { toolViewUris } from './naming.js';
+import type { SessionPort } from './session-port.js';
+
+/** How long a view of upstreams that never say their list changed is trusted. */
+const VIEW_FRESH_MS = 30_000;
+
+/** A session's toolset, ready to match public names. */
+export interface ActiveToolset {
+  name: string;
+  config: ToolsetConfig;
+  allows: Matcher;
+}
+
+/** What a session may see of the tools now. */
+interface View {
+  /** The live upstreams and their list versions it was made from. */
+  versions: string;
+  madeAt: number;
+  /** Every upstream in it announces list changes (so versions alone say when it is stale). */
+  announced: boolean;
+  /** Public name -> server and the tool as hosts see it, in config order. */
+  byName: Map<string, { server: string; tool: Params }>;
+  servers: ServerLine[];
+  tokens: number;
+  index?: Promise<ToolIndex>;
+}
+
+/** A session's decision and the view size it was made on (for /status). */
+export interface SessionSurface extends SurfaceDecision {
+  tools?: number;
+  tokens?: number;
+}
+
+/** What a tools/call is, once the surface has looked at it. */
+export type RoutedCall = { answer: Result } | { params: Params; via?: string };
+
+export interface SurfaceDeps {
+  config: () => Config;
+  lists: Lists;
+  live: (session: SessionPort | undefined) => Upstream[];
+  governance: () => Governance;
+  log: Logger;
+}
+
+export class Surfaces {
+  private readonly views = new Map<string, View>();
+  private readonly making = new Map<string, Promise<View>>();
+  private readonly decided = new WeakMap<SessionPort, { decision: SessionSurface; view: View | undefined; config: Config }>();
+  private readonly ids = new WeakMap<Upstream, number>();
+  private nextId = 1;
+  private toolsetMatchers = new WeakMap<ToolsetConfig, Matcher>();
+  private alwaysMatchers = new WeakMap<readonly string[], Matcher>();
+
+  constructor(private readonly deps: SurfaceDeps) {}
+
+  /** The session's toolset (validated where it was chosen: an unknown name never gets here). */
+  toolset(session: SessionPort): ActiveToolset | undefined {
+    const name = session.toolset;
+    if (name === undefined) return undefined;
+    const config = this.deps.config().toolsets[name];
+    // A reload that removed the toolset: the session sees nothing rather than everything.
+    if (!config) return { name, config: { tools: [] }, allows: () => false };
+    let allows = this.toolsetMatchers.get(config);
+    if (!allows) this.toolsetMatchers.set(config, (allows = compileGlobs(config.tools)));
+    return { name, config, allows };
+  }
+
+  /** Refuses a tool outside the session's toolset, as the issue asks: -32602 naming why. */
+  checkToolset(session: SessionPort, publicName: string): void {
+    const ts = this.toolset(session);
+    if (ts && !ts.allows(publicName)) {
+      throw new RpcError(ErrorCode.InvalidParams, `Tool ${publicName} is not in this session's toolset "${ts.name}"`);
+    }
+  }
+
+  /** The session's tools/list: undefined means "the usual merged page" (all mode). */
+  async list(session: SessionPort, params: Params, signal: CancelSignal): Promise<Result | undefined> {
+    const decision = await this.decide(session, signal);
+    if (decision.mode === 'all') return undefined;
+    if (params.cursor !== undefined) throw new RpcError(ErrorCode.InvalidParams, 'Invalid cursor: the search surface lists its tools on one page');
+    const { view } = this.decided.get(session)!;
+    return { tools: this.searchList(view!) };
+  }
+
+  /**
+   * A tools/call: search_tools answered here, call_tool turned into the call it asks for (the
+   * real tool's name and arguments in the same params, so `_meta`, `task` and any raw
+   * argument bytes stay), anything else passed on as it is.
+   */
+  async route(session: SessionPort, params: Params, signal: CancelSignal): Promise<RoutedCall> {
+    const name = params.name;
+    const { searchToolName, callToolName } = this.deps.config().surface;
+    if (name !== searchToolName && name !== callToolName) return { params };
+    const decision = await this.decide(session, signal);
+    if (decision.mode !== 'search') return { params };
+    const view = this.decided.get(session)!.view!;
+    if (name === searchToolName) return { answer: await this.search(view, params) };
+    const args = params.arguments;
+    if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+      throw new RpcError(ErrorCode.InvalidParams, `Invalid params: ${callToolName} needs arguments {name: string, arguments?: object}`);
+    }
+    const inner = args as Params;
+    if (typeof inner.name !== 'string') throw new RpcError(ErrorCode.InvalidParams, `Invalid params: ${callToolName}'s arguments.name must be a string (the tool's name)`);
+    if (inner.arguments !== undefined && (typeof inner.arguments !== 'object' || inner.arguments === null || Array.isArray(inner.arguments))) {
+      throw new RpcError(ErrorCode.InvalidParams, `Invalid params: ${callToolName}'s arguments.arguments must be an object (the tool's arguments)`);
+    }
+    if (inner.name === searchToolName || inner.name === callToolName) {
+      throw new RpcError(ErrorCode.InvalidParams, `${callToolName} calls the servers' tools; call ${inner.name} directly`);
+    }
+    const found = view.byName.get(inner.name);
+    if (found && appOnly(found.tool)) {
+      throw new RpcError(ErrorCode.InvalidParams, `Tool ${inner.name} is for its MCP Apps view only (its _meta.ui.visibility leaves out the model); it cannot be called through ${callToolName}`);
+    }
+    params.name = inner.name;
+    if (inner.arguments === undefined) delete params.arguments;
+    else params.arguments = inner.arguments;
+    return { params, via: callToolName };
+  }
+
+  /** What /status says of a session's surface (undefined until it listed or searched). */
+  of(session: SessionPort): SessionSurface | undefined {
+    return this.decided.get(session)?.decision;
+  }
+
+  // ---- deciding ---------------------------------------------------------------------------
+
+  /**
+   * The session's surface now. Kept per session until what it may see changes (another view),
+   * the config changes (a reload), or its host's name does (a 2026-07-28 host names itself per request).
+   */
+  private async decide(session: SessionPort, signal: CancelSignal): Promise<SessionSurface> {
+    const config = this.deps.config();
+    const ts = this.toolset(session);
+    const clientName = session.clientInfo?.name;
+    const fixed = decideWithoutList(config.surface, ts?.name, ts?.config, clientName);
+    const prev = this.decided.get(session);
+    if (fixed?.mode === 'all') {
+      if (prev?.config !== config || prev.decision.mode !== 'all' || prev.decision.reason !== fixed.reason) this.decided.set(session, { decision: fixed, view: undefined, config });
+      return fixed;
+    }
+    const view = await this.view(session, ts, signal);
+    if (prev && prev.view === view && prev.config === config) return prev.decision;
+    const size = { tools: view.byName.size, tokens: view.tokens };
+    const decision: SessionSurface = { ...(fixed ?? decideBySize(config.surface, size)), ...size };
+    this.decided.set(session, { decision, view, config });
+    if (decision.mode === 'search') this.indexOf(view);
+    if (prev?.decision.mode !== decision.mode) {
+      this.deps.log.debug({ session: session.id, client: session.client, toolset: ts?.name, surface: decision.mode, reason: decision.reason }, 'tool surface decided');
+    }
+    return decision;
+  }
+
+  private async view(session: SessionPort, ts: ActiveToolset | undefined, signal: CancelSignal): Promise<View> {
+    const ups = this.deps.live(session);
+    const kind = this.deps.lists.kinds.tools;
+    const versions = ups.map((u) => `${this.idOf(u)}.${this.deps.lists.catalogue.version(kind, u)}`).join(',');
+    const key = `${session.client}\0${ts?.name ?? ''}\0${versions}`;
+    const cacheKey = `${session.client}\0${ts?.name ?? ''}`;
+    const hit = this.views.get(cacheKey);
+    if (hit && hit.versions === versions && (hit.announced || Date.now() - hit.madeAt < VIEW_FRESH_MS)) return hit;
+    let making = this.making.get(key);
+    if (!making) {
+      // Shared by the sessions asking at once, so no one host's cancellation ends it (the walks are bounded).
+      making = this.make(session.client, ts, ups, versions).finally(() => this.making.delete(key));
+      this.making.set(key, making);
+    }
+    const view = await raceSignal(making, signal);
+    this.views.set(cacheKey, view);
+    return view;
+  }
+
+  private async make(client: string, ts: ActiveToolset | undefined, ups: Upstream[], versions: string): Promise<View> {
+    const { servers } = await this.deps.lists.all('tools', ups, NEVER);
+    const gov = this.deps.governance();
+    const byName = new Map<string, { server: string; tool: Params }>();
+    const lines: ServerLine[] = [];
+    let tokens = 0;
+    for (const { server, items } of servers) {
+      let n = 0;
+      for (const tool of items) {
+        const name = tool.name as string;
+        if (!gov.clientAllows(client, 'tools', name) || (ts && !ts.allows(name)) || byName.has(name)) continue;
+        byName.set(name, { server, tool });
+        // App-only tools are never shown to the model: they cost it nothing.
+        if (!appOnly(tool)) tokens += estimateTokens(toolDefinitionText(tool));
+        n++;
+      }
+      const up = ups.find((u) => u.name === server);
+      if (n > 0) lines.push({ name: server, tools: n, about: aboutServer(up?.info?.serverInfo, up?.info?.instructions) });
+    }
+    const announced = ups.every((u) => u.capabilities.tools === undefined || (u.capabilities.tools as Params).listChanged === true);
+    return { versions, madeAt: Date.now(), announced, byName, servers: lines, tokens };
+  }
+
+  // ---- the search surface -----------------------------------------------------------------
+
+  /** The meta-tools, then every tool listed in search mode too: alwaysVisible ones and MCP Apps tools. */
+  private searchList(view: View): Params[] {
+    const { surface } = this.deps.config();
+    let always = this.alwaysMatchers.get(surface.alwaysVisible);
+    if (!always) this.alwaysMatchers.set(surface.alwaysVisible, (always = compileGlobs(surface.alwaysVisible)));
+    const searchable = [...view.byName.values()].filter((t) => !appOnly(t.tool)).length;
+    const tools: Params[] = [
+      searchToolDefinition(surface.searchToolName, surface.callToolName, searchable, view.servers, surface.searchLimit),
+      callToolDefinition(surface.callToolName, surface.searchToolName, view.servers),
+    ];
+    for (const [name, { tool }] of view.byName) {
+      // A host renders a view only for a tool it listed, and a view calls app-only tools through it.
+      if (name === surface.searchToolName || name === surface.callToolName) continue;
+      if (always(name) || toolViewUris(tool).length > 0 || appOnly(tool)) tools.push(tool);
+    }
+    return tools;
+  }
+
+  private async search(view: View, params: Params): Promise<Result> {
+    const { surface } = this.deps.config();
+    const args = params.arguments;
+    if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+      return toolError(`${surface.searchToolName} needs arguments {query: string, limit?: integer, server?: string}`);
+    }
+    // A long query may still be raw bytes (jsonrpc/opaque.ts): this one is read.
+    materialise(params);
+    const { query, limit, server } = args as Params;
+    if (typeof query !== 'string' || query.trim() === '') return toolError('query must be a non-empty string: say in words what you want to do');
+    if (limit !== undefined && (typeof limit !== 'number' || !Number.isFinite(limit))) return toolError('limit must be a number (1 to 50)');
+    if (server !== undefined && typeof server !== 'string') return toolError('server must be a string (a server name)');
+    if (server !== undefined && !view.servers.some((s) => s.name === server)) {
+      return toolError(`no server named ${JSON.stringify(server)} among this session's: ${view.servers.map((s) => s.name).join(', ') || 'none'}`);
+    }
+    const index = await this.indexOf(view);
+    const text = query.length > MAX_QUERY_CHARS ? query.slice(0, MAX_QUERY_CHARS) : query;
+    const hits = index.search(text, { limit: limit ?? surface.searchLimit, ...(server !== undefined && { server }) });
+    return searchAnswer(text, foundTools(hits, view.byName), index.size);
+  }
+
+  private indexOf(view: View): Promise<ToolIndex> {
+    // Built on the next turn, off the request that decided: the answer to tools/list does not wait for it.
+    view.index ??= new Promise((resolve) =>
+      setImmediate(() => {
+        const tools = [];
+        for (const [name, { server, tool }] of view.byName) {
+          if (appOnly(tool)) continue;
+          tools.push({
+            name,
+            server,
+            ...(typeof tool.title === 'string' && { title: tool.title }),
+            ...(typeof tool.description === 'string' && { description: tool.description }),
+            ...(typeof tool.inputSchema === 'object' && tool.inputSchema !== null && { inputSchema: tool.inputSchema as Params }),
+          });
+        }
+        resolve(ToolIndex.build(tools));
+      }),
+    );
+    return view.index;
+  }
+
+  private idOf(up: Upstream): number {
+    let id = this.ids.get(up);
+    if (id === undefined) this.ids.set(up, (id = this.nextId++));
+    return id;
+  }
+}
+
+/**
+ * An MCP Apps tool only its view may call: `_meta.ui.visibility` without "model". Hosts keep
+ * such tools from the model; search never offers them and call_tool refuses them.
+ */
+export function appOnly(tool: Params): boolean {
+  const ui = (tool._meta as Params | undefined)?.ui as Params | undefined;
+  const visibility = ui?.visibility;
+  return Array.isArray(visibility) && !visibility.includes('model');
+}
+
+function toolError(text: string): Result {
+  return { content: [{ type: 'text', text }], isError: true };
+}
+
+/** `p`, or the signal's reason once it aborts (the shared work goes on for others). */
+function raceSignal<T>(p: Promise<T>, signal: CancelSignal): Promise<T> {
+  if (signal === NEVER) return p;
+  if (signal.aborted) return Promise.reject(cancelledError(signal));
+  return new Promise((resolve, reject) => {
+    const off = signal.onCancel(() => reject(cancelledError(signal)));
+    p.then(
+      (v) => {
+        off();
+        resolve(v);
+      },
+      (e: unknown) => {
+        off();
+        reject(e);
+      },
+    );
+  });
+}
