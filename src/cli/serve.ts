@@ -93,6 +93,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     return (Object.keys(TRANSPORT) as SessionKind[]).map((kind) => [TRANSPORT[kind], idle.get(kind) ?? 0]);
   };
   observers.metrics!.countIdleSessions(idleByTransport);
+  observers.metrics!.countSurfaces(() => router.surfaceGroups());
   addMetricsRoute(server.adminRoutes, observers.metrics!);
   addStatusRoutes(server.adminRoutes, router, {
     configPath: config.path,

@@ -147,6 +147,7 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
     // null: no host has asked that server for the list yet (shown as "-", with a note).
     upstreams: { name: string; transport: string; state: string; gaveUp?: boolean; pid?: number; restarts: number; inFlight: number; tools: number | null; prompts: number | null; resources: number | null; lastError?: string; stderr?: string[]; unavailable?: { missing: string[]; reason: string } }[];
     sessions: { total: number; byTransport: Record<string, number>; byClient: Record<string, number>; idle?: number };
+    surface?: { mode: string; sessions: { client: string; toolset: string | null; mode: string; reason: string | null; tools: number | null; tokens: number | null; sessions: number }[] };
   };
   const out: string[] = [];
   out.push(`mcpmux ${s.version}, pid ${s.pid}, up ${s.uptimeS} s, config ${s.config.path ?? '(none)'}`);
@@ -154,6 +155,14 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
   if (r) out.push(`last reload: ${r.result} at ${r.at} (${r.trigger})${r.error ? `: ${r.error.split('\n').join(' ')}` : ''}`);
   const kv = (o: Record<string, number>) => Object.entries(o).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
   out.push(`sessions: ${s.sessions.total} (${kv(s.sessions.byTransport)}; clients: ${kv(s.sessions.byClient)})${s.sessions.idle ? `, ${s.sessions.idle} idle` : ''}`);
+  // Which tool surface each kind of session got, and why (a host's name, the size of its list).
+  if (s.surface) {
+    out.push(`tool surface: mode ${s.surface.mode}`);
+    for (const g of s.surface.sessions) {
+      const who = `${g.client}${g.toolset ? ` (toolset ${g.toolset})` : ''}`;
+      out.push(`  ${g.sessions} session${g.sessions === 1 ? '' : 's'} of ${who}: ${g.mode}${g.reason ? `, ${printable(g.reason)}` : ''}`);
+    }
+  }
   out.push('');
   const rows = [['server', 'state', 'transport', 'pid', 'restarts', 'in flight', 'tools', 'prompts', 'resources', 'last error']];
   for (const u of s.upstreams) {

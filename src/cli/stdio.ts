@@ -64,6 +64,7 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
     const routes = new OperatorRoutes(log);
     addHealthRoutes(routes, () => ({ ready: started && connected, status: connected ? (started ? 'ready' : 'starting') : 'draining', sessions: connected ? 1 : 0 }));
     addMetricsRoute(routes, observers.metrics!);
+    observers.metrics!.countSurfaces(() => router.surfaceGroups());
     addStatusRoutes(routes, router, { configPath: config.path, lastReload: () => reloader.last });
     guard = new Guard({ host, allowedOrigins: config.listen.allowedOrigins, tokens: config.listen.auth.tokens });
     admin = new AdminListener(host, adminPort, routes, guard);

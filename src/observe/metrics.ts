@@ -40,6 +40,15 @@ const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 /** Host sessions last from a second (a CLI run) to days (a desktop host). */
 const SESSION_BUCKETS = [1, 10, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86_400, 7 * 86_400];
 
+/** Sessions of one client and toolset that got one surface (Router.surfaceGroups has this shape). */
+export interface SurfaceCount {
+  client: string;
+  toolset: string | null;
+  mode: string;
+  tokens: number | null;
+  sessions: number;
+}
+
 export interface MetricsOptions {
   version: string;
   /** Adds a `tool` label (the public tool name) to request metrics, for at most `toolLabelLimit` names. */
@@ -73,6 +82,7 @@ export class Metrics {
   private readonly tools = new Set<string>();
   private readonly subscriptions: [string, (msg: unknown) => void][] = [];
   private idleSessions: () => Iterable<[string, number]> = () => [];
+  private surfaces: () => Iterable<SurfaceCount> = () => [];
 
   constructor(private readonly opts: MetricsOptions) {
     const registers = [this.registry];
@@ -115,6 +125,32 @@ export class Metrics {
       collect: () => {
         sessionsIdle.reset();
         for (const [transport, n] of this.idleSessions()) sessionsIdle.set({ transport }, n);
+      },
+    });
+    const surfaceSessions: Gauge = new Gauge({
+      name: 'mcpmux_surface_sessions',
+      help: 'Host sessions by the tool surface they got: mode="all" (every tool listed), "search" (search_tools and call_tool), "undecided" (not listed yet).',
+      labelNames: ['mode', 'client', 'toolset'],
+      registers,
+      collect: () => {
+        surfaceSessions.reset();
+        for (const c of this.surfaces()) surfaceSessions.inc({ mode: c.mode, client: c.client, toolset: c.toolset ?? '' }, c.sessions);
+      },
+    });
+    const surfaceTokens: Gauge = new Gauge({
+      name: 'mcpmux_surface_tool_tokens',
+      help: 'Estimated tokens of the tool definitions a session of this client and toolset may see (what mode "all" would list); the largest among its sessions.',
+      labelNames: ['client', 'toolset'],
+      registers,
+      collect: () => {
+        surfaceTokens.reset();
+        const most = new Map<string, SurfaceCount>();
+        for (const c of this.surfaces()) {
+          if (c.tokens === null) continue;
+          const key = `${c.client}\0${c.toolset ?? ''}`;
+          if ((most.get(key)?.tokens ?? -1) < c.tokens) most.set(key, c);
+        }
+        for (const c of most.values()) surfaceTokens.set({ client: c.client, toolset: c.toolset ?? '' }, c.tokens!);
       },
     });
     this.sessionsOpened = new Counter({ name: 'mcpmux_sessions_opened_total', help: 'Host sessions opened.', labelNames: ['transport'], registers });
@@ -176,6 +212,11 @@ export class Metrics {
   /** Where mcpmux_sessions_idle is read from at scrape time (the HTTP front's sessions; none under stdio). */
   countIdleSessions(fn: () => Iterable<[transport: string, count: number]>): void {
     this.idleSessions = fn;
+  }
+
+  /** Where mcpmux_surface_* are read from at scrape time (the router's sessions). */
+  countSurfaces(fn: () => Iterable<SurfaceCount>): void {
+    this.surfaces = fn;
   }
 
   /** Starts listening on the bus. Subscribe before upstreams start, so their states are seen. */

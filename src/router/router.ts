@@ -42,6 +42,21 @@ export interface RouterStatus {
   upstreams: Record<string, unknown>[];
   /** `statelessOpen`: 2026-07-28 HTTP requests being answered now (listen streams included). */
   sessions: { total: number; byTransport: Record<string, number>; byClient: Record<string, number>; statelessOpen: number };
+  /** The configured mode, and the sessions by the surface decided for them (surface.ts). */
+  surface: { mode: string; sessions: SurfaceGroup[] };
+}
+
+/** Sessions that got the same surface for the same reason (the client, toolset and view size alike). */
+export interface SurfaceGroup {
+  client: string;
+  toolset: string | null;
+  /** `undecided`: it has not listed its tools yet. */
+  mode: 'all' | 'search' | 'undecided';
+  reason: string | null;
+  /** The tools it may see and their definitions' estimated tokens (null: not weighed, e.g. mode "all"). */
+  tools: number | null;
+  tokens: number | null;
+  sessions: number;
 }
 
 export class Router {
@@ -245,7 +260,22 @@ export class Router {
       byTransport[s.transport] = (byTransport[s.transport] ?? 0) + 1;
       byClient[s.client] = (byClient[s.client] ?? 0) + 1;
     }
-    return { upstreams, sessions: { total, byTransport, byClient, statelessOpen: stateless } };
+    return { upstreams, sessions: { total, byTransport, byClient, statelessOpen: stateless }, surface: { mode: this.config.surface.mode, sessions: this.surfaceGroups() } };
+  }
+
+  /** Open sessions grouped by the surface they got (for /status and mcpmux_surface_* metrics). */
+  surfaceGroups(): SurfaceGroup[] {
+    const groups = new Map<string, SurfaceGroup>();
+    for (const s of this.audience.sessions) {
+      if (s.stateless) continue;
+      const d: SessionSurface | undefined = this.surfaces.of(s);
+      const g: SurfaceGroup = { client: s.client, toolset: s.toolset ?? null, mode: d?.mode ?? 'undecided', reason: d?.reason ?? null, tools: d?.tools ?? null, tokens: d?.tokens ?? null, sessions: 0 };
+      const key = JSON.stringify([g.client, g.toolset, g.mode, g.reason, g.tools, g.tokens]);
+      const found = groups.get(key);
+      if (found) found.sessions++;
+      else groups.set(key, { ...g, sessions: 1 });
+    }
+    return [...groups.values()];
   }
 
   /** What tool pinning holds changed without the upstreams saying so (an approval): rebuild and tell hosts. */
