@@ -59,7 +59,7 @@ export class Dispatch {
     switch (req.method) {
       case 'tools/list':
         // The search surface's own list, or the merged pages (narrowed to the session's toolset).
-        return (await this.surface.list(session, params, signal)) ?? this.lists.page('tools', session.client, this.resolve.live(session), params, signal, this.surface.toolset(session));
+        return this.toolsList(session, params, signal);
       case 'prompts/list':
         return this.lists.page('prompts', session.client, this.resolve.live(session), params, signal);
       case 'resources/list':
@@ -70,15 +70,9 @@ export class Dispatch {
         // A shared upstream sees one client (mcpmux): each host sees only its own tasks.
         // Keyed by session: a memoised page must never be served to another host.
         return this.lists.catalogue.list(this.lists.kinds.tasks, this.resolve.live(session), params, signal, (t) => this.owners.tasks.get(t.taskId as string) === session, `session:${session.id}`);
-      case 'tools/call': {
-        // search_tools is answered by the surface; call_tool becomes the call it asks for.
-        const routed = await this.surface.route(session, params, signal);
-        if ('answer' in routed) {
-          if (event) event.name = params.name as string;
-          return routed.answer;
-        }
-        return this.callNamed(session, id, 'tools', routed.params, signal, event);
-      }
+      case 'tools/call':
+        // search_tools and call_tool go by the surface first (no extra turn for other calls).
+        return this.surface.isMeta(params.name) ? this.metaCall(session, id, params, signal, event) : this.callNamed(session, id, 'tools', params, signal, event);
       case 'prompts/get':
         return this.callNamed(session, id, 'prompts', params, signal, event);
       case 'resources/read': {
@@ -156,6 +150,19 @@ export class Dispatch {
       return result;
     }
     return this.adaptResult(session, up, rewriteToolResult, result);
+  }
+
+  private async toolsList(session: SessionPort, params: Params, signal: CancelSignal): Promise<Result> {
+    const own = this.surface.list(session, params, signal);
+    return (own && (await own)) ?? this.lists.page('tools', session.client, this.resolve.live(session), params, signal, this.surface.toolset(session));
+  }
+
+  /** search_tools is answered by the surface; call_tool becomes the call it asks for. */
+  private async metaCall(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
+    const routed = await this.surface.route(session, params, signal);
+    if ('params' in routed) return this.callNamed(session, hostRequestId, 'tools', routed.params, signal, event);
+    if (event) event.name = params.name as string;
+    return routed.answer;
   }
 
   /**

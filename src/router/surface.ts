@@ -104,24 +104,43 @@ export class Surfaces {
     }
   }
 
-  /** The session's tools/list: undefined means "the usual merged page" (all mode). */
-  async list(session: SessionPort, params: Params, signal: CancelSignal): Promise<Result | undefined> {
-    const decision = await this.decide(session, signal);
-    if (decision.mode === 'all') return undefined;
-    if (params.cursor !== undefined) throw new RpcError(ErrorCode.InvalidParams, 'Invalid cursor: the search surface lists its tools on one page');
-    const { view } = this.decided.get(session)!;
-    return { tools: this.searchList(view!) };
+  /**
+   * The session's tools/list: undefined means "the usual merged page" (all mode). Settled
+   * at once, without a turn, where no list needs weighing (mode "all", a host that searches itself).
+   */
+  list(session: SessionPort, params: Params, signal: CancelSignal): Promise<Result | undefined> | undefined {
+    if (this.fixedAll(session)) return undefined;
+    return this.decide(session, signal).then((decision) => {
+      if (decision.mode === 'all') return undefined;
+      if (params.cursor !== undefined) throw new RpcError(ErrorCode.InvalidParams, 'Invalid cursor: the search surface lists its tools on one page');
+      return { tools: this.searchList(this.decided.get(session)!.view!) };
+    });
+  }
+
+  private fixedAll(session: SessionPort): boolean {
+    const config = this.deps.config();
+    const ts = this.toolset(session);
+    const fixed = decideWithoutList(config.surface, ts?.name, ts?.config, session.clientInfo?.name);
+    if (fixed?.mode !== 'all') return false;
+    const prev = this.decided.get(session);
+    if (prev?.config !== config || prev.decision.reason !== fixed.reason) this.decided.set(session, { decision: fixed, view: undefined, config });
+    return true;
+  }
+
+  /** Whether a tools/call names a meta-tool (then `route` says what it means). */
+  isMeta(name: unknown): boolean {
+    const { searchToolName, callToolName } = this.deps.config().surface;
+    return name === searchToolName || name === callToolName;
   }
 
   /**
-   * A tools/call: search_tools answered here, call_tool turned into the call it asks for (the
+   * A tools/call of a meta-tool: search_tools answered here, call_tool turned into the call it asks for (the
    * real tool's name and arguments in the same params, so `_meta`, `task` and any raw
    * argument bytes stay), anything else passed on as it is.
    */
   async route(session: SessionPort, params: Params, signal: CancelSignal): Promise<RoutedCall> {
     const name = params.name;
     const { searchToolName, callToolName } = this.deps.config().surface;
-    if (name !== searchToolName && name !== callToolName) return { params };
     const decision = await this.decide(session, signal);
     if (decision.mode !== 'search') return { params };
     const view = this.decided.get(session)!.view!;
