@@ -33,6 +33,8 @@ export type WhoResult = ({ ok: true } & Who) | { ok: false; status: 400; message
 
 /** The query parameter that picks a session's toolset on /mcp, /sse and /ws. */
 export const TOOLSET_PARAM = 'toolset';
+/** How the 400 for a `?toolset=` the config does not define begins (`mcpmux connect` looks for it). */
+export const UNKNOWN_TOOLSET_REFUSAL = `Bad Request: ?${TOOLSET_PARAM}=: `;
 
 export interface GuardOptions {
   /** The address the daemon is bound to (decides whether the Host header is checked). */
@@ -162,7 +164,7 @@ export class Guard {
     if (named.length > 1) return { ok: false, status: 400, message: `Bad Request: name one toolset, not ${named.length} (?${TOOLSET_PARAM}=)` };
     const asked = named[0];
     if (asked !== undefined && !Object.hasOwn(this.toolsets, asked)) {
-      return { ok: false, status: 400, message: `Bad Request: ?${TOOLSET_PARAM}=: ${unknownToolset(asked, this.toolsets)}` };
+      return { ok: false, status: 400, message: `${UNKNOWN_TOOLSET_REFUSAL}${unknownToolset(asked, this.toolsets)}` };
     }
     return { ok: true, client: auth.client, toolset: asked ?? auth.toolset, asked };
   }
