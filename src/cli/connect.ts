@@ -10,6 +10,10 @@
 // Messages are read and written the way the daemon reads and writes them (parseJson /
 // parseBytes, encodeChunks), so ids and numbers a double cannot hold pass byte-exact; and the
 // daemon's answers are read only as fast as the host reads its stdout (host-output.ts).
+//
+// `--toolset NAME` is `?toolset=NAME` on the daemon URL. connect has no config to check the name
+// against; the daemon does (400, before any session exists), and connect then answers the host's
+// request with that message, says it on stderr and exits 1, as `mcpmux stdio --toolset` would.
 
 import { parseJson } from '../jsonrpc/big-numbers.js';
 import { LineDecoder, encodeMessage, parseBytes, type Frame } from '../jsonrpc/framing.js';
@@ -24,11 +28,14 @@ import { declaredVersion } from '../protocol/modern.js';
 import { modernHeaders } from '../upstream/modern-headers.js';
 import { readSse } from '../upstream/sse-reader.js';
 import { HostOutput } from './host-output.js';
+import { TOOLSET_PARAM, UNKNOWN_TOOLSET_REFUSAL } from '../transport/http/guard.js';
 
 export const DEFAULT_CONNECT_URL = `http://127.0.0.1:${DEFAULTS.port}/mcp`;
 
 export interface ConnectOptions {
   header?: string[];
+  /** Appended to the URL as `?toolset=`: the session sees only that toolset's tools. */
+  toolset?: string;
   logLevel?: string;
   logFormat?: string;
 }
@@ -43,11 +50,18 @@ const DELETE_TIMEOUT_MS = 2000;
 const DRAIN_MS = 1000;
 
 export async function runConnect(url: string | undefined, opts: ConnectOptions): Promise<number> {
-  const target = url ?? DEFAULT_CONNECT_URL;
+  let target = url ?? DEFAULT_CONNECT_URL;
+  let parsed: URL;
   try {
-    new URL(target);
+    parsed = new URL(target);
   } catch {
     throw new UsageError(`not a URL: ${JSON.stringify(target)}`);
+  }
+  if (opts.toolset !== undefined) {
+    if (opts.toolset === '') throw new UsageError('--toolset needs a toolset name');
+    // Replaces a toolset the URL names already: the flag is the more specific of the two.
+    parsed.searchParams.set(TOOLSET_PARAM, opts.toolset);
+    target = parsed.href;
   }
   const headers: Record<string, string> = {};
   for (const h of opts.header ?? []) {
@@ -60,9 +74,10 @@ export async function runConnect(url: string | undefined, opts: ConnectOptions):
   const log = createLogger(opts.logLevel ?? 'warn', token ? [token] : [], logOutput(opts.logFormat));
   const bridge = new Bridge(target, headers, log);
   await bridge.run();
+  const code = bridge.failed ? 1 : 0;
   // Idle keep-alive sockets of fetch's pool must not hold the process open after the host left.
-  setTimeout(() => process.exit(0), 200).unref();
-  return 0;
+  setTimeout(() => process.exit(code), 200).unref();
+  return code;
 }
 
 type Msg = Record<string, unknown>;
@@ -86,6 +101,8 @@ class Bridge {
   private readonly cancelled = new Set<JsonRpcId>();
   private nextOwnId = 0;
   private readonly out: HostOutput;
+  /** The bridge cannot work at all (the daemon does not know its --toolset): exit 1. */
+  failed = false;
 
   constructor(
     private readonly url: string,
@@ -164,6 +181,7 @@ class Bridge {
       }
       await this.out.ready();
       const body = Buffer.from(await res.arrayBuffer());
+      if (this.unknownToolset(res.status, body.toString('utf8'), ids)) return;
       // The revision's refusals (400, 404) carry the JSON-RPC error that answers the request.
       if (!res.ok && !body.includes('"jsonrpc"')) return this.fail(ids, `HTTP ${res.status} from ${this.url}: ${body.toString('utf8', 0, 500)}`);
       this.relayJson(body);
@@ -172,6 +190,27 @@ class Bridge {
     } finally {
       for (const id of ids) this.modernPosts.delete(id);
     }
+  }
+
+  /**
+   * The daemon's 400 for a toolset it does not define (`--toolset`): every request would get
+   * it, so the host's gets it as its answer, stderr says why, and the bridge stops (exit 1).
+   */
+  private unknownToolset(status: number, body: string, ids: JsonRpcId[], batch?: Msg[]): boolean {
+    if (status !== 400) return false;
+    let message: unknown;
+    try {
+      message = (JSON.parse(body) as { error?: { message?: unknown } }).error?.message;
+    } catch {
+      return false;
+    }
+    if (typeof message !== 'string' || !message.startsWith(UNKNOWN_TOOLSET_REFUSAL)) return false;
+    const why = message.slice(UNKNOWN_TOOLSET_REFUSAL.length);
+    this.fail(ids, `--toolset: ${why}`, batch);
+    process.stderr.write(`mcpmux: --toolset: ${why} (at ${this.url})\n`);
+    this.failed = true;
+    this.abort.abort();
+    return true;
   }
 
   private track(p: Promise<void>): void {
@@ -213,6 +252,7 @@ class Bridge {
     }
     if (!res.ok) {
       const text = await res.text().catch(() => '');
+      if (this.unknownToolset(res.status, text, ids, batch)) return;
       return this.fail(ids, `HTTP ${res.status} from ${this.url}: ${text.slice(0, 500)}`, batch);
     }
     const type = res.headers.get('content-type') ?? '';

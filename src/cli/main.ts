@@ -137,6 +137,7 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(levelOpt())
     .addOption(formatOpt())
     .option('-H, --header <header>', 'extra HTTP header, repeatable, e.g. "Authorization: Bearer ..." (or $MCPMUX_TOKEN)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .option('--toolset <name>', 'offer the host only this toolset\'s tools (a name in the daemon\'s "toolsets"; sent as ?toolset=)')
     .action(async (url: string | undefined, o: import('./connect.js').ConnectOptions) => {
       const { runConnect } = await import('./connect.js');
       result = runConnect(url, o);

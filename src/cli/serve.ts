@@ -61,6 +61,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     adminHost: config.listen.adminHost,
     allowedOrigins: config.listen.allowedOrigins,
     tokens: config.listen.auth.tokens,
+    toolsets: config.toolsets,
     maxMessageBytes: config.limits.maxMessageBytes,
     maxSessions: config.limits.maxSessions,
     maxSessionsPerClient: config.limits.maxSessionsPerClient,
@@ -84,7 +85,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     },
   });
   const reloader = reloaderFor(runtime, observers, (next) =>
-    server.reconfigure({ ...next.listen, tokens: next.listen.auth.tokens, maxSessions: next.limits.maxSessions, maxSessionsPerClient: next.limits.maxSessionsPerClient }),
+    server.reconfigure({ ...next.listen, tokens: next.listen.auth.tokens, toolsets: next.toolsets, maxSessions: next.limits.maxSessions, maxSessionsPerClient: next.limits.maxSessionsPerClient }),
   );
   // Sessions a host never DELETEd linger until the idle expiry: reported as idle, not as active.
   const idleReportMs = envMs(IDLE_REPORT_ENV) ?? IDLE_REPORT_MS;

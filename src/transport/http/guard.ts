@@ -1,17 +1,40 @@
 // Who may talk to the daemon: the Host and Origin checks against DNS rebinding and cross-site
 // browsers (403), and bearer tokens per client (401). Shared by every HTTP route and the
 // WebSocket upgrade. Everything that can be precomputed is computed once, in the constructor.
+// It also says which toolset a new session gets (`?toolset=`, else the token client's): not an
+// authorization (a toolset only narrows), but it is read from the same request and the same
+// token table, and a reload replaces both at once.
 
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIPv4 } from 'node:net';
 import type { IncomingMessage } from 'node:http';
 import type { ClientToken } from '../../config/types.js';
+import { unknownToolset } from '../../config/suggest.js';
 
 export type Verdict = { ok: true } | { ok: false; status: 403; message: string };
 export type AuthResult =
-  /** `admin`: may take operator actions (its token is marked `admin`, or no tokens are configured). */
-  | { ok: true; client: string | undefined; admin: boolean }
+  /**
+   * `admin`: may take operator actions (its token is marked `admin`, or no tokens are configured).
+   * `toolset`: the one its token client's sessions get unless the URL names another.
+   */
+  | { ok: true; client: string | undefined; admin: boolean; toolset: string | undefined }
   | { ok: false; status: 401; message: string; challenge: string };
+
+/**
+ * Who a request on an MCP route is for: its token's client, and the toolset a session it opens
+ * gets. `asked`: the toolset the URL named (`?toolset=`), if it named one.
+ */
+export interface Who {
+  client: string | undefined;
+  toolset: string | undefined;
+  asked: string | undefined;
+}
+export type WhoResult = ({ ok: true } & Who) | { ok: false; status: 400; message: string };
+
+/** The query parameter that picks a session's toolset on /mcp, /sse and /ws. */
+export const TOOLSET_PARAM = 'toolset';
+/** How the 400 for a `?toolset=` the config does not define begins (`mcpmux connect` looks for it). */
+export const UNKNOWN_TOOLSET_REFUSAL = `Bad Request: ?${TOOLSET_PARAM}=: `;
 
 export interface GuardOptions {
   /** The address the daemon is bound to (decides whether the Host header is checked). */
@@ -19,6 +42,8 @@ export interface GuardOptions {
   /** Origins allowed in addition to loopback ones; `"*"` allows any origin. */
   allowedOrigins: readonly string[];
   tokens: readonly ClientToken[];
+  /** The config's toolsets (only their names matter here); none: `?toolset=` names nothing. */
+  toolsets?: Readonly<Record<string, unknown>>;
 }
 
 const LOOPBACK_HOSTNAMES = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
@@ -47,7 +72,8 @@ export class Guard {
   private anyOrigin = false;
   private origins = new Set<string>();
   private readonly originCache = new Map<string, boolean>();
-  private tokens: { client: string; admin: boolean; digest: Buffer }[] = [];
+  private tokens: { client: string; admin: boolean; toolset: string | undefined; digest: Buffer }[] = [];
+  private toolsets: Readonly<Record<string, unknown>> = {};
 
   constructor(opts: GuardOptions) {
     const bound = opts.host.toLowerCase();
@@ -59,12 +85,13 @@ export class Guard {
     this.admit(opts);
   }
 
-  /** Who is let in from now on (a reload): origins and tokens. The bound address stays. */
-  admit(opts: Pick<GuardOptions, 'allowedOrigins' | 'tokens'>): void {
+  /** Who is let in from now on (a reload): origins, tokens and toolsets. The bound address stays. */
+  admit(opts: Pick<GuardOptions, 'allowedOrigins' | 'tokens' | 'toolsets'>): void {
     this.anyOrigin = opts.allowedOrigins.includes('*');
     this.origins = new Set(opts.allowedOrigins.map(normalizeOrigin));
     this.originCache.clear();
-    this.tokens = opts.tokens.map((t) => ({ client: t.client, admin: t.admin, digest: digest(t.token) }));
+    this.tokens = opts.tokens.map((t) => ({ client: t.client, admin: t.admin, toolset: t.toolset, digest: digest(t.token) }));
+    this.toolsets = opts.toolsets ?? {};
   }
 
   /** Host header (DNS rebinding) and Origin header (cross-site browsers). */
@@ -103,14 +130,14 @@ export class Guard {
    * the length nor the position of a match leaks through timing.
    */
   authenticate(req: IncomingMessage): AuthResult {
-    if (this.tokens.length === 0) return { ok: true, client: undefined, admin: true };
+    if (this.tokens.length === 0) return { ok: true, client: undefined, admin: true, toolset: undefined };
     const header = req.headers.authorization;
     if (header === undefined) {
       return { ok: false, status: 401, message: 'Unauthorized: a bearer token is required', challenge: 'Bearer realm="mcpmux"' };
     }
     const token = header.length > 7 && header.slice(0, 7).toLowerCase() === 'bearer ' ? header.slice(7).trim() : '';
     const given = digest(token);
-    let match: { client: string; admin: boolean } | undefined;
+    let match: { client: string; admin: boolean; toolset: string | undefined } | undefined;
     for (const t of this.tokens) {
       if (timingSafeEqual(given, t.digest) && match === undefined) match = t;
     }
@@ -123,7 +150,23 @@ export class Guard {
         challenge: 'Bearer realm="mcpmux", error="invalid_token"',
       };
     }
-    return { ok: true, client, admin: match!.admin };
+    return { ok: true, client, admin: match!.admin, toolset: match!.toolset };
+  }
+
+  /**
+   * Who an authenticated request on /mcp, /sse or /ws is for. The URL's `?toolset=` wins over
+   * the token's (a toolset narrows, it grants nothing); a name the config does not define is a
+   * 400, answered before any session exists. Call after `authenticate`: the message lists the
+   * toolsets, which only a client let in may learn.
+   */
+  who(query: URLSearchParams, auth: { client: string | undefined; toolset: string | undefined }): WhoResult {
+    const named = query.getAll(TOOLSET_PARAM);
+    if (named.length > 1) return { ok: false, status: 400, message: `Bad Request: name one toolset, not ${named.length} (?${TOOLSET_PARAM}=)` };
+    const asked = named[0];
+    if (asked !== undefined && !Object.hasOwn(this.toolsets, asked)) {
+      return { ok: false, status: 400, message: `${UNKNOWN_TOOLSET_REFUSAL}${unknownToolset(asked, this.toolsets)}` };
+    }
+    return { ok: true, client: auth.client, toolset: asked ?? auth.toolset, asked };
   }
 }
 

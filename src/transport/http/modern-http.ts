@@ -20,6 +20,7 @@ import { watchAnswer } from './answer-watch.js';
 import type { FrameError, Transport } from '../transport.js';
 import { header, HttpRpcCode, sendError, sendOverloaded, sendWire } from './respond.js';
 import { ClientCounts, type OpenSession, type SessionRegistry } from './sessions.js';
+import type { Who } from './guard.js';
 import { SseWriter } from './sse-writer.js';
 
 export interface ModernHttpOptions {
@@ -41,8 +42,13 @@ export class ModernHttp {
     return Promise.all([...this.open].map((p) => p.close())).then(() => undefined);
   }
 
-  /** One POST whose body (`value`, `bytes` long) is already read. */
-  post(req: IncomingMessage, res: ServerResponse, value: unknown, bytes: number, client: string | undefined): void {
+  /**
+   * One POST whose body (`value`, `bytes` long) is already read. `who`: its token's client and
+   * the toolset its stateless session gets (the URL's `?toolset=`, else the token's), as a
+   * session's initialize would: server/discover and tools/list answer for that toolset.
+   */
+  post(req: IncomingMessage, res: ServerResponse, value: unknown, bytes: number, who: Who): void {
+    const { client, toolset } = who;
     if (Array.isArray(value)) return rpcError(res, 400, ErrorCode.InvalidRequest, 'Invalid Request: batches are not part of protocol version 2026-07-28');
     const c = classify(value);
     if (c.kind === 'invalid' || c.kind === 'bad-response') return rpcError(res, 400, ErrorCode.InvalidRequest, `Invalid Request: ${c.reason}`);
@@ -70,7 +76,7 @@ export class ModernHttp {
     const post = new ModernPost(res, id, maxBacklogBytes(this.opts.maxMessageBytes), this.opts.registry.keepaliveMs, this.opts.log);
     this.open.add(post);
     this.perClient.add(client);
-    this.opts.open(post, { kind: 'streamable', client, stateless: true });
+    this.opts.open(post, { kind: 'streamable', client, ...(toolset !== undefined && { toolset }), stateless: true });
     const closed = post.onclose;
     post.onclose = (reason) => {
       this.open.delete(post);

@@ -29,6 +29,8 @@ export interface HttpServerOptions {
   adminHost?: string;
   allowedOrigins: readonly string[];
   tokens: readonly ClientToken[];
+  /** The config's toolsets: `?toolset=` must name one of them (only the names matter here). */
+  toolsets: Readonly<Record<string, unknown>>;
   maxMessageBytes: number;
   maxSessions: number;
   maxSessionsPerClient: number;
@@ -75,7 +77,7 @@ export class HttpServer {
 
   constructor(private readonly opts: HttpServerOptions) {
     const { log } = opts;
-    this.guard = new Guard({ host: opts.host, allowedOrigins: opts.allowedOrigins, tokens: opts.tokens });
+    this.guard = new Guard({ host: opts.host, allowedOrigins: opts.allowedOrigins, tokens: opts.tokens, toolsets: opts.toolsets });
     this.registry = new SessionRegistry({
       maxSessions: opts.maxSessions,
       maxSessionsPerClient: opts.maxSessionsPerClient,
@@ -116,10 +118,11 @@ export class HttpServer {
   }
 
   /**
-   * A reload: origins, tokens and session quotas apply to requests from now on. Sessions
-   * already open stay (a request with a token no longer configured is refused, 401).
+   * A reload: origins, tokens, toolsets and session quotas apply to requests from now on.
+   * Sessions already open stay (a request with a token no longer configured is refused, 401),
+   * with the toolset they were opened with.
    */
-  reconfigure(opts: Pick<HttpServerOptions, 'allowedOrigins' | 'tokens' | 'maxSessions' | 'maxSessionsPerClient'>): void {
+  reconfigure(opts: Pick<HttpServerOptions, 'allowedOrigins' | 'tokens' | 'toolsets' | 'maxSessions' | 'maxSessionsPerClient'>): void {
     this.guard.admit(opts);
     this.adminGuard?.admit(opts);
     this.registry.setQuotas(opts.maxSessions, opts.maxSessionsPerClient);
@@ -168,14 +171,16 @@ export class HttpServer {
     if (this.draining) return sendError(res, 503, HttpRpcCode.Transport, 'Service Unavailable: shutting down', { connection: 'close' });
     const auth = this.guard.authenticate(req);
     if (!auth.ok) return sendError(res, auth.status, HttpRpcCode.Transport, auth.message, { 'www-authenticate': auth.challenge });
+    // /messages belongs to a session /sse opened (with its toolset); it names none itself.
+    if (path === MESSAGES_PATH) return this.run((rq, rs) => this.sse.post(rq, rs, auth.client, query), req, res);
+    const who = this.guard.who(new URLSearchParams(query), auth);
+    if (!who.ok) return sendError(res, who.status, HttpRpcCode.Transport, who.message);
 
     switch (path) {
       case '/mcp':
-        return this.run((rq, rs) => this.streamable.handle(rq, rs, auth.client), req, res);
+        return this.run((rq, rs) => this.streamable.handle(rq, rs, who), req, res);
       case '/sse':
-        return this.sse.open(req, res, auth.client);
-      case MESSAGES_PATH:
-        return this.run((rq, rs) => this.sse.post(rq, rs, auth.client, query), req, res);
+        return this.sse.open(req, res, who);
       default: // '/ws' without an upgrade
         return sendError(res, 426, HttpRpcCode.Transport, 'Upgrade Required: /ws is a WebSocket endpoint', { upgrade: 'websocket' });
     }

@@ -31,6 +31,8 @@ export interface HostHandle {
   readonly id: string;
   readonly protocolVersion: string;
   readonly isInitialized: boolean;
+  /** The toolset it was opened with (kept for its whole life: see streamable.ts). */
+  readonly toolset: string | undefined;
   onclose?: (reason: string) => void;
   close(): Promise<void>;
 }
@@ -141,11 +143,13 @@ export class SessionRegistry {
   }
 
   /**
-   * Opens the HostSession on top of a new transport and keeps it registered until the host
-   * session closes; `onClosed` then runs (each transport's own bookkeeping).
+   * Opens the HostSession on top of a new transport, for `who` (its token's client and its
+   * toolset), and keeps it registered until the host session closes; `onClosed` then runs
+   * (each transport's own bookkeeping).
    */
-  open<S extends RegisteredSession>(session: S, open: OpenSession, client: string | undefined, onClosed?: () => void): HostHandle {
-    const host = open(session, { kind: session.kind, client });
+  open<S extends RegisteredSession>(session: S, open: OpenSession, who: SessionFor, onClosed?: () => void): HostHandle {
+    const { client, toolset } = who;
+    const host = open(session, { kind: session.kind, client, ...(toolset !== undefined && { toolset }) });
     session.host = host;
     this.add(session);
     this.perClient.add(client);
@@ -216,6 +220,12 @@ export class SessionRegistry {
  * options). The transport sets `onclose` on the returned session to forget it.
  */
 export type OpenSession = (transport: Transport, info: { kind: SessionKind; client: string | undefined; toolset?: string; stateless?: boolean }) => HostHandle;
+
+/** Whom a new session is for: its token's client, and the toolset chosen for it (guard.ts `who`). */
+export interface SessionFor {
+  client: string | undefined;
+  toolset: string | undefined;
+}
 
 /**
  * A host session that lives exactly as long as one connection (a legacy SSE stream, a

@@ -11,6 +11,7 @@ import type { Logger } from '../../observe/logger.js';
 import type { BodyBudget } from './body-budget.js';
 import { HttpRpcCode, readJsonBody, sendBehind, sendError, sendOverloaded } from './respond.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
+import type { Who } from './guard.js';
 import { SseWriter } from './sse-writer.js';
 import { carriesRequest, maxBacklogBytes, UNREAD_ANSWERS_BYTES } from '../backlog.js';
 
@@ -64,8 +65,9 @@ export class LegacySse {
 
   constructor(private readonly opts: LegacySseOptions) {}
 
-  /** GET /sse */
-  open(req: IncomingMessage, res: ServerResponse, client: string | undefined): void {
+  /** GET /sse (`who`: its token's client, and the toolset the session gets from this URL or the token). */
+  open(req: IncomingMessage, res: ServerResponse, who: Who): void {
+    const { client } = who;
     if (req.method !== 'GET') return sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'GET' });
     const full = this.opts.registry.refusal(client);
     if (full) return sendOverloaded(res, full);
@@ -78,13 +80,13 @@ export class LegacySse {
     });
     const session = new LegacySseSession(id, client, writer);
     this.sessions.set(id, session);
-    const host = this.opts.registry.open(session, this.opts.open, client, () => {
+    const host = this.opts.registry.open(session, this.opts.open, who, () => {
       this.sessions.delete(id);
       writer.end();
     });
     // Relative to the stream's URL, as the SDK's SSEClientTransport resolves it.
     writer.event(`${MESSAGES_PATH}?sessionId=${id}`, undefined, 'endpoint');
-    this.opts.log.debug({ session: host.id, client }, 'legacy SSE session opened');
+    this.opts.log.debug({ session: host.id, client, toolset: who.toolset }, 'legacy SSE session opened');
   }
 
   /** POST /messages?sessionId=... */

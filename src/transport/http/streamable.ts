@@ -15,6 +15,7 @@ import { ModernHttp } from './modern-http.js';
 import { acceptQuality } from './media.js';
 import { header, HttpRpcCode, readJsonBody, sendBehind, sendError, sendOverloaded } from './respond.js';
 import type { OpenSession, SessionRegistry } from './sessions.js';
+import type { Who } from './guard.js';
 import { StreamableSession } from './streamable-session.js';
 import { ReplayBudget } from './replay-budget.js';
 import { maxBacklogBytes } from '../backlog.js';
@@ -49,14 +50,15 @@ export class StreamableHttp {
     return this.modern.closeAll();
   }
 
-  handle(req: IncomingMessage, res: ServerResponse, client: string | undefined): Promise<void> | void {
+  /** `who`: the token's client, and the toolset a session this request opens gets (guard.ts). */
+  handle(req: IncomingMessage, res: ServerResponse, who: Who): Promise<void> | void {
     switch (req.method) {
       case 'POST':
-        return this.post(req, res, client);
+        return this.post(req, res, who);
       case 'GET':
-        return this.get(req, res, client);
+        return this.get(req, res, who);
       case 'DELETE':
-        return this.delete(req, res, client);
+        return this.delete(req, res, who);
       default:
         sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'GET, POST, DELETE' });
     }
@@ -64,7 +66,8 @@ export class StreamableHttp {
 
   // ---- POST ----------------------------------------------------------------------------------
 
-  private async post(req: IncomingMessage, res: ServerResponse, client: string | undefined): Promise<void> {
+  private async post(req: IncomingMessage, res: ServerResponse, who: Who): Promise<void> {
+    const { client } = who;
     // The client must take both answer forms (MCP's Streamable HTTP transport); refused before
     // the body is read. Equal preference means SSE, which can carry progress and requests.
     const accept = header(req, 'accept');
@@ -77,7 +80,7 @@ export class StreamableHttp {
     if (!body) return;
     const value = body.value;
     // A POST without a session that declares 2026-07-28 (header or body) is a stateless request.
-    if (header(req, 'mcp-session-id') === undefined && isModernPost(req, value)) return this.modern.post(req, res, value, body.bytes, client);
+    if (header(req, 'mcp-session-id') === undefined && isModernPost(req, value)) return this.modern.post(req, res, value, body.bytes, who);
     const batch = Array.isArray(value);
     const items: unknown[] = batch ? (value as unknown[]) : [value];
     if (items.length === 0) return sendError(res, 400, HttpRpcCode.InvalidRequest, 'Invalid Request: empty batch');
@@ -108,9 +111,9 @@ export class StreamableHttp {
       if (!init) return sendError(res, 400, HttpRpcCode.Transport, 'Bad Request: Mcp-Session-Id header is required');
       const full = this.opts.registry.refusal(client);
       if (full) return sendOverloaded(res, full);
-      session = this.create(client);
+      session = this.create(who);
     } else {
-      const found = this.lookup(req, res, sid, client, !init);
+      const found = this.lookup(req, res, sid, who, !init);
       if (!found) return;
       session = found;
       if (batch && !this.batchAllowed(session)) {
@@ -162,13 +165,13 @@ export class StreamableHttp {
 
   // ---- GET -----------------------------------------------------------------------------------
 
-  private get(req: IncomingMessage, res: ServerResponse, client: string | undefined): void {
+  private get(req: IncomingMessage, res: ServerResponse, who: Who): void {
     if (!acceptsEventStream(req)) {
       return sendError(res, 406, HttpRpcCode.Transport, 'Not Acceptable: the GET stream needs Accept: text/event-stream');
     }
     const sid = header(req, 'mcp-session-id');
     if (sid === undefined) return sendError(res, 400, HttpRpcCode.Transport, 'Bad Request: Mcp-Session-Id header is required');
-    const session = this.lookup(req, res, sid, client, true);
+    const session = this.lookup(req, res, sid, who, true);
     if (!session) return;
     const last = header(req, 'last-event-id');
     if (last !== undefined) {
@@ -184,10 +187,10 @@ export class StreamableHttp {
 
   // ---- DELETE --------------------------------------------------------------------------------
 
-  private async delete(req: IncomingMessage, res: ServerResponse, client: string | undefined): Promise<void> {
+  private async delete(req: IncomingMessage, res: ServerResponse, who: Who): Promise<void> {
     const sid = header(req, 'mcp-session-id');
     if (sid === undefined) return sendError(res, 400, HttpRpcCode.Transport, 'Bad Request: Mcp-Session-Id header is required');
-    const session = this.lookup(req, res, sid, client, true);
+    const session = this.lookup(req, res, sid, who, true);
     if (!session) return;
     await session.end('deleted by the host');
     res.writeHead(200, { 'content-length': '0' }).end();
@@ -195,27 +198,32 @@ export class StreamableHttp {
 
   // ---- sessions ------------------------------------------------------------------------------
 
-  private create(client: string | undefined): StreamableSession {
+  /** A session for `who`: its toolset is chosen here, at initialize, for the session's whole life. */
+  private create(who: Who): StreamableSession {
+    const { client } = who;
     // 32 random bytes, base64url: visible ASCII as the spec asks, and unguessable.
     const id = randomBytes(32).toString('base64url');
     const session = new StreamableSession(id, client, this.opts.log, maxBacklogBytes(this.opts.maxMessageBytes), this.replay);
     this.sessions.set(id, session);
-    const host = this.opts.registry.open(session, this.opts.open, client, () => this.sessions.delete(id));
-    this.opts.log.debug({ session: host.id, client }, 'streamable HTTP session opened');
+    const host = this.opts.registry.open(session, this.opts.open, who, () => this.sessions.delete(id));
+    this.opts.log.debug({ session: host.id, client, toolset: who.toolset }, 'streamable HTTP session opened');
     return session;
   }
 
   /**
    * The session a request names, or undefined after answering: 404 for an unknown or ended
-   * id, 403 when another client's token opened it, 400 for an unsupported protocol version.
+   * id, 403 when another client's token opened it, 400 for an unsupported protocol version or
+   * a `?toolset=` other than the session's (a session keeps the toolset it was opened with:
+   * answering as if the host had switched would hand it a list its URL does not describe).
    */
   private lookup(
     req: IncomingMessage,
     res: ServerResponse,
     sid: string,
-    client: string | undefined,
+    who: Who,
     checkVersion: boolean,
   ): StreamableSession | undefined {
+    const { client } = who;
     const session = this.sessions.get(sid);
     if (!session || session.isClosed) {
       sendError(res, 404, HttpRpcCode.SessionNotFound, 'Session not found');
@@ -223,6 +231,11 @@ export class StreamableHttp {
     }
     if (session.client !== client) {
       sendError(res, 403, HttpRpcCode.Transport, 'Forbidden: the session belongs to another client');
+      return undefined;
+    }
+    if (who.asked !== undefined && who.asked !== session.host.toolset) {
+      const has = session.host.toolset === undefined ? 'no toolset' : `toolset ${JSON.stringify(session.host.toolset)}`;
+      sendError(res, 400, HttpRpcCode.Transport, `Bad Request: this session was opened with ${has}, not ${JSON.stringify(who.asked)}; a session keeps its toolset (initialize a new one for another)`);
       return undefined;
     }
     if (checkVersion) {

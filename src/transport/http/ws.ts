@@ -12,6 +12,7 @@ import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import type { Guard } from './guard.js';
 import { HttpRpcCode } from './respond.js';
+import { queryOf } from './url.js';
 import { parseWsMessage, sendOverWs, WS_CLOSE_GRACE_MS, WS_SUBPROTOCOL } from '../ws-frames.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
 import { Backlog, maxBacklogBytes, unsentBytes } from '../backlog.js';
@@ -118,6 +119,9 @@ export class WsEndpoint {
     if (!verdict.ok) return refuse(socket, 403, verdict.message);
     const auth = guard.authenticate(req);
     if (!auth.ok) return refuse(socket, 401, auth.message, { 'www-authenticate': auth.challenge });
+    // The upgrade URL's `?toolset=` (else the token's) is the session's, for its whole life.
+    const who = guard.who(queryOf(req), auth);
+    if (!who.ok) return refuse(socket, who.status, who.message);
     const offered = req.headers['sec-websocket-protocol'];
     if (offered !== undefined && !offered.split(',').some((p) => p.trim() === WS_SUBPROTOCOL)) {
       return refuse(socket, 400, `Bad Request: the WebSocket subprotocol must be "${WS_SUBPROTOCOL}"`);
@@ -126,8 +130,8 @@ export class WsEndpoint {
     if (full) return refuse(socket, 503, full, { 'retry-after': '5' }, HttpRpcCode.Overloaded);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       const session = new WsSession(ws, maxBacklogBytes(this.opts.maxMessageBytes), this.opts.log);
-      const host = registry.open(session, this.opts.open, auth.client);
-      this.opts.log.debug({ session: host.id, client: auth.client }, 'websocket session opened');
+      const host = registry.open(session, this.opts.open, who);
+      this.opts.log.debug({ session: host.id, client: who.client, toolset: who.toolset }, 'websocket session opened');
     });
   }
 
