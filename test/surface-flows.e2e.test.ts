@@ -468,6 +468,43 @@ describe('search surface: call_tool refuses what a direct call refuses, and bad 
   });
 });
 
+describe('search surface: names, mode "all" and list changes', () => {
+  it('renamed meta-tools (surface.searchToolName, callToolName) answer under their names only; mode "all" lists no meta-tools and knows none', async () => {
+    const peer = await searchHost({ alpha: fixture({ name: 'alpha' }) }, { surface: { searchToolName: 'find_tools', callToolName: 'run_tool' } });
+    const listed: any[] = (await rpc(peer, 'tools/list', {})).result.tools;
+    expect(listed.map((t) => t.name)).toEqual(['find_tools', 'run_tool']);
+    expect(listed[0].description).toContain('run_tool');
+    expect(listed[1].description).toContain('find_tools');
+    expect((await direct(peer, 'find_tools', { query: 'echo' })).result.structuredContent.tools.map((t: any) => t.name)).toContain('alpha__echo');
+    expect((await rpc(peer, 'tools/call', { name: 'run_tool', arguments: { name: 'alpha__echo', arguments: { renamed: true } } })).result.structuredContent).toEqual({ renamed: true });
+    for (const old of ['search_tools', 'call_tool']) {
+      const r = await rpc(peer, 'tools/call', { name: old, arguments: { name: 'alpha__echo', query: 'echo' } });
+      expect(r.error, old).toMatchObject({ code: -32602, message: `Unknown tool: ${old}` });
+    }
+    expect((await rpc(peer, 'tools/call', { name: 'run_tool', arguments: { name: 'find_tools', arguments: { query: 'x' } } })).error?.code).toBe(-32602);
+
+    const all = startRawMux(await writeConfig({ mcpServers: { alpha: fixture({ name: 'alpha' }) }, surface: { mode: 'all' } }));
+    await all.initialize();
+    const names = (await all.request('tools/list', {})).result.tools.map((t: any) => t.name);
+    expect(names).toContain('alpha__echo');
+    expect(names.filter((n: string) => !n.startsWith('alpha__'))).toEqual([]);
+    expect((await all.request('tools/call', { name: 'call_tool', arguments: { name: 'alpha__echo' } })).error).toMatchObject({ code: -32602, message: 'Unknown tool: call_tool' });
+  });
+
+  it('a tool an upstream adds is found by search_tools and callable through call_tool once the host heard list_changed', async () => {
+    const peer = await searchHost({ alpha: fixture({ name: 'alpha' }) });
+    expect((await direct(peer, 'search_tools', { query: 'added at run time', limit: 50 })).result.structuredContent.tools.map((t: any) => t.name)).not.toContain('alpha__added_0');
+    expect((await viaCall(peer, 'alpha__add_tool', {})).result.content[0].text).toBe('added_0');
+    await peer.next((m) => m.method === 'notifications/tools/list_changed');
+    const found = (await direct(peer, 'search_tools', { query: 'added at run time', limit: 50 })).result.structuredContent.tools.map((t: any) => t.name);
+    expect(found).toContain('alpha__added_0');
+    expect((await viaCall(peer, 'alpha__added_0', {})).result.content[0].text).toBe('added_0');
+    // The description's count follows too.
+    const [search] = (await rpc(peer, 'tools/list', {})).result.tools;
+    expect(search.description).toMatch(/Search the 21 tools/);
+  });
+});
+
 // ---- 4. MCP Apps in search mode ------------------------------------------------------------------------------
 
 describe('search surface: MCP Apps', () => {
@@ -541,6 +578,12 @@ async function modernSearchSurface(c: ModernClient, asked: string[], withModernU
     expect(greeted.content).toEqual([{ type: 'text', text: 'Hi, Grace!' }]);
     expect(asked.at(-1)).toBe('What is your name?');
   }
+  const progress: number[] = [];
+  const done = await c.callTool({ name: 'call_tool', arguments: { name: 'fx__progress', arguments: { steps: 3, delayMs: 50 } } }, { onprogress: (p) => void progress.push(p.progress) });
+  expect(done.content).toEqual([{ type: 'text', text: 'done 3' }]);
+  // (The SDK 2.x client may drop the last notice when the answer right behind it resolves the call: modern.e2e.test.ts.)
+  await waitFor(() => progress.length >= 2, { what: 'progress through call_tool' });
+  expect([1, 2, 3].slice(0, progress.length)).toEqual(progress);
   await expect(c.callTool({ name: 'call_tool', arguments: { name: 'fx__no_such_tool', arguments: {} } })).rejects.toThrow(/Unknown tool: fx__no_such_tool/);
 }
 
