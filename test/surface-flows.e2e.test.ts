@@ -10,6 +10,9 @@ import path from 'node:path';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernHttp } from '@modelcontextprotocol/client';
 import { StdioClientTransport as ModernStdio } from '@modelcontextprotocol/client/stdio';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
 import { closeAll, fixture, MUX_BIN, readEvents, ROOT, startRawMux, tempDir, tempFile, waitFor, waitForEvent, writeConfig, type RawPeer, type ServerEntry } from './helpers/harness.js';
@@ -383,6 +386,36 @@ describe('tasks: notices that arrive in one read with the CreateTaskResult', () 
       expect((await rpc(peer, 'tasks/result', { taskId: 'burst:job-1' })).result.content[0].text).toBe('job done');
     });
   }
+});
+
+describe('search surface: a legacy host over Streamable HTTP (mcpmux serve)', () => {
+  it('sampling, elicitation, roots and progress of a call_tool reach the SDK host on its HTTP session, and the results equal direct calls\'', async () => {
+    const d = await startDaemon({ mcpServers: { alpha: fixture({ name: 'alpha' }) }, surface: SEARCH });
+    const c = new Client({ name: 'http-host', version: '0' }, { capabilities: HOST_CAPS });
+    c.setRequestHandler(CreateMessageRequestSchema, async (req) => ({ model: 'host-model', role: 'assistant' as const, content: { type: 'text' as const, text: `sampled ${(req.params.messages[0]?.content as any)?.text}` } }));
+    c.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'accept' as const, content: { name: 'Ada', confirm: true } }));
+    c.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: ROOTS }));
+    await c.connect(new StreamableHTTPClientTransport(new URL(d.url)));
+    try {
+      expect((await c.listTools()).tools.map((t) => t.name)).toEqual(['search_tools', 'call_tool']);
+      for (const [tool, args] of [['sample', { text: 'over http' }], ['elicit', {}], ['roots', {}]] as const) {
+        const via = await c.callTool({ name: 'call_tool', arguments: { name: `alpha__${tool}`, arguments: args } });
+        const directly = await c.callTool({ name: `alpha__${tool}`, arguments: args });
+        expect(via.isError, JSON.stringify(via)).toBeFalsy();
+        expect(via, tool).toEqual(directly);
+      }
+      const progress: number[] = [];
+      const done = await c.callTool({ name: 'call_tool', arguments: { name: 'alpha__progress', arguments: { steps: 3, delayMs: 20 } } }, undefined, { onprogress: (p) => void progress.push(p.progress) });
+      expect(done.content).toEqual([{ type: 'text', text: 'done 3' }]);
+      // The SDK 1.x client may drop the last notice when the answer arrives in the same chunk
+      // (flows.e2e.test.ts, responsesAfterNotifications); the raw stdio test checks every one.
+      await waitFor(() => progress.length >= 2, { what: 'progress through call_tool over HTTP' });
+      expect([1, 2, 3].slice(0, progress.length)).toEqual(progress);
+    } finally {
+      await c.close();
+      await d.stop();
+    }
+  }, 60_000);
 });
 
 // ---- 3. errors through call_tool --------------------------------------------------------------------------
