@@ -223,6 +223,24 @@ describe('search surface: call_tool gets what a direct call gets', () => {
     expect(failVia.error).toEqual(failDirect.error);
   });
 
+  it('the upstream gets the same request from call_tool as from a direct call: its own name, the arguments, and the host\'s _meta', async () => {
+    const events = tempFile('alpha.jsonl');
+    const peer = await searchHost({ alpha: fixture({ name: 'alpha', events }) });
+    const meta = { 'com.example/trace': 'trace-1', progressToken: 'p-1' };
+    const args = { q: 'same', nested: { list: [1, 'two'] } };
+    await direct(peer, 'alpha__echo', args, { _meta: meta });
+    await viaCall(peer, 'alpha__echo', args, { _meta: { ...meta, progressToken: 'p-2' } });
+    const seen = upstreamCalls(events, 'echo').map((e) => e.params);
+    expect(seen).toHaveLength(2);
+    // mcpmux puts a token of its own in place of the host's; everything else is the host's.
+    for (const p of seen) {
+      expect(p._meta.progressToken).toBeDefined();
+      delete p._meta.progressToken;
+    }
+    expect(seen[0]).toEqual({ name: 'echo', arguments: args, _meta: { 'com.example/trace': 'trace-1' } });
+    expect(seen[1]).toEqual(seen[0]);
+  });
+
   it('progress: every notifications/progress of the call carries the host\'s own token and comes before the result, as for a direct call', async () => {
     const peer = await searchHost({ alpha: fixture({ name: 'alpha' }) });
     const steps = (token: string) => peer.messages.filter((m) => m.method === 'notifications/progress' && m.params.progressToken === token);
