@@ -625,7 +625,7 @@ describe('search surface: MCP Apps', () => {
       for (const hidden of appOnly) expect(found, query).not.toContain(hidden);
     }
     // A view tool is searchable and callable through call_tool.
-    const time = (await direct(peer, 'search_tools', { query: 'get the current time' })).result.structuredContent.tools.map((t: any) => t.name);
+    const time = (await direct(peer, 'search_tools', { query: 'get the current time', limit: 50 })).result.structuredContent.tools.map((t: any) => t.name);
     expect(time).toContain('basic__get-time');
     expect((await viaCall(peer, 'basic__get-time', {})).result.isError).toBeFalsy();
 
