@@ -390,7 +390,7 @@ describe('tasks: notices that arrive in one read with the CreateTaskResult', () 
   // while the call is in flight (~50-100 ms cold here), so the upstream's answer and the notices
   // it sends 25 ms later (test/fixtures/upstream.mjs) are read together.
   for (const how of ['directly', 'through call_tool'] as const) {
-    it.fails(`${how}: the host still gets the task's progress (its own token) and its terminal status`, async () => {
+    it(`${how}: the host still gets the task's progress (its own token) and its terminal status`, async () => {
       const script = tempFile('burst-upstream.mjs');
       writeFileSync(script, TASK_BURST_UPSTREAM);
       const peer = await searchHost({ burst: { command: process.execPath, args: [script] } });
@@ -469,7 +469,7 @@ describe('tasks: a host that follows the tools\' declared taskSupport', () => {
   // call_tool fine (the raw test above). Likely fix: `execution: {taskSupport: "optional"}` on
   // call_tool when the session's server capabilities include task-augmented tools/call, and
   // each search_tools match carrying its tool's `execution`, so the model and host know.
-  it.fails('search mode: the same host calls it through call_tool as a task', async () => {
+  it('search mode: the same host calls it through call_tool as a task', async () => {
     const got = await streamed('search', { name: 'call_tool', arguments: { name: 'every__simulate-research-query', arguments: { topic: 'multiplexing' } } });
     expect(got.text).toContain('Research Report: multiplexing');
     expect(got.types[0]).toBe('taskCreated');
@@ -530,7 +530,7 @@ describe('search surface: call_tool refuses what a direct call refuses, and bad 
   // (`view.byName.get(inner.name)`), so the server's own name of an app-only tool, which the
   // resolver accepts for MCP Apps views (src/router/resolve.ts, viewCall/viewOwners), is not
   // seen as app-only and call_tool calls it.
-  it.fails('an app-only tool named by its server\'s own name (as views do) is refused through call_tool too', async () => {
+  it('an app-only tool named by its server\'s own name (as views do) is refused through call_tool too', async () => {
     const peer = await searchHost({ monitor: app('server-system-monitor') });
     await rpc(peer, 'tools/list', {});
     const via = await viaCall(peer, 'poll-system-stats', {});

@@ -25,12 +25,19 @@ export interface PendingOptions {
    * handed over.
    */
   opaque?: boolean;
+  /**
+   * Called with the result as the response is read, before the promise settles: what must be in
+   * place for the messages that came in the same read (a task's progress and status notices
+   * follow its CreateTaskResult at once) cannot wait for a promise turn.
+   */
+  onResult?: (result: Record<string, unknown>) => void;
 }
 
 interface Entry {
   context: unknown;
   cancelOnExpire: boolean;
   opaque: boolean;
+  onResult: ((result: Record<string, unknown>) => void) | undefined;
   /** Run once when the request settles (unsubscribes its cancellation listener). */
   cleanup: (() => void) | undefined;
   resolve(result: Record<string, unknown>): void;
@@ -69,6 +76,7 @@ export class PendingTable {
         context: opts.context,
         cancelOnExpire: opts.cancelOnExpire ?? true,
         opaque: opts.opaque ?? false,
+        onResult: opts.onResult,
         cleanup: undefined,
         resolve,
         reject,
@@ -105,6 +113,7 @@ export class PendingTable {
       return true;
     }
     if (!entry.opaque) materialise(res.result);
+    entry.onResult?.(res.result);
     entry.resolve(res.result);
     return true;
   }

@@ -127,13 +127,25 @@ export class Dispatch {
   }
 
   /** tools/call and prompts/get: resolve the public name, forward, rewrite the result. */
-  private async callNamed(session: SessionPort, hostRequestId: JsonRpcId, kind: NamedKind, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
+  private async callNamed(
+    session: SessionPort,
+    hostRequestId: JsonRpcId,
+    kind: NamedKind,
+    params: Params,
+    signal: CancelSignal,
+    event: RequestEvent | undefined,
+    /** Asked through call_tool (the search surface): a view's own tools are not callable so. */
+    throughSearch = false,
+  ): Promise<Result> {
     const asked = requireString(params, 'name');
     const { up, name, shown: publicName = asked } = await this.resolve.named(session, kind, asked, signal);
     if (kind === 'tools') this.surface.checkToolset(session, publicName);
+    if (throughSearch && publicName !== asked) this.surface.refuseAppOnly(session, publicName);
     params.name = name;
     const method = kind === 'tools' ? 'tools/call' : 'prompts/get';
     const call = this.call(session, hostRequestId, up, method, params, signal, event, { kind, name: publicName, upstreamName: name });
+    // A task's status notices may come in the same read as the task: its owner is known by then.
+    if (params.task !== undefined) call.onResult = (res) => this.ownTask(session, up, res);
     let result: Result;
     try {
       result = await this.answered(call);
@@ -144,9 +156,6 @@ export class Dispatch {
     // A task-augmented call answers with a task; the host will come back for it by id.
     if (params.task !== undefined && typeof (result.task as Params | undefined)?.taskId === 'string') {
       wrapTaskResult(result, up.name);
-      // Owned until the upstream may forget it (its ttl; null: no limit but the caps).
-      const ttl = (result.task as Params).ttl;
-      this.owners.tasks.set((result.task as Params).taskId as string, session, typeof ttl === 'number' && ttl >= 0 ? ttl : undefined);
       return result;
     }
     return this.adaptResult(session, up, rewriteToolResult, result);
@@ -157,10 +166,18 @@ export class Dispatch {
     return (own && (await own)) ?? this.lists.page('tools', session.client, this.resolve.live(session), params, signal, this.surface.toolset(session));
   }
 
+  /** The host that started a task owns it, until the upstream may forget it (its ttl; null: no limit but the caps). */
+  private ownTask(session: SessionPort, up: Upstream, result: Result): void {
+    const task = result.task as Params | undefined;
+    if (typeof task?.taskId !== 'string') return;
+    const ttl = task.ttl;
+    this.owners.tasks.set(wrapId(up.name, task.taskId), session, typeof ttl === 'number' && ttl >= 0 ? ttl : undefined);
+  }
+
   /** search_tools is answered by the surface; call_tool becomes the call it asks for. */
   private async metaCall(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
     const routed = await this.surface.route(session, params, signal);
-    if ('params' in routed) return this.callNamed(session, hostRequestId, 'tools', routed.params, signal, event);
+    if ('params' in routed) return this.callNamed(session, hostRequestId, 'tools', routed.params, signal, event, true);
     if (event) event.name = params.name as string;
     return routed.answer;
   }

@@ -63,6 +63,8 @@ export interface Call {
    * completions): the interceptors still judge the call, but nothing is sent upstream.
    */
   local?: Result;
+  /** Called with the upstream's result as it is read, before anything awaits it (CallOptions.onResult). */
+  onResult?: (result: Result) => void;
 }
 
 /** A request mcpmux makes on its own behalf, for no host request (it may serve several). */
@@ -128,6 +130,7 @@ async function send(usage: Usage, call: Call): Promise<Result> {
       opaque: call.opaque,
       // A 2026-07-28 server learns, per request, what the host it serves can be asked.
       hostCapabilities: session?.clientCapabilities,
+      ...(call.onResult && { onResult: call.onResult }),
     });
     publishUpstreamRequest(t0, up.name, call.method, session?.id);
     return result;

@@ -157,14 +157,23 @@ export class Surfaces {
     if (inner.name === searchToolName || inner.name === callToolName) {
       throw new RpcError(ErrorCode.InvalidParams, `${callToolName} calls the servers' tools; call ${inner.name} directly`);
     }
-    const found = view.byName.get(inner.name);
-    if (found && appOnly(found.tool)) {
-      throw new RpcError(ErrorCode.InvalidParams, `Tool ${inner.name} is for its MCP Apps view only (its _meta.ui.visibility leaves out the model); it cannot be called through ${callToolName}`);
-    }
+    this.refuseAppOnly(session, inner.name);
     params.name = inner.name;
     if (inner.arguments === undefined) delete params.arguments;
     else params.arguments = inner.arguments;
     return { params, via: callToolName };
+  }
+
+  /**
+   * call_tool never calls an app-only tool: that is its view's to call (directly). Checked by
+   * public name, before the call and again once the name is resolved (a view's own name for it).
+   */
+  refuseAppOnly(session: SessionPort, publicName: string): void {
+    const found = this.decided.get(session)?.view?.byName.get(publicName);
+    if (found && appOnly(found.tool)) {
+      const { callToolName } = this.deps.config().surface;
+      throw new RpcError(ErrorCode.InvalidParams, `Tool ${publicName} is for its MCP Apps view only (its _meta.ui.visibility leaves out the model); it cannot be called through ${callToolName}`);
+    }
   }
 
   /** What /status says of a session's surface (undefined until it listed or searched). */

@@ -44,6 +44,7 @@ const SEARCH_OUTPUT_SCHEMA = {
           server: { type: 'string', description: 'The server that provides it.' },
           description: { type: 'string' },
           inputSchema: { type: 'object', description: "The tool's arguments (JSON Schema)." },
+          execution: { type: 'object', description: 'Whether it may or must run as a task (taskSupport), as the tool declares it.' },
         },
         required: ['name', 'server', 'inputSchema'],
       },
@@ -89,6 +90,8 @@ export function callToolDefinition(name: string, searchName: string, servers: re
       },
       required: ['name'],
     },
+    // A host may ask for a task through it; the tool called decides whether it runs as one.
+    execution: { taskSupport: 'optional' },
   };
 }
 
@@ -127,6 +130,8 @@ export function searchAnswer(query: string, found: readonly FoundTool[], searche
     entry.server = f.server;
     if (typeof f.tool.description === 'string') entry.description = f.tool.description;
     entry.inputSchema = isObject(f.tool.inputSchema) ? f.tool.inputSchema : { type: 'object' };
+    // Whether it runs as a task (required, optional): the host must know to ask for one.
+    if (isObject(f.tool.execution)) entry.execution = f.tool.execution;
     const line = renderTool(entry);
     const more = estimateTokens(JSON.stringify(entry)) + estimateTokens(line);
     if (tools.length > 0 && cost + more > SEARCH_RESULT_MAX_TOKENS) break;

@@ -59,6 +59,8 @@ export interface CallOptions {
    * `input_required` for it (sampling, elicitation, roots). Absent: mcpmux's own request.
    */
   hostCapabilities?: Params;
+  /** Called with the upstream's own result as it is read, before the promise settles (PendingOptions.onResult). */
+  onResult?: (result: Params) => void;
 }
 
 /**
@@ -354,23 +356,34 @@ export class Upstream {
       const specs = this.headerParams.get(params.name);
       if (specs?.length) (params as Params & { [PARAM_HEADERS]?: Record<string, string> })[PARAM_HEADERS] = paramHeaderValues(specs, params.arguments);
     }
+    // A task-augmented call with progress: the task's progress keeps coming under our id after
+    // the CreateTaskResult, often in the same read, so its route is in place as the result is read.
+    const onProgress = opts.onProgress;
+    const taskProgress =
+      onProgress && params?.task !== undefined
+        ? (res: Params): void => {
+            const task = res.task as Params | undefined;
+            if (typeof task?.taskId === 'string') this.keepTaskProgress(id, task.taskId, typeof task.ttl === 'number' ? task.ttl : this.deps.timeouts().maxMs, onProgress);
+          }
+        : undefined;
+    const outer = opts.onResult;
     const sent = ep.request(id, method, params, {
       signal: opts.signal,
-      onProgress: opts.onProgress,
+      onProgress,
       context: opts.context,
       opaque: opts.opaque,
       timeoutMs: this.config.timeoutMs,
       maxTotalMs: this.deps.timeouts().maxMs,
+      ...((taskProgress || outer) && {
+        onResult: (res: Params) => {
+          taskProgress?.(res);
+          outer?.(res);
+        },
+      }),
     });
     let pending = modern ? sent.then(fromModern) : sent;
     if (http && method === 'tools/list') pending = pending.then((r) => this.learnHeaderParams(r));
-    const onProgress = opts.onProgress;
-    if (!onProgress || params?.task === undefined) return pending;
-    return pending.then((res) => {
-      const task = res.task as Params | undefined;
-      if (typeof task?.taskId === 'string') this.keepTaskProgress(id, task.taskId, typeof task.ttl === 'number' ? task.ttl : this.deps.timeouts().maxMs, onProgress);
-      return res;
-    });
+    return pending;
   }
 
   private keepTaskProgress(token: JsonRpcId, taskId: string, ttl: number, onProgress: (p: Params) => void): void {
