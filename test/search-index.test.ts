@@ -173,6 +173,18 @@ describe('terms', () => {
     expect(words('base64 s3')).toEqual(['base64', 'base', '64', 's3', 's', '3']);
   });
 
+  it('keeps a capitalised name with an inner capital whole (GitHub, MongoDB); identifiers still split', () => {
+    expect(words('open it on GitHub')).toEqual(['open', 'it', 'on', 'github']);
+    expect(words('MongoDB JavaScript CircleCI')).toEqual(['mongodb', 'javascript', 'circleci']);
+    expect(words('getCurrentTime HTMLParser')).toEqual(['get', 'current', 'time', 'html', 'parser']);
+    // "GitHub" in a request reaches the github server, not the git server by its first half
+    const idx = ToolIndex.build([
+      { name: 'git__git_branch', server: 'git', description: 'List, create or delete branches of a local git repository.' },
+      { name: 'github__create_branch', server: 'github', description: 'Create a new branch in a GitHub repository.' },
+    ]);
+    expect(idx.search('start a new branch on GitHub')[0]?.tool.name).toBe('github__create_branch');
+  });
+
   it('stems, drops stop words and folds the synonym table onto one term', () => {
     expect(terms('Please remove the folders')).toEqual(terms('delete directory'));
     expect(terms('add a new ticket')).toEqual(terms('create create issue'));

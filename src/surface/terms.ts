@@ -12,6 +12,12 @@ export const MAX_QUERY_TERMS = 64;
 const CASE_BOUNDARY = /([a-z0-9])([A-Z])|([A-Z]+)([A-Z][a-z])/g;
 const DIGIT_BOUNDARY = /([a-zA-Z])(?=[0-9])|([0-9])(?=[a-zA-Z])/g;
 const NON_WORD = /[^\p{L}\p{N}]+/u;
+// A capitalised word with a capital inside (GitHub, MongoDB, JavaScript, CircleCI) is a proper
+// name in prose, not an identifier: split, "GitHub" became "git hub" and pulled the git server's
+// tools over GitHub's. Identifiers are camelCase (getCurrentTime) or start with an acronym
+// (HTMLParser), and those are still split; tool and parameter names of real servers use no
+// PascalCase, so nothing an identifier says is lost.
+const PROPER_NAME = /^[A-Z][a-z]+[A-Z]/;
 
 /**
  * Words of a text, lower-cased. A word made of letters and digits is kept whole (s3, base64, h1)
@@ -20,13 +26,17 @@ const NON_WORD = /[^\p{L}\p{N}]+/u;
  */
 export function words(text: string): string[] {
   const out: string[] = [];
-  const spaced = text.replace(CASE_BOUNDARY, (_m, a, b, c, d) => (a !== undefined ? `${a} ${b}` : `${c} ${d}`));
-  for (const raw of spaced.split(NON_WORD)) {
-    if (raw === '') continue;
-    const w = raw.toLowerCase();
-    out.push(w);
-    if (/[0-9]/.test(w) && /[a-z]/.test(w)) {
-      for (const part of w.replace(DIGIT_BOUNDARY, '$1$2 ').split(' ')) if (part !== '') out.push(part);
+  for (const token of text.split(NON_WORD)) {
+    if (token === '') continue;
+    const parts = PROPER_NAME.test(token)
+      ? [token]
+      : token.replace(CASE_BOUNDARY, (_m, a, b, c, d) => (a !== undefined ? `${a} ${b}` : `${c} ${d}`)).split(' ');
+    for (const raw of parts) {
+      const w = raw.toLowerCase();
+      out.push(w);
+      if (/[0-9]/.test(w) && /[a-z]/.test(w)) {
+        for (const part of w.replace(DIGIT_BOUNDARY, '$1$2 ').split(' ')) if (part !== '') out.push(part);
+      }
     }
   }
   for (let i = 0; i + 1 < out.length; i++) {
