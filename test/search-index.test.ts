@@ -59,6 +59,22 @@ describe('ranking on the sample', () => {
     expect(index.search('create an issue on github')[0]?.tool.name).toBe('github__create_issue');
   });
 
+  it("a match in the description's first sentence outranks one in a shorter description's notes", () => {
+    // What a tool does is said first; later sentences are usage notes that mention other things.
+    const idx = ToolIndex.build([
+      {
+        name: 'a__capture',
+        server: 'a',
+        description:
+          'Capture a screenshot of the current page.\nThe image is returned as PNG unless a format is given, ' +
+          'and it covers the visible viewport unless the whole document is asked for. Large pages are cut at ' +
+          'the maximum height the browser supports.',
+      },
+      { name: 'b__navigate', server: 'b', description: 'Navigate to a URL. Waits for load; no screenshot is taken.' },
+    ]);
+    expect(idx.search('screenshot').map((h) => h.tool.name)).toEqual(['a__capture', 'b__navigate']);
+  });
+
   it('scores are positive and ordered best first', () => {
     const hits = index.search('create issue', { limit: 50 });
     expect(hits.length).toBeGreaterThan(2);
