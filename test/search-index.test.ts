@@ -209,4 +209,15 @@ describe('terms', () => {
     // get and list stay apart: they tell a server's own tools apart
     expect(terms('get')).not.toEqual(terms('list'));
   });
+
+  it('folds general verbs and the abbreviations developers write onto one term', () => {
+    expect(terms('execute the script')).toEqual(terms('run script'));
+    expect(terms('retrieve the page')).toEqual(terms('fetch page'));
+    expect(terms('modify settings')).toEqual(terms('edit settings'));
+    expect(terms('display the db env vars')).toEqual(terms('show database environment variables'));
+    expect(terms('launch the app')).toEqual(terms('start application'));
+    // a group folds by stem: "set" must not become "config" through settings -> set
+    expect(terms('set')).not.toEqual(terms('config'));
+    expect(terms('read')).not.toEqual(terms('write'));
+  });
 });
