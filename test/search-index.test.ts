@@ -210,6 +210,18 @@ describe('terms', () => {
     expect(terms('get')).not.toEqual(terms('list'));
   });
 
+  it('drops pronouns, quantifiers and contraction halves, but keeps other, only and directions', () => {
+    expect(terms("how many of them don't we have")).toEqual([]);
+    expect(terms('the other branch')).toEqual(terms('other branch'));
+    expect(terms('other read-only scroll down')).toHaveLength(5);
+    // "many" no longer matches tools named after it (insert-many) over the one that counts
+    const idx = ToolIndex.build([
+      { name: 'db__count', server: 'db', description: 'Count documents.' },
+      { name: 'db__insert-many', server: 'db', description: 'Insert many documents into a collection in one call.' },
+    ]);
+    expect(idx.search('how many documents are there')[0]?.tool.name).toBe('db__count');
+  });
+
   it('folds general verbs and the abbreviations developers write onto one term', () => {
     expect(terms('execute the script')).toEqual(terms('run script'));
     expect(terms('retrieve the page')).toEqual(terms('fetch page'));

@@ -49,6 +49,12 @@ export function words(text: string): string[] {
 
 // Words that say nothing about which tool is meant: English function words and the filler of
 // requests ("can you please help me ..."). Verbs are NOT here: get/list/set tell tools apart.
+// The second half is the rest of the usual English stop list (pronouns, quantifiers such as
+// many/much/each/every, the halves of contractions: don't -> don, t); left out of it on
+// purpose: other/another (a different one: "the other branch"), only (read-only), and the
+// direction words up/down/out/off/before/after (scroll down, sign out, logs after a date).
+// Quantifiers matter because real tools are named after them (insert-many, delete-many):
+// "how many documents" matched those by "many" over the tool that counts.
 const STOP_WORDS = new Set(
   (
     'a an the and or but if then else of to in on at by for from with without into onto over under ' +
@@ -56,7 +62,11 @@ const STOP_WORDS = new Set(
     'shall should can could may might must i me my mine we us our you your it its this that these ' +
     'those there here what which who whom whose how why when where please help want wanted need ' +
     'needs like would let lets just some any via using use tool tools mcp thing things so also ' +
-    'very really currently now s t'
+    'very really currently now s t ' +
+    'myself ours ourselves yours yourself yourselves he him his himself she her hers herself itself ' +
+    'they them their theirs themselves ought because until while through during against between ' +
+    'again further once each every both few such nor own same than too many much ll ve re don ' +
+    'doesn didn isn aren wasn weren hasn haven hadn won wouldn shouldn couldn mustn shan'
   ).split(' '),
 );
 
