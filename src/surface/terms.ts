@@ -18,6 +18,33 @@ const NON_WORD = /[^\p{L}\p{N}]+/u;
 // (HTMLParser), and those are still split; tool and parameter names of real servers use no
 // PascalCase, so nothing an identifier says is lost.
 const PROPER_NAME = /^[A-Z][a-z]+[A-Z]/;
+/** Most words of prose are plain lower-case: they skip the splitting below (index build cost). */
+const PLAIN = /^[a-z]+$/;
+
+// Tool text repeats the same identifiers and capitalised words: each token's split is
+// remembered, bounded like the term memo below.
+const TOKEN_MEMO_MAX = 20_000;
+const tokenMemo = new Map<string, readonly string[]>();
+
+/** The words of one token (a run of letters and digits that is not plain lower-case). */
+function tokenWords(token: string): readonly string[] {
+  const known = tokenMemo.get(token);
+  if (known !== undefined) return known;
+  const out: string[] = [];
+  const parts = PROPER_NAME.test(token)
+    ? [token]
+    : token.replace(CASE_BOUNDARY, (_m, a, b, c, d) => (a !== undefined ? `${a} ${b}` : `${c} ${d}`)).split(' ');
+  for (const raw of parts) {
+    const w = raw.toLowerCase();
+    out.push(w);
+    if (/[0-9]/.test(w) && /[a-z]/.test(w)) {
+      for (const part of w.replace(DIGIT_BOUNDARY, '$1$2 ').split(' ')) if (part !== '') out.push(part);
+    }
+  }
+  if (tokenMemo.size >= TOKEN_MEMO_MAX) tokenMemo.clear();
+  tokenMemo.set(token, out);
+  return out;
+}
 
 /**
  * Words of a text, lower-cased. A word made of letters and digits is kept whole (s3, base64, h1)
@@ -28,16 +55,8 @@ export function words(text: string): string[] {
   const out: string[] = [];
   for (const token of text.split(NON_WORD)) {
     if (token === '') continue;
-    const parts = PROPER_NAME.test(token)
-      ? [token]
-      : token.replace(CASE_BOUNDARY, (_m, a, b, c, d) => (a !== undefined ? `${a} ${b}` : `${c} ${d}`)).split(' ');
-    for (const raw of parts) {
-      const w = raw.toLowerCase();
-      out.push(w);
-      if (/[0-9]/.test(w) && /[a-z]/.test(w)) {
-        for (const part of w.replace(DIGIT_BOUNDARY, '$1$2 ').split(' ')) if (part !== '') out.push(part);
-      }
-    }
+    if (PLAIN.test(token)) out.push(token);
+    else for (const w of tokenWords(token)) out.push(w);
   }
   for (let i = 0; i + 1 < out.length; i++) {
     if ((out[i] === 'pull' || out[i] === 'merge') && (out[i + 1] === 'request' || out[i + 1] === 'requests')) {
