@@ -22,8 +22,10 @@ const PROPER_NAME = /^[A-Z][a-z]+[A-Z]/;
 const PLAIN = /^[a-z]+$/;
 
 // Tool text repeats the same identifiers and capitalised words: each token's split is
-// remembered, bounded like the term memo below.
+// remembered, bounded like the term memo below; a token longer than any real identifier (a
+// hostile server's 4 KB run of letters) is split each time, not kept.
 const TOKEN_MEMO_MAX = 20_000;
+const TOKEN_MEMO_CHARS = 64;
 const tokenMemo = new Map<string, readonly string[]>();
 
 /** The words of one token (a run of letters and digits that is not plain lower-case). */
@@ -41,6 +43,7 @@ function tokenWords(token: string): readonly string[] {
       for (const part of w.replace(DIGIT_BOUNDARY, '$1$2 ').split(' ')) if (part !== '') out.push(part);
     }
   }
+  if (token.length > TOKEN_MEMO_CHARS) return out;
   if (tokenMemo.size >= TOKEN_MEMO_MAX) tokenMemo.clear();
   tokenMemo.set(token, out);
   return out;
