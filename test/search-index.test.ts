@@ -59,6 +59,22 @@ describe('ranking on the sample', () => {
     expect(index.search('create an issue on github')[0]?.tool.name).toBe('github__create_issue');
   });
 
+  it("a match in the description's first sentence outranks one in a shorter description's notes", () => {
+    // What a tool does is said first; later sentences are usage notes that mention other things.
+    const idx = ToolIndex.build([
+      {
+        name: 'a__capture',
+        server: 'a',
+        description:
+          'Capture a screenshot of the current page.\nThe image is returned as PNG unless a format is given, ' +
+          'and it covers the visible viewport unless the whole document is asked for. Large pages are cut at ' +
+          'the maximum height the browser supports.',
+      },
+      { name: 'b__navigate', server: 'b', description: 'Navigate to a URL. Waits for load; no screenshot is taken.' },
+    ]);
+    expect(idx.search('screenshot').map((h) => h.tool.name)).toEqual(['a__capture', 'b__navigate']);
+  });
+
   it('scores are positive and ordered best first', () => {
     const hits = index.search('create issue', { limit: 50 });
     expect(hits.length).toBeGreaterThan(2);
@@ -173,6 +189,18 @@ describe('terms', () => {
     expect(words('base64 s3')).toEqual(['base64', 'base', '64', 's3', 's', '3']);
   });
 
+  it('keeps a capitalised name with an inner capital whole (GitHub, MongoDB); identifiers still split', () => {
+    expect(words('open it on GitHub')).toEqual(['open', 'it', 'on', 'github']);
+    expect(words('MongoDB JavaScript CircleCI')).toEqual(['mongodb', 'javascript', 'circleci']);
+    expect(words('getCurrentTime HTMLParser')).toEqual(['get', 'current', 'time', 'html', 'parser']);
+    // "GitHub" in a request reaches the github server, not the git server by its first half
+    const idx = ToolIndex.build([
+      { name: 'git__git_branch', server: 'git', description: 'List, create or delete branches of a local git repository.' },
+      { name: 'github__create_branch', server: 'github', description: 'Create a new branch in a GitHub repository.' },
+    ]);
+    expect(idx.search('start a new branch on GitHub')[0]?.tool.name).toBe('github__create_branch');
+  });
+
   it('stems, drops stop words and folds the synonym table onto one term', () => {
     expect(terms('Please remove the folders')).toEqual(terms('delete directory'));
     expect(terms('add a new ticket')).toEqual(terms('create create issue'));
@@ -180,5 +208,28 @@ describe('terms', () => {
     expect(terms('merge requests')).toEqual(terms('PR'));
     // get and list stay apart: they tell a server's own tools apart
     expect(terms('get')).not.toEqual(terms('list'));
+  });
+
+  it('drops pronouns, quantifiers and contraction halves, but keeps other, only and directions', () => {
+    expect(terms("how many of them don't we have")).toEqual([]);
+    expect(terms('the other branch')).toEqual(terms('other branch'));
+    expect(terms('other read-only scroll down')).toHaveLength(5);
+    // "many" no longer matches tools named after it (insert-many) over the one that counts
+    const idx = ToolIndex.build([
+      { name: 'db__count', server: 'db', description: 'Count documents.' },
+      { name: 'db__insert-many', server: 'db', description: 'Insert many documents into a collection in one call.' },
+    ]);
+    expect(idx.search('how many documents are there')[0]?.tool.name).toBe('db__count');
+  });
+
+  it('folds general verbs and the abbreviations developers write onto one term', () => {
+    expect(terms('execute the script')).toEqual(terms('run script'));
+    expect(terms('retrieve the page')).toEqual(terms('fetch page'));
+    expect(terms('modify settings')).toEqual(terms('edit settings'));
+    expect(terms('display the db env vars')).toEqual(terms('show database environment variables'));
+    expect(terms('launch the app')).toEqual(terms('start application'));
+    // a group folds by stem: "set" must not become "config" through settings -> set
+    expect(terms('set')).not.toEqual(terms('config'));
+    expect(terms('read')).not.toEqual(terms('write'));
   });
 });

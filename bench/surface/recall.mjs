@@ -4,7 +4,12 @@
 // MRR (overall and by kind), search latency p50/p95 and index build time.
 //
 //   node bench/surface/recall.mjs [--json] [--engine auto|dist|baseline|FILE] [--misses] [--no-fetch]
-//                                 [--catalogue FILE] [--queries FILE]
+//                                 [--catalogue FILE] [--queries FILE] [--half even|odd] [--split]
+//
+// --half even|odd scores only the requests at even (0, 2, ...) or odd positions of queries.json;
+// --split prints the whole set and both halves. Ranking changes are tuned looking at the misses
+// of one half only (even) and reported on both, so a change that helps only the requests it was
+// tuned on shows as a gap between the halves (docs/search.md).
 //
 // --engine auto (default): dist/surface/search-index.js when built, else the plain baseline
 // (bench/surface/baseline-search.mjs, same API); FILE: any module exporting ToolIndex. A request counts as found at rank r when any of
@@ -63,14 +68,15 @@ export function score(ranks) {
   return { n, r1: at(1), r5: at(5), r10: at(10), mrr: n ? ranks.reduce((s, r) => s + (r > 0 ? 1 / r : 0), 0) / n : NaN };
 }
 
-export async function runRecall({ engine = 'auto', fetch = true, catalogueFile, queriesFile = QUERIES_FILE, latencyReps = 5 } = {}) {
+export async function runRecall({ engine = 'auto', fetch = true, catalogueFile, queriesFile = QUERIES_FILE, latencyReps = 5, half } = {}) {
   let catalogue;
   if (catalogueFile) catalogue = JSON.parse(readFileSync(catalogueFile, 'utf8'));
   else if (existsSync(CATALOGUE) || !fetch) {
     if (!existsSync(CATALOGUE)) throw new Error(`${CATALOGUE} is missing: run node bench/surface/fetch-corpus.mjs`);
     catalogue = JSON.parse(readFileSync(CATALOGUE, 'utf8'));
   } else catalogue = (await fetchCorpus({ quiet: false })).catalogue;
-  const queries = JSON.parse(readFileSync(queriesFile, 'utf8')).queries;
+  const all = JSON.parse(readFileSync(queriesFile, 'utf8')).queries;
+  const queries = half === undefined ? all : all.filter((_q, i) => i % 2 === (half === 'even' ? 0 : 1));
   const { ToolIndex, engine: engineName } = await loadEngine(engine);
   const tools = catalogue.tools;
   const known = new Set(tools.map((t) => t.name));
@@ -115,6 +121,7 @@ export async function runRecall({ engine = 'auto', fetch = true, catalogueFile, 
   const byKind = {};
   for (const k of KINDS) byKind[k] = score(rows.filter((r) => r.kind === k).map((r) => r.rank));
   return {
+    half: half ?? 'all',
     engine: engineName,
     corpus: {
       servers: catalogue.servers.filter((s) => !s.error).length,
@@ -136,7 +143,7 @@ const f3 = (x) => (Number.isFinite(x) ? x.toFixed(3) : 'n/a');
 
 export function renderRecall(r, { misses = false } = {}) {
   const lines = [];
-  lines.push(`Tool search recall (${r.engine}) on ${r.corpus.servers} real servers, ${r.corpus.tools} tools`);
+  lines.push(`Tool search recall (${r.engine}) on ${r.corpus.servers} real servers, ${r.corpus.tools} tools${r.half === 'all' ? '' : `, ${r.half} half of the requests`}`);
   if (r.corpus.serversFailed.length) lines.push(`  servers that did not list this time: ${r.corpus.serversFailed.join(', ')}`);
   lines.push(`  ${r.queries.scored} requests scored${r.queries.skipped ? `, ${r.queries.skipped} skipped (their tools are not in this catalogue)` : ''}`);
   lines.push('');
@@ -158,7 +165,7 @@ export function renderRecall(r, { misses = false } = {}) {
 
 async function main() {
   const argv = process.argv.slice(2);
-  const o = { json: false, engine: 'auto', misses: false, fetch: true };
+  const o = { json: false, engine: 'auto', misses: false, fetch: true, split: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--json') o.json = true;
@@ -167,19 +174,25 @@ async function main() {
     else if (a === '--engine' && argv[i + 1]) o.engine = argv[++i];
     else if (a === '--catalogue') o.catalogueFile = argv[++i];
     else if (a === '--queries') o.queriesFile = argv[++i];
+    else if (a === '--half' && (argv[i + 1] === 'even' || argv[i + 1] === 'odd')) o.half = argv[++i];
+    else if (a === '--split') o.split = true;
     else {
-      process.stderr.write('usage: node bench/surface/recall.mjs [--json] [--engine auto|dist|baseline|FILE] [--misses] [--no-fetch] [--catalogue FILE] [--queries FILE]\n');
+      process.stderr.write('usage: node bench/surface/recall.mjs [--json] [--engine auto|dist|baseline|FILE] [--misses] [--no-fetch] [--catalogue FILE] [--queries FILE] [--half even|odd] [--split]\n');
       process.exit(2);
     }
   }
-  let r;
-  try {
-    r = await runRecall(o);
-  } catch (e) {
-    process.stderr.write(`recall: ${e.message}\n`);
-    process.exit(1);
+  const halves = o.split ? [undefined, 'even', 'odd'] : [o.half];
+  const out = [];
+  for (const half of halves) {
+    try {
+      out.push(await runRecall({ ...o, half }));
+    } catch (e) {
+      process.stderr.write(`recall: ${e.message}\n`);
+      process.exit(1);
+    }
   }
-  process.stdout.write(o.json ? JSON.stringify(r, null, 2) + '\n' : renderRecall(r, o));
+  if (o.json) process.stdout.write(JSON.stringify(o.split ? out : out[0], null, 2) + '\n');
+  else process.stdout.write(out.map((r) => renderRecall(r, o)).join('\n'));
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) await main();
