@@ -39,12 +39,6 @@ export interface ToolsOptions extends GlobalOptions {
 
 export async function runTools(opts: ToolsOptions): Promise<number> {
   tolerateClosedStdout();
-  const config = await loadOrReport(opts);
-  if (!config) return 1;
-  const client = opts.client ?? ANONYMOUS_CLIENT;
-  if (client !== ANONYMOUS_CLIENT && !config.listen.auth.tokens.some((t) => t.client === client)) {
-    throw new UsageError(`--client: no client named ${JSON.stringify(client)} in listen.auth.tokens`);
-  }
   if (opts.all) opts.approveAll = true;
   const approving = (opts.approve?.length ?? 0) > 0 || opts.approveAll === true;
   if (opts.tokens && approving) throw new UsageError('--tokens cannot be combined with --approve or --approve-all');
@@ -55,6 +49,12 @@ export async function runTools(opts: ToolsOptions): Promise<number> {
   const limit = opts.limit === undefined ? undefined : Number(opts.limit);
   // Any number goes through as a host would send it; search_tools clamps it to 1..50.
   if (limit !== undefined && (opts.limit!.trim() === '' || !Number.isFinite(limit))) throw new UsageError(`--limit must be a number, not ${JSON.stringify(opts.limit)}`);
+  const config = await loadOrReport(opts);
+  if (!config) return 1;
+  const client = opts.client ?? ANONYMOUS_CLIENT;
+  if (client !== ANONYMOUS_CLIENT && !config.listen.auth.tokens.some((t) => t.client === client)) {
+    throw new UsageError(`--client: no client named ${JSON.stringify(client)} in listen.auth.tokens`);
+  }
   // An unknown toolset fails as \`mcpmux stdio --toolset\` does: the name is config, not syntax.
   if (opts.toolset !== undefined && !Object.hasOwn(config.toolsets, opts.toolset)) {
     process.stderr.write(`mcpmux: --toolset: ${unknownToolset(opts.toolset, config.toolsets)}\n`);
@@ -252,7 +252,7 @@ function printTokens(report: TokenReport, json: boolean): void {
     const mark = (m: 'all' | 'search') => (s.given.mode === m ? `<- ${s.given.reason}` : '');
     process.stdout.write(row(label(s), 'all', s.all.tools, s.all.tokens, mark('all')));
     process.stdout.write(row(label(s), 'search', s.search.tools, s.search.tokens, mark('search')));
-    if (s.given.reason !== s.auto.reason) process.stdout.write(`${''.padEnd(tw)}  (auto would pick "${s.auto.mode}": ${s.auto.reason})\n`);
+    if (s.given.reason !== s.auto.reason) process.stdout.write(`${''.padEnd(tw)}  (auto would pick "${s.auto.mode}": ${s.auto.reason.replace(/^auto: /, '')})\n`);
   }
   process.stdout.write(
     '(SENT: what a host gets; under auto, hosts in surface.nativeSearchClients get "all". auto weighs the\n' +
