@@ -5,7 +5,7 @@
 // answers for the corpus' requests at the default limit. Needs a build (npm run build) and the
 // corpus (node bench/surface/fetch-corpus.mjs).
 //
-//   node bench/surface/token-surface.mjs [--json] [--catalogue FILE]
+//   node bench/surface/token-surface.mjs [--json] [--catalogue FILE] [--queries FILE]
 //
 // The lists and answers are made by the daemon's own functions (dist/surface/view.js), with the
 // default surface config, so they are what mcpmux would send a host fronting these servers.
@@ -132,8 +132,9 @@ async function main() {
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--json') o.json = true;
     else if (argv[i] === '--catalogue' && argv[i + 1]) o.catalogueFile = argv[++i];
+    else if (argv[i] === '--queries' && argv[i + 1]) o.queriesFile = argv[++i];
     else {
-      process.stderr.write('usage: node bench/surface/token-surface.mjs [--json] [--catalogue FILE]\n');
+      process.stderr.write('usage: node bench/surface/token-surface.mjs [--json] [--catalogue FILE] [--queries FILE]\n');
       process.exit(2);
     }
   }
