@@ -20,9 +20,9 @@ interface Run {
 }
 
 /** `node bin/mcpmux.js ...args` to completion; MCPMUX_CONFIG is never inherited. */
-function mcpmux(args: string[], timeoutMs = 4 * WAIT_MS): Promise<Run> {
+function mcpmux(args: string[], extraEnv: Record<string, string> = {}, timeoutMs = 4 * WAIT_MS): Promise<Run> {
   const { MCPMUX_CONFIG: _ignored, ...env } = process.env;
-  const child = spawn(process.execPath, [MUX_BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [MUX_BIN, ...args], { env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
   let stdout = '';
   let stderr = '';
@@ -70,8 +70,8 @@ interface TokenReport {
   surfaces: SurfaceCost[];
 }
 
-async function json<T>(args: string[]): Promise<T> {
-  const r = await mcpmux(args);
+async function json<T>(args: string[], env: Record<string, string> = {}): Promise<T> {
+  const r = await mcpmux(args, env);
   expect(r.code, r.stderr).toBe(0);
   return JSON.parse(r.stdout) as T;
 }
@@ -146,6 +146,25 @@ describe('mcpmux tools --tokens: per toolset and mode', () => {
     const host = await startMux(file, { args: ['--toolset', 'ab'] });
     const listed = (await host.client.request({ method: 'tools/list', params: {} }, looseSchema)) as { tools: { name: string }[] };
     expect(listed.tools.map((t) => t.name)).toEqual(report.surfaces[0]!.search.names);
+  });
+
+  it('--client shows what that client sees: its policy, and the toolset its token names', async () => {
+    const file = await writeConfig({
+      ...CONFIG,
+      policy: { clients: { reader: { deny: ['alpha__echo'] } } },
+      listen: { auth: { tokens: [{ client: 'reader', tokenEnv: 'MCPMUX_TEST_READER_TOKEN', toolset: 'a' }] } },
+    });
+    const env = { MCPMUX_TEST_READER_TOKEN: 'reader-token-0123456789abcdef' };
+    const r = await mcpmux(['tools', '--tokens', '--json', '--client', 'reader', '--config', file], env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain('client reader\'s sessions get toolset "a"');
+    const report = JSON.parse(r.stdout) as TokenReport;
+    expect(report).toMatchObject({ client: 'reader', toolset: 'a', total: { tools: 19 } });
+    expect(report.tools.map((t) => t.name)).not.toContain('alpha__echo');
+    expect(report.surfaces.map((s) => [s.toolset, s.all.tools])).toEqual([['a', 19]]);
+    // --toolset names another, as ?toolset= would.
+    const other = await json<TokenReport>(['tools', '--tokens', '--json', '--client', 'reader', '--toolset', 'ab', '--config', file], env);
+    expect(other.surfaces.map((s) => [s.toolset, s.all.tools])).toEqual([['ab', 39]]);
   });
 });
 

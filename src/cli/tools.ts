@@ -55,10 +55,18 @@ export async function runTools(opts: ToolsOptions): Promise<number> {
   if (client !== ANONYMOUS_CLIENT && !config.listen.auth.tokens.some((t) => t.client === client)) {
     throw new UsageError(`--client: no client named ${JSON.stringify(client)} in listen.auth.tokens`);
   }
-  // An unknown toolset fails as \`mcpmux stdio --toolset\` does: the name is config, not syntax.
+  // An unknown toolset fails as `mcpmux stdio --toolset` does: the name is config, not syntax.
   if (opts.toolset !== undefined && !Object.hasOwn(config.toolsets, opts.toolset)) {
     process.stderr.write(`mcpmux: --toolset: ${unknownToolset(opts.toolset, config.toolsets)}\n`);
     return 1;
+  }
+  // A client whose token names a toolset gets it unless the URL names another: so does this view of it.
+  if (opts.toolset === undefined && !approving) {
+    const own = config.listen.auth.tokens.find((t) => t.client === client && t.toolset !== undefined)?.toolset;
+    if (own !== undefined) {
+      opts.toolset = own;
+      process.stderr.write(`mcpmux: client ${client}'s sessions get toolset "${own}" (its token in listen.auth.tokens); --toolset names another\n`);
+    }
   }
   const { router, pins } = await startedRouter(config, opts);
   try {
