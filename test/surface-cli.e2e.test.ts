@@ -183,6 +183,10 @@ describe('mcpmux tools --search', () => {
     expect(listed.tools.map((t) => t.name)).toEqual(['search_tools', 'call_tool', 'gamma__echo']);
     const answer = await host.client.request({ method: 'tools/call', params: { name: 'search_tools', arguments: { query: 'echo', limit: 5 } } }, looseSchema);
     expect(cli).toEqual(answer);
+    // The shared validation still answers a host's bad search as a tool error.
+    const bad = (await host.client.request({ method: 'tools/call', params: { name: 'search_tools', arguments: { query: ' ' } } }, looseSchema)) as { isError?: boolean; content: { text: string }[] };
+    expect(bad.isError).toBe(true);
+    expect(bad.content[0]!.text).toContain('query must be a non-empty string');
 
     // The text form is the answer's content, as a host that reads only `content` shows its model.
     const text = await mcpmux(['tools', '--search', 'echo', '--limit', '5', '--config', file]);
