@@ -22,6 +22,7 @@ import { fmt, fmtSpread, latencySummary, median, spread } from './lib/stats.mjs'
 import { analyse, topTable } from './profile-top.mjs';
 import { fetchCorpus } from './surface/fetch-corpus.mjs';
 import { renderRecall, runRecall } from './surface/recall.mjs';
+import { renderTokenSurface, runTokenSurface } from './surface/token-surface.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
@@ -920,7 +921,14 @@ async function measureSurface() {
     return { skipped: `the real-server corpus could not be fetched (no npm registry?): ${errText(e).split('\n')[0]}` };
   }
   phase('surface: recall, latency and build time');
-  return runRecall({ fetch: false });
+  const recall = await runRecall({ fetch: false });
+  phase('surface: tokens of the all-mode and search-mode lists, and of search answers');
+  try {
+    recall.tokens = await runTokenSurface();
+  } catch (e) {
+    recall.tokens = { error: errText(e) };
+  }
+  return recall;
 }
 
 function renderSurface(L, s) {
@@ -930,6 +938,8 @@ function renderSurface(L, s) {
   else if (s.error) L.push(`**failed:** ${s.error.split('\n')[0]}`);
   else L.push(renderRecall(s).trimEnd());
   L.push('');
+  if (s.tokens?.error) L.push(`tokens: **failed:** ${s.tokens.error.split('\n')[0]}`, '');
+  else if (s.tokens) L.push(renderTokenSurface(s.tokens).trimEnd(), '');
 }
 
 // ---- main -------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { countTokens } from '../src/surface/tokens.js';
 import { exitWithin, ROOT, tempDir } from './helpers/harness.js';
 
 interface Server {
@@ -141,4 +142,56 @@ describe('bench/surface/recall.mjs', () => {
     for (const k of ['p50Ms', 'p95Ms', 'p50Ms1000', 'p95Ms1000']) expect(Number.isFinite(r.latency[k]), k).toBe(true);
     expect(r.build.ms1000).toBeGreaterThan(0);
   }, 90_000);
+});
+
+describe('bench/surface/token-surface.mjs', () => {
+  it('counts the all-mode and search-mode lists of a small catalogue exactly, and sizes search answers', async () => {
+    const dir = tempDir();
+    const catalogue = path.join(dir, 'catalogue.json');
+    const qfile = path.join(dir, 'queries.json');
+    const def = (server: string, name: string, description: string, extra: object = {}) => ({
+      name: `${server}__${name}`,
+      description,
+      inputSchema: { type: 'object', properties: { path: { type: 'string', description: 'a path' } } },
+      annotations: { readOnlyHint: true },
+      ...extra,
+    });
+    const definitions = [
+      def('fs', 'read_file', 'Read the complete contents of a file from disk'),
+      def('fs', 'preview', 'Show a file in a preview pane', { _meta: { ui: { resourceUri: 'ui://fs/preview' } } }),
+      def('gh', 'create_issue', 'Open a new issue in a repository'),
+    ];
+    const server = (name: string) => (d: { name: string }) => d.name.startsWith(`${name}__`);
+    const searchable = (s: string) => definitions.filter(server(s)).map((d) => ({ name: d.name, server: s, description: d.description, inputSchema: d.inputSchema }));
+    writeFileSync(
+      catalogue,
+      JSON.stringify({
+        servers: [
+          { name: 'fs', tools: 2, serverInfo: { name: 'fs', version: '1', description: 'Files on disk' } },
+          { name: 'gh', tools: 1, serverInfo: { name: 'gh', version: '1' }, instructions: 'GitHub issues. Needs a token.' },
+          { name: 'gone', error: 'list: no answer' },
+        ],
+        tools: [...searchable('fs'), ...searchable('gh')],
+        definitions,
+      }),
+    );
+    writeFileSync(qfile, JSON.stringify({ queries: [{ query: 'read a file', kind: 'direct', expect: ['fs__read_file'] }, { query: 'open an issue', kind: 'paraphrase', expect: ['gh__create_issue'] }] }));
+    const child = spawn(process.execPath, [path.join(ROOT, 'bench/surface/token-surface.mjs'), '--json', '--catalogue', catalogue, '--queries', qfile], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => (err += c.toString('utf8')));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    expect(await exitWithin(child, exited, 60_000), err).toBe(0);
+    const r = JSON.parse(out);
+    expect(r.corpus).toEqual({ servers: 2, tools: 3, wholeDefinitions: true });
+    let exact = 0;
+    for (const d of definitions) exact += await countTokens(JSON.stringify(d));
+    expect(r.all.tokens).toBe(exact);
+    // The tool that opens an MCP Apps view stays listed beside the meta-tools.
+    expect(r.search.names).toEqual(['search_tools', 'call_tool', 'fs__preview']);
+    expect(r.ratio).toBeCloseTo(r.search.tokens / r.all.tokens, 10);
+    expect(r.answers).toMatchObject({ requests: 2, limit: 8, budget: 6000, cut: 0, overBudget: 0 });
+    expect(r.answers.total.max).toBeGreaterThan(0);
+  });
 });

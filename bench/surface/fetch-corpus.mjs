@@ -145,7 +145,8 @@ async function listServer(s, dir, offline) {
       if (!cursor) break;
     }
     if (tools.length === 0) throw new Error('listed no tools');
-    return { tools, serverInfo: client.getServerVersion() };
+    const instructions = client.getInstructions();
+    return { tools, serverInfo: client.getServerVersion(), ...(typeof instructions === 'string' && { instructions }) };
   } catch (e) {
     const tail = stderr.trim().split('\n').slice(-4).join(' | ').slice(-500);
     throw new Error(`${e.message ?? e}${tail ? ` -- stderr: ${tail}` : ''}`);
@@ -209,6 +210,10 @@ export async function fetchCorpus({ refresh = false, only, offline, quiet = fals
   );
 
   const tools = [];
+  // Each tool's whole definition as mcpmux lists it (public name; annotations, outputSchema and
+  // _meta kept): what an all-mode tools/list costs (token-surface.mjs). `tools` keeps the
+  // searchable fields only.
+  const definitions = [];
   const report = [];
   for (const r of results) {
     const row = { name: r.s.name, package: `${r.s.package}@${r.s.version}` };
@@ -216,7 +221,9 @@ export async function fetchCorpus({ refresh = false, only, offline, quiet = fals
     else {
       row.tools = r.tools.length;
       row.serverInfo = r.serverInfo;
+      if (r.instructions !== undefined) row.instructions = r.instructions;
       for (const t of r.tools) {
+        definitions.push({ ...t, name: `${r.s.name}__${t.name}` });
         const title = t.title ?? t.annotations?.title;
         tools.push({
           name: `${r.s.name}__${t.name}`,
@@ -231,7 +238,7 @@ export async function fetchCorpus({ refresh = false, only, offline, quiet = fals
   }
   const ok = report.filter((r) => !r.error);
   if (ok.length === 0) throw new Error(`no server could be listed:\n${report.map((r) => `  ${r.name}: ${r.error}`).join('\n')}`);
-  const catalogue = { fetchedAt: new Date().toISOString(), offline, servers: report, tools };
+  const catalogue = { fetchedAt: new Date().toISOString(), offline, servers: report, tools, definitions };
   if (!only) writeFileSync(CATALOGUE, JSON.stringify(catalogue, null, 1));
   return { catalogue, fresh: true };
 }

@@ -60,7 +60,10 @@ export async function main(argv: string[]): Promise<number> {
     .option('--approve <name>', 'approve a held tool (pinTools): server/tool, its public name, or its own name; repeatable', (v: string, prev: string[]) => [...prev, v], [] as string[])
     .option('--approve-all', 'approve every current tool definition')
     .option('--all', 'the same as --approve-all')
-    .option('--tokens', "print each server's and the total token cost of the tool definitions (o200k_base)")
+    .option('--tokens', "print each server's and the total token cost of the tool definitions (o200k_base), and what each toolset sends in each surface mode")
+    .option('--toolset <name>', 'only this toolset\'s tools (a name in "toolsets")')
+    .option('--search <query>', 'print what search_tools would answer a host for this query')
+    .option('--limit <n>', 'with --search: how many matches (default: surface.searchLimit)')
     .action((o: import('./tools.js').ToolsOptions) => {
       result = runTools(o);
     });

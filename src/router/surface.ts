@@ -23,14 +23,16 @@ import type { Logger } from '../observe/logger.js';
 import type { Params } from '../protocol/mcp.js';
 import { compileGlobs, type Matcher } from '../governance/glob.js';
 import { decideBySize, decideWithoutList, type SurfaceDecision } from '../surface/decide.js';
-import { aboutServer, callToolDefinition, foundTools, MAX_QUERY_CHARS, searchAnswer, searchToolDefinition, type ServerLine } from '../surface/meta-tools.js';
+import { aboutServer } from '../surface/meta-tools.js';
 import { ToolIndex } from '../surface/search-index.js';
-import { estimateTokens, toolDefinitionText } from '../surface/tokens.js';
+import { appOnly, buildToolView, searchableTools, searchSurfaceTools, searchToolResult, type ToolView } from '../surface/view.js';
 import type { Upstream } from '../upstream/upstream.js';
 import type { Governance } from './forward.js';
 import type { Lists } from './lists.js';
-import { toolViewUris } from './naming.js';
 import type { SessionPort } from './session-port.js';
+
+// appOnly moved to surface/view.ts with the rest of the view; still importable from here.
+export { appOnly } from '../surface/view.js';
 
 /** How long a view of upstreams that never say their list changed is trusted. */
 const VIEW_FRESH_MS = 30_000;
@@ -42,17 +44,13 @@ export interface ActiveToolset {
   allows: Matcher;
 }
 
-/** What a session may see of the tools now. */
-interface View {
+/** What a session may see of the tools now (surface/view.ts), and when. */
+interface View extends ToolView {
   /** The live upstreams and their list versions it was made from. */
   versions: string;
   madeAt: number;
   /** Every upstream in it announces list changes (so versions alone say when it is stale). */
   announced: boolean;
-  /** Public name -> server and the tool as hosts see it, in config order. */
-  byName: Map<string, { server: string; tool: Params }>;
-  servers: ServerLine[];
-  tokens: number;
   index?: Promise<ToolIndex>;
 }
 
@@ -231,24 +229,16 @@ export class Surfaces {
   private async make(client: string, ts: ActiveToolset | undefined, ups: Upstream[], versions: string): Promise<View> {
     const { servers } = await this.deps.lists.all('tools', ups, NEVER);
     const gov = this.deps.governance();
-    const byName = new Map<string, { server: string; tool: Params }>();
-    const lines: ServerLine[] = [];
-    let tokens = 0;
-    for (const { server, items } of servers) {
-      let n = 0;
-      for (const tool of items) {
-        const name = tool.name as string;
-        if (!gov.clientAllows(client, 'tools', name) || (ts && !ts.allows(name)) || byName.has(name)) continue;
-        byName.set(name, { server, tool });
-        // App-only tools are never shown to the model: they cost it nothing.
-        if (!appOnly(tool)) tokens += estimateTokens(toolDefinitionText(tool));
-        n++;
-      }
-      const up = ups.find((u) => u.name === server);
-      if (n > 0) lines.push({ name: server, tools: n, about: aboutServer(up?.info?.serverInfo, up?.info?.instructions) });
-    }
+    const view = buildToolView(
+      servers,
+      (name) => gov.clientAllows(client, 'tools', name) && (!ts || ts.allows(name)),
+      (server) => {
+        const up = ups.find((u) => u.name === server);
+        return aboutServer(up?.info?.serverInfo, up?.info?.instructions);
+      },
+    );
     const announced = ups.every((u) => u.capabilities.tools === undefined || (u.capabilities.tools as Params).listChanged === true);
-    return { versions, madeAt: Date.now(), announced, byName, servers: lines, tokens };
+    return { ...view, versions, madeAt: Date.now(), announced };
   }
 
   // ---- the search surface -----------------------------------------------------------------
@@ -258,56 +248,20 @@ export class Surfaces {
     const { surface } = this.deps.config();
     let always = this.alwaysMatchers.get(surface.alwaysVisible);
     if (!always) this.alwaysMatchers.set(surface.alwaysVisible, (always = compileGlobs(surface.alwaysVisible)));
-    const searchable = [...view.byName.values()].filter((t) => !appOnly(t.tool)).length;
-    const tools: Params[] = [
-      searchToolDefinition(surface.searchToolName, surface.callToolName, searchable, view.servers, surface.searchLimit),
-      callToolDefinition(surface.callToolName, surface.searchToolName, view.servers),
-    ];
-    for (const [name, { tool }] of view.byName) {
-      // A host renders a view only for a tool it listed, and a view calls app-only tools through it.
-      if (name === surface.searchToolName || name === surface.callToolName) continue;
-      if (always(name) || toolViewUris(tool).length > 0 || appOnly(tool)) tools.push(tool);
-    }
-    return tools;
+    return searchSurfaceTools(surface, view, always);
   }
 
   private async search(view: View, params: Params): Promise<Result> {
-    const { surface } = this.deps.config();
-    const args = params.arguments;
-    if (typeof args !== 'object' || args === null || Array.isArray(args)) {
-      return toolError(`${surface.searchToolName} needs arguments {query: string, limit?: integer, server?: string}`);
-    }
     // A long query may still be raw bytes (jsonrpc/opaque.ts): this one is read.
     materialise(params);
-    const { query, limit, server } = args as Params;
-    if (typeof query !== 'string' || query.trim() === '') return toolError('query must be a non-empty string: say in words what you want to do');
-    if (limit !== undefined && (typeof limit !== 'number' || !Number.isFinite(limit))) return toolError('limit must be a number (1 to 50)');
-    if (server !== undefined && typeof server !== 'string') return toolError('server must be a string (a server name)');
-    if (server !== undefined && !view.servers.some((s) => s.name === server)) {
-      return toolError(`no server named ${JSON.stringify(server)} among this session's: ${view.servers.map((s) => s.name).join(', ') || 'none'}`);
-    }
-    const index = await this.indexOf(view);
-    const text = query.length > MAX_QUERY_CHARS ? query.slice(0, MAX_QUERY_CHARS) : query;
-    const hits = index.search(text, { limit: limit ?? surface.searchLimit, ...(server !== undefined && { server }) });
-    return searchAnswer(text, foundTools(hits, view.byName), index.size);
+    return searchToolResult(this.deps.config().surface, view, await this.indexOf(view), params.arguments);
   }
 
   private indexOf(view: View): Promise<ToolIndex> {
     // Built on the next turn, off the request that decided: the answer to tools/list does not wait for it.
     view.index ??= new Promise((resolve) =>
       setImmediate(() => {
-        const tools = [];
-        for (const [name, { server, tool }] of view.byName) {
-          if (appOnly(tool)) continue;
-          tools.push({
-            name,
-            server,
-            ...(typeof tool.title === 'string' && { title: tool.title }),
-            ...(typeof tool.description === 'string' && { description: tool.description }),
-            ...(typeof tool.inputSchema === 'object' && tool.inputSchema !== null && { inputSchema: tool.inputSchema as Params }),
-          });
-        }
-        resolve(ToolIndex.build(tools));
+        resolve(ToolIndex.build(searchableTools(view)));
       }),
     );
     return view.index;
@@ -318,20 +272,6 @@ export class Surfaces {
     if (id === undefined) this.ids.set(up, (id = this.nextId++));
     return id;
   }
-}
-
-/**
- * An MCP Apps tool only its view may call: `_meta.ui.visibility` without "model". Hosts keep
- * such tools from the model; search never offers them and call_tool refuses them.
- */
-export function appOnly(tool: Params): boolean {
-  const ui = (tool._meta as Params | undefined)?.ui as Params | undefined;
-  const visibility = ui?.visibility;
-  return Array.isArray(visibility) && !visibility.includes('model');
-}
-
-function toolError(text: string): Result {
-  return { content: [{ type: 'text', text }], isError: true };
 }
 
 /** `p`, or the signal's reason once it aborts (the shared work goes on for others). */
