@@ -58,7 +58,8 @@ describe('auto: every tool listed while the session is within both budgets', () 
     expect(searchTool.inputSchema.required).toEqual(['query']);
     expect(searchTool.outputSchema.properties.tools.items.required).toEqual(['name', 'server', 'inputSchema']);
     expect(searchTool.annotations.readOnlyHint).toBe(true);
-    for (const t of [searchTool, callTool]) for (const s of ['alpha (20 tools)', 'beta (20 tools)', 'gamma (20 tools)']) expect(t.description).toContain(s);
+    for (const s of ['- alpha (20 tools): Fixture alpha', '- beta (20 tools)', '- gamma (20 tools)']) expect(searchTool.description).toContain(s);
+    expect(callTool.description).toContain('Servers: alpha, beta, gamma.');
     expect(searchTool.description).toContain('Search the 60 tools');
     expect(callTool.inputSchema.required).toEqual(['name']);
     // The point of it: the search surface costs a small part of what the list would.

@@ -31,9 +31,6 @@ import type { Governance } from './forward.js';
 import type { Lists } from './lists.js';
 import type { SessionPort } from './session-port.js';
 
-// appOnly moved to surface/view.ts with the rest of the view; still importable from here.
-export { appOnly } from '../surface/view.js';
-
 /** How long a view of upstreams that never say their list changed is trusted. */
 const VIEW_FRESH_MS = 30_000;
 
