@@ -8,6 +8,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { countTokens } from '../src/surface/tokens.js';
+import { SEARCH_RESULT_MAX_TOKENS } from '../src/surface/meta-tools.js';
 import { exitWithin, ROOT, tempDir } from './helpers/harness.js';
 
 interface Server {
@@ -191,7 +192,7 @@ describe('bench/surface/token-surface.mjs', () => {
     // The tool that opens an MCP Apps view stays listed beside the meta-tools.
     expect(r.search.names).toEqual(['search_tools', 'call_tool', 'fs__preview']);
     expect(r.ratio).toBeCloseTo(r.search.tokens / r.all.tokens, 10);
-    expect(r.answers).toMatchObject({ requests: 2, limit: 8, budget: 6000, cut: 0, overBudget: 0 });
+    expect(r.answers).toMatchObject({ requests: 2, limit: 8, budget: SEARCH_RESULT_MAX_TOKENS, cut: 0, overBudget: 0 });
     expect(r.answers.total.max).toBeGreaterThan(0);
   });
 });
