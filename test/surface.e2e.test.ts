@@ -4,6 +4,7 @@
 // /metrics saying what each session got. Calls through call_tool (governance, flows, errors,
 // MCP Apps, 2026-07-28 hosts) are in surface-flows.e2e.test.ts.
 
+import { writeFileSync } from 'node:fs';
 import { Ajv } from 'ajv';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
@@ -194,6 +195,20 @@ describe('auto decides again when a list changes', () => {
     expect(names(tools)).toEqual(['search_tools', 'call_tool']);
     const found = await search(peer, { query: 'added at run time' });
     expect(found.result.structuredContent.tools[0].name).toBe('alpha__added_0');
+  });
+});
+
+describe('a reload that changes only the surface or a toolset', () => {
+  it('tells the host its tools changed (list_changed), and the next list is the new surface', async () => {
+    const config = { mcpServers: three(), surface: { mode: 'all' } };
+    const file = await writeConfig(config);
+    const peer = startRawMux(file);
+    await peer.initialize();
+    expect((await listAll(peer)).length).toBe(60);
+    writeFileSync(file, JSON.stringify({ ...config, surface: { mode: 'search' } }));
+    peer.child.kill('SIGHUP');
+    await peer.next((m) => m.method === 'notifications/tools/list_changed');
+    expect(names(await listAll(peer))).toEqual(['search_tools', 'call_tool']);
   });
 });
 

@@ -3,7 +3,8 @@
 // resources, and tools' `_meta` (the lists and reads are driven end to end in apps.e2e).
 
 import { describe, expect, it } from 'vitest';
-import { toolViewUris, unwrapUri, wrapToolView, wrapUri } from '../src/router/naming.js';
+import { toolViewUris } from '../src/protocol/apps.js';
+import { unwrapUri, wrapToolView, wrapUri } from '../src/router/naming.js';
 import { rewriteToolResult } from '../src/router/rewrite.js';
 
 describe('view URIs', () => {

@@ -64,7 +64,7 @@ export async function runTokenSurface({ catalogueFile = CATALOGUE, queriesFile =
   const ratio = search.tokens / all.tokens;
 
   // search_tools' answers at the default limit, for every request of the recall bench.
-  const index = ToolIndex.build(searchableTools(view));
+  const index = ToolIndex.build(searchableTools(view, surface));
   const answers = [];
   for (const q of queries) {
     const r = searchToolResult(surface, view, index, { query: q.query });

@@ -106,7 +106,7 @@ export async function runTools(opts: ToolsOptions): Promise<number> {
     const lists: ServerTools[] = listed.servers.map((s) => ({ server: s.server, items: s.tools }));
     if (opts.search !== undefined) {
       const view = viewOf(config, router, lists, opts.toolset);
-      const index = ToolIndex.build(searchableTools(view));
+      const index = ToolIndex.build(searchableTools(view, config.surface));
       const result = searchToolResult(config.surface, view, index, { query: opts.search, ...(limit !== undefined && { limit }) });
       if (opts.json) process.stdout.write(JSON.stringify(result, null, 2) + '\n');
       else process.stdout.write(`${((result.content as { text: string }[])[0]!).text}\n`);

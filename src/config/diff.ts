@@ -58,6 +58,8 @@ export function planReload(old: Config, next: Config): ReloadPlan {
     const policy = (c: Config) => [c.policy[kind], Object.entries(c.policy.clients).map(([id, l]) => [id, l[kind]])];
     if (!same(policy(old), policy(next)) || (kind === 'tools' && pinsChanged)) plan.policyLists.push(kind);
   }
+  // What a session's tools/list is: its surface (all or search, what search mode lists) and its toolset's globs.
+  if (!plan.policyLists.includes('tools') && (!same(old.surface, next.surface) || !same(old.toolsets, next.toolsets))) plan.policyLists.push('tools');
   // A server's rank decides contested names: a new order can move names between servers.
   const order = (c: Config) => c.servers.map((s) => s.name).filter((n) => before.has(n) && after.has(n));
   if (!same(order(old), order(next))) for (const kind of ['tools', 'prompts'] as const) if (!plan.policyLists.includes(kind)) plan.policyLists.push(kind);

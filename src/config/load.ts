@@ -307,7 +307,10 @@ function build(
   }
   const toolsets: Record<string, ToolsetConfig> = {};
   for (const [name, t] of Object.entries(isObject(raw.toolsets) ? raw.toolsets : {})) {
-    if (clean(jsonPointer(['toolsets', name]))) toolsets[name] = { tools: t.tools, ...(t.surface !== undefined && { surface: t.surface }) };
+    if (!clean(jsonPointer(['toolsets', name]))) continue;
+    // An object key JavaScript treats as its prototype: never a name a host could ask for safely.
+    if (name === '__proto__') issue(jsonPointer(['toolsets', name]), 'this name cannot be a toolset\'s; choose another');
+    else toolsets[name] = { tools: t.tools, ...(t.surface !== undefined && { surface: t.surface }) };
   }
 
   // -- listen and tokens --

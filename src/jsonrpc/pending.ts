@@ -113,8 +113,12 @@ export class PendingTable {
       return true;
     }
     if (!entry.opaque) materialise(res.result);
-    entry.onResult?.(res.result);
-    entry.resolve(res.result);
+    try {
+      entry.onResult?.(res.result);
+    } finally {
+      // Whatever the hook did, the request is answered: its timers are already gone.
+      entry.resolve(res.result);
+    }
     return true;
   }
 

@@ -177,7 +177,7 @@ export class Dispatch {
   /** search_tools is answered by the surface; call_tool becomes the call it asks for. */
   private async metaCall(session: SessionPort, hostRequestId: JsonRpcId, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
     const routed = await this.surface.route(session, params, signal);
-    if ('params' in routed) return this.callNamed(session, hostRequestId, 'tools', routed.params, signal, event, true);
+    if ('params' in routed) return this.callNamed(session, hostRequestId, 'tools', routed.params, signal, event, routed.via !== undefined);
     if (event) event.name = params.name as string;
     return routed.answer;
   }

@@ -9,7 +9,8 @@ import type { Upstream } from '../upstream/upstream.js';
 import { Catalogue, offering, type ListKind, type PageFetch } from './catalogue.js';
 import type { Governance, ItemKind } from './forward.js';
 import { wrapId } from './ids.js';
-import { toolViewUris, wrapToolView, wrapUri, type NameIndex, type NamedKind } from './naming.js';
+import { toolViewUris } from '../protocol/apps.js';
+import { wrapToolView, wrapUri, type NameIndex, type NamedKind } from './naming.js';
 import { Walks, type WalkFailure } from './walks.js';
 
 export type ListName = 'tools' | 'prompts' | 'resources' | 'templates' | 'tasks';

@@ -2,6 +2,7 @@
 // back. Names stay within [A-Za-z0-9_.-] and within maxNameLength: a longer one is cut and given
 // a short hash of the full name, so it is stable across restarts and across sessions.
 
+import { toolViewUris } from '../protocol/apps.js';
 import { createHash } from 'node:crypto';
 
 export type NamedKind = 'tools' | 'prompts';
@@ -215,15 +216,6 @@ export function unwrapUri(wrapped: string): { server: string; rest: string } | u
   return splitServer(wrapped, '+');
 }
 
-/** The view a tool opens (MCP Apps): `_meta.ui.resourceUri`, and the deprecated `_meta["ui/resourceUri"]`. */
-export function toolViewUris(tool: { _meta?: unknown }): string[] {
-  const meta = tool._meta as Record<string, unknown> | undefined;
-  const out: string[] = [];
-  const ui = meta?.ui as Record<string, unknown> | undefined;
-  if (typeof ui?.resourceUri === 'string') out.push(ui.resourceUri);
-  if (typeof meta?.['ui/resourceUri'] === 'string') out.push(meta['ui/resourceUri'] as string);
-  return out;
-}
 
 /** A tool as a host sees it: its view URIs namespaced like every resource URI (a copy; the upstream's page is shared). */
 export function wrapToolView(tool: Record<string, unknown>, server: string): Record<string, unknown> {

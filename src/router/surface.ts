@@ -14,6 +14,8 @@
 // for upstreams that never announce changes, for VIEW_FRESH_MS. The search index over it is
 // built off the request path once a session is given the search surface.
 
+import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import type { Config, ToolsetConfig } from '../config/types.js';
 import { cancelledError, NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
 import type { Result } from '../jsonrpc/endpoint.js';
@@ -31,8 +33,15 @@ import type { Governance } from './forward.js';
 import type { Lists } from './lists.js';
 import type { SessionPort } from './session-port.js';
 
-/** How long a view of upstreams that never say their list changed is trusted. */
+/** How long a view of upstreams that never say their list changed is trusted before it is checked again. */
 const VIEW_FRESH_MS = 30_000;
+/** How soon a view that could not read some server's list to its end is made again. */
+const INCOMPLETE_RETRY_MS = 5_000;
+/**
+ * Views kept at most, counted in tools (a view with its index costs some kilobytes per tool):
+ * one per client, toolset and set of connections in use (sessions' own upstreams make their own).
+ */
+const MAX_VIEW_TOOLS = 20_000;
 
 /** A session's toolset, ready to match public names. */
 export interface ActiveToolset {
@@ -41,13 +50,15 @@ export interface ActiveToolset {
   allows: Matcher;
 }
 
-/** What a session may see of the tools now (surface/view.ts), and when. */
+/** What a session may see of the tools now, and how long that is known to hold. */
 interface View extends ToolView {
-  /** The live upstreams and their list versions it was made from. */
-  versions: string;
   madeAt: number;
-  /** Every upstream in it announces list changes (so versions alone say when it is stale). */
+  /** Every upstream in it announces list changes (so its key's versions alone say when it is stale). */
   announced: boolean;
+  /** Some server's list could not be read to its end: tried again soon. */
+  incomplete: boolean;
+  /** Of its tools' definitions: a view made again that says the same keeps the old one (and its index). */
+  fingerprint: string;
   index?: Promise<ToolIndex>;
 }
 
@@ -69,7 +80,10 @@ export interface SurfaceDeps {
 }
 
 export class Surfaces {
-  private readonly views = new Map<string, View>();
+  /** By client, toolset and the connections' list versions (a list change makes another key). */
+  private readonly views = new LRUCache<string, View>({ maxSize: MAX_VIEW_TOOLS, sizeCalculation: (v) => v.byName.size + 1 });
+  /** Client, toolset and connections -> the key of its newest view: an older one (older versions) is dropped. */
+  private readonly newest = new LRUCache<string, string>({ max: 4096 });
   private readonly making = new Map<string, Promise<View>>();
   private readonly decided = new WeakMap<SessionPort, { decision: SessionSurface; view: View | undefined; config: Config }>();
   private readonly ids = new WeakMap<Upstream, number>();
@@ -83,7 +97,8 @@ export class Surfaces {
   toolset(session: SessionPort): ActiveToolset | undefined {
     const name = session.toolset;
     if (name === undefined) return undefined;
-    const config = this.deps.config().toolsets[name];
+    const toolsets = this.deps.config().toolsets;
+    const config = Object.hasOwn(toolsets, name) ? toolsets[name] : undefined;
     // A reload that removed the toolset: the session sees nothing rather than everything.
     if (!config) return { name, config: { tools: [] }, allows: () => false };
     let allows = this.toolsetMatchers.get(config);
@@ -197,7 +212,7 @@ export class Surfaces {
     const size = { tools: view.byName.size, tokens: view.tokens };
     const decision: SessionSurface = { ...(fixed ?? decideBySize(config.surface, size)), ...size };
     this.decided.set(session, { decision, view, config });
-    if (decision.mode === 'search') this.indexOf(view);
+    if (decision.mode === 'search') this.indexOf(view).catch(() => {}); // said in indexOf; a search says it too
     if (prev?.decision.mode !== decision.mode) {
       this.deps.log.debug({ session: session.id, client: session.client, toolset: ts?.name, surface: decision.mode, reason: decision.reason }, 'tool surface decided');
     }
@@ -208,23 +223,56 @@ export class Surfaces {
     const ups = this.deps.live(session);
     const kind = this.deps.lists.kinds.tools;
     const versions = ups.map((u) => `${this.idOf(u)}.${this.deps.lists.catalogue.version(kind, u)}`).join(',');
-    const key = `${session.client}\0${ts?.name ?? ''}\0${versions}`;
-    const cacheKey = `${session.client}\0${ts?.name ?? ''}`;
-    const hit = this.views.get(cacheKey);
-    if (hit && hit.versions === versions && (hit.announced || Date.now() - hit.madeAt < VIEW_FRESH_MS)) return hit;
-    let making = this.making.get(key);
-    if (!making) {
-      // Shared by the sessions asking at once, so no one host's cancellation ends it (the walks are bounded).
-      making = this.make(session.client, ts, ups, versions).finally(() => this.making.delete(key));
-      this.making.set(key, making);
+    const family = `${session.client}\0${ts?.name ?? ''}\0${ups.map((u) => this.idOf(u)).join(',')}`;
+    const key = `${family}\0${versions}`;
+    const hit = this.views.get(key);
+    if (hit) {
+      // Served as it is; checked again beside the request, not in its way.
+      if (this.stale(hit)) void this.build(key, family, session.client, ts, ups).catch(() => {});
+      return hit;
     }
-    const view = await raceSignal(making, signal);
-    this.views.set(cacheKey, view);
-    return view;
+    return raceSignal(this.build(key, family, session.client, ts, ups), signal);
   }
 
-  private async make(client: string, ts: ActiveToolset | undefined, ups: Upstream[], versions: string): Promise<View> {
-    const { servers } = await this.deps.lists.all('tools', ups, NEVER);
+  private stale(view: View): boolean {
+    const age = Date.now() - view.madeAt;
+    return (view.incomplete && age > INCOMPLETE_RETRY_MS) || (!view.announced && age > VIEW_FRESH_MS);
+  }
+
+  /** Makes the view of `key` (one build at a time per key, shared by whoever asks meanwhile). */
+  private build(key: string, family: string, client: string, ts: ActiveToolset | undefined, ups: Upstream[]): Promise<View> {
+    let making = this.making.get(key);
+    if (!making) {
+      // Not tied to any one host's cancellation (the walks are bounded).
+      making = this.make(client, ts, ups).then(
+        (made) => {
+          this.making.delete(key);
+          const old = this.views.get(key);
+          // The same tools as before: the old view stays (its decisions and its index with it).
+          if (old && old.fingerprint === made.fingerprint && !made.incomplete) {
+            old.madeAt = made.madeAt;
+            old.incomplete = false;
+            return old;
+          }
+          this.views.set(key, made);
+          // The same sessions' view before their lists changed will not be asked for again.
+          const before = this.newest.get(family);
+          if (before !== undefined && before !== key) this.views.delete(before);
+          this.newest.set(family, key);
+          return made;
+        },
+        (err: unknown) => {
+          this.making.delete(key);
+          throw err;
+        },
+      );
+      this.making.set(key, making);
+    }
+    return making;
+  }
+
+  private async make(client: string, ts: ActiveToolset | undefined, ups: Upstream[]): Promise<View> {
+    const { servers, failed } = await this.deps.lists.all('tools', ups, NEVER);
     const gov = this.deps.governance();
     const view = buildToolView(
       servers,
@@ -235,7 +283,9 @@ export class Surfaces {
       },
     );
     const announced = ups.every((u) => u.capabilities.tools === undefined || (u.capabilities.tools as Params).listChanged === true);
-    return { ...view, versions, madeAt: Date.now(), announced };
+    const hash = createHash('sha1');
+    for (const [name, { server, tool }] of view.byName) hash.update(`${server}\0${name}\0${JSON.stringify(tool)}\0`);
+    return { ...view, madeAt: Date.now(), announced, incomplete: failed.length > 0, fingerprint: hash.digest('hex') };
   }
 
   // ---- the search surface -----------------------------------------------------------------
@@ -256,9 +306,14 @@ export class Surfaces {
 
   private indexOf(view: View): Promise<ToolIndex> {
     // Built on the next turn, off the request that decided: the answer to tools/list does not wait for it.
-    view.index ??= new Promise((resolve) =>
+    view.index ??= new Promise((resolve, reject) =>
       setImmediate(() => {
-        resolve(ToolIndex.build(searchableTools(view)));
+        try {
+          resolve(ToolIndex.build(searchableTools(view, this.deps.config().surface)));
+        } catch (err) {
+          this.deps.log.error({ err: (err as Error).message }, 'the tool search index could not be built');
+          reject(err);
+        }
       }),
     );
     return view.index;

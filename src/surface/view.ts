@@ -4,9 +4,10 @@
 // (cli/tools.ts) call these same functions, so what the CLI prints is what a host is sent.
 
 import type { SurfaceConfig } from '../config/types.js';
+import { isKeptNumber } from '../jsonrpc/big-numbers.js';
 import type { Matcher } from '../governance/glob.js';
 import type { Params } from '../protocol/mcp.js';
-import { toolViewUris } from '../router/naming.js';
+import { toolViewUris } from '../protocol/apps.js';
 import { callToolDefinition, foundTools, MAX_QUERY_CHARS, searchAnswer, searchToolDefinition, type ServerLine } from './meta-tools.js';
 import type { SearchableTool, ToolIndex } from './search-index.js';
 import { estimateTokens, toolDefinitionText } from './tokens.js';
@@ -69,11 +70,14 @@ export function searchSurfaceTools(surface: SurfaceConfig, view: ToolView, alway
   return tools;
 }
 
-/** The tools search_tools searches: the view's, less the app-only ones. */
-export function searchableTools(view: ToolView): SearchableTool[] {
+/**
+ * The tools search_tools searches: the view's, less the app-only ones and any server tool a
+ * meta-tool's name shadows (search mode cannot call it). `meta`: the meta-tools' names.
+ */
+export function searchableTools(view: ToolView, meta?: Pick<SurfaceConfig, 'searchToolName' | 'callToolName'>): SearchableTool[] {
   const tools: SearchableTool[] = [];
   for (const [name, { server, tool }] of view.byName) {
-    if (appOnly(tool)) continue;
+    if (appOnly(tool) || name === meta?.searchToolName || name === meta?.callToolName) continue;
     tools.push({
       name,
       server,
@@ -93,7 +97,9 @@ export function searchToolResult(surface: SurfaceConfig, view: ToolView, index: 
   if (typeof args !== 'object' || args === null || Array.isArray(args)) {
     return toolError(`${surface.searchToolName} needs arguments {query: string, limit?: integer, server?: string}`);
   }
-  const { query, limit, server } = args as Params;
+  const { query, server } = args as Params;
+  // A number too big for a double arrives kept as its digits (jsonrpc/big-numbers.ts): as many as may be.
+  const limit = isKeptNumber((args as Params).limit) ? (String((args as Params).limit).includes('-') ? 1 : 50) : (args as Params).limit;
   if (typeof query !== 'string' || query.trim() === '') return toolError('query must be a non-empty string: say in words what you want to do');
   if (limit !== undefined && (typeof limit !== 'number' || !Number.isFinite(limit))) return toolError('limit must be a number (1 to 50)');
   if (server !== undefined && typeof server !== 'string') return toolError('server must be a string (a server name)');

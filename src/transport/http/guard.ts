@@ -159,11 +159,13 @@ export class Guard {
    * 400, answered before any session exists. Call after `authenticate`: the message lists the
    * toolsets, which only a client let in may learn.
    */
-  who(query: URLSearchParams, auth: { client: string | undefined; toolset: string | undefined }): WhoResult {
+  who(query: URLSearchParams, auth: { client: string | undefined; toolset: string | undefined }, existingSession = false): WhoResult {
     const named = query.getAll(TOOLSET_PARAM);
     if (named.length > 1) return { ok: false, status: 400, message: `Bad Request: name one toolset, not ${named.length} (?${TOOLSET_PARAM}=)` };
     const asked = named[0];
-    if (asked !== undefined && !Object.hasOwn(this.toolsets, asked)) {
+    // A request of a session already open is compared with the session's own toolset later: a
+    // reload that removed that toolset must not lock its host out of its session (nor out of DELETE).
+    if (asked !== undefined && !existingSession && !Object.hasOwn(this.toolsets, asked)) {
       return { ok: false, status: 400, message: `${UNKNOWN_TOOLSET_REFUSAL}${unknownToolset(asked, this.toolsets)}` };
     }
     return { ok: true, client: auth.client, toolset: asked ?? auth.toolset, asked };
