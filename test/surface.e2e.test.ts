@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { Ajv } from 'ajv';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
-import { closeAll, fixture, startRawMux, waitFor, writeConfig, type RawPeer } from './helpers/harness.js';
+import { closeAll, fixture, ROOT, startRawMux, waitFor, writeConfig, type RawPeer } from './helpers/harness.js';
 import { scrape, total } from './helpers/prom.js';
 import { SEARCH_RESULT_MAX_TOKENS } from '../src/surface/meta-tools.js';
 import { estimateTokens } from '../src/surface/tokens.js';
@@ -195,6 +195,22 @@ describe('auto decides again when a list changes', () => {
     expect(names(tools)).toEqual(['search_tools', 'call_tool']);
     const found = await search(peer, { query: 'added at run time' });
     expect(found.result.structuredContent.tools[0].name).toBe('alpha__added_0');
+  });
+});
+
+describe('weighing a list a host gave up on', () => {
+  it('auto: the walk that weighs the session is cancelled upstream when the only host waiting for it cancels its tools/list', async () => {
+    // Page requests after the 5th are held until a cancellation names one (test/fixtures/endless-upstream.mjs).
+    const endless = { command: process.execPath, args: [`${ROOT}/test/fixtures/endless-upstream.mjs`, JSON.stringify({ holdAfter: 5 })] };
+    const peer = await host({ mcpServers: { endless } });
+    peer.send({ jsonrpc: '2.0', id: 'list', method: 'tools/list', params: {} });
+    // From the moment mcpmux reads the list, one of the walk's page requests is in flight (or held).
+    peer.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'list', reason: 'gave up' } });
+    const count = await peer.request('tools/call', { name: 'endless__count', arguments: {} }, 60_000);
+    const after = JSON.parse(count.result.content[0].text);
+    expect(after.cancelled, JSON.stringify(after)).toBeGreaterThan(0);
+    // Cancelled: the host gets no answer to it (MCP), and mcpmux goes on answering.
+    expect(peer.messages.some((m) => m.id === 'list')).toBe(false);
   });
 });
 

@@ -17,7 +17,7 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Config, ToolsetConfig } from '../config/types.js';
-import { cancelledError, NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
+import { Canceller, cancelledError, NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError } from '../jsonrpc/message.js';
 import { materialise } from '../jsonrpc/opaque.js';
@@ -62,6 +62,13 @@ interface View extends ToolView {
   index?: Promise<ToolIndex>;
 }
 
+/** A view being made, and how many host requests wait for it (Infinity: a refresh nobody cancels). */
+interface Making {
+  made: Promise<View>;
+  cancel: Canceller;
+  waiting: number;
+}
+
 /** A session's decision and the view size it was made on (for /status). */
 export interface SessionSurface extends SurfaceDecision {
   tools?: number;
@@ -84,7 +91,8 @@ export class Surfaces {
   private readonly views = new LRUCache<string, View>({ maxSize: MAX_VIEW_TOOLS, sizeCalculation: (v) => v.byName.size + 1 });
   /** Client, toolset and connections -> the key of its newest view: an older one (older versions) is dropped. */
   private readonly newest = new LRUCache<string, string>({ max: 4096 });
-  private readonly making = new Map<string, Promise<View>>();
+  /** Views being made, with how many host requests wait for each (when all have cancelled, so is the walk). */
+  private readonly making = new Map<string, Making>();
   private readonly decided = new WeakMap<SessionPort, { decision: SessionSurface; view: View | undefined; config: Config }>();
   private readonly ids = new WeakMap<Upstream, number>();
   private nextId = 1;
@@ -227,11 +235,11 @@ export class Surfaces {
     const key = `${family}\0${versions}`;
     const hit = this.views.get(key);
     if (hit) {
-      // Served as it is; checked again beside the request, not in its way.
-      if (this.stale(hit)) void this.build(key, family, session.client, ts, ups).catch(() => {});
+      // Served as it is; checked again beside the request, not in its way (nobody cancels that walk).
+      if (this.stale(hit)) void this.build(key, family, session.client, ts, ups, NEVER).catch(() => {});
       return hit;
     }
-    return raceSignal(this.build(key, family, session.client, ts, ups), signal);
+    return this.build(key, family, session.client, ts, ups, signal);
   }
 
   private stale(view: View): boolean {
@@ -239,40 +247,69 @@ export class Surfaces {
     return (view.incomplete && age > INCOMPLETE_RETRY_MS) || (!view.announced && age > VIEW_FRESH_MS);
   }
 
-  /** Makes the view of `key` (one build at a time per key, shared by whoever asks meanwhile). */
-  private build(key: string, family: string, client: string, ts: ActiveToolset | undefined, ups: Upstream[]): Promise<View> {
-    let making = this.making.get(key);
-    if (!making) {
-      // Not tied to any one host's cancellation (the walks are bounded).
-      making = this.make(client, ts, ups).then(
-        (made) => {
-          this.making.delete(key);
-          const old = this.views.get(key);
-          // The same tools as before: the old view stays (its decisions and its index with it).
-          if (old && old.fingerprint === made.fingerprint && !made.incomplete) {
-            old.madeAt = made.madeAt;
-            old.incomplete = false;
-            return old;
-          }
-          this.views.set(key, made);
-          // The same sessions' view before their lists changed will not be asked for again.
-          const before = this.newest.get(family);
-          if (before !== undefined && before !== key) this.views.delete(before);
-          this.newest.set(family, key);
-          return made;
+  /**
+   * The view of `key`, made once for everyone asking meanwhile. The walk is the requests' own:
+   * when every request waiting for it has been cancelled, it is cancelled too, and the
+   * upstreams hear of it as they would from a host's own tools/list.
+   */
+  private build(key: string, family: string, client: string, ts: ActiveToolset | undefined, ups: Upstream[], signal: CancelSignal): Promise<View> {
+    let m = this.making.get(key);
+    if (!m) {
+      const cancel = new Canceller();
+      const made = this.make(client, ts, ups, cancel).then(
+        (view) => {
+          if (this.making.get(key) === m) this.making.delete(key);
+          return this.keep(key, family, view);
         },
         (err: unknown) => {
-          this.making.delete(key);
+          if (this.making.get(key) === m) this.making.delete(key);
           throw err;
         },
       );
-      this.making.set(key, making);
+      m = { made, cancel, waiting: 0 };
+      this.making.set(key, m);
     }
-    return making;
+    const making = m;
+    if (signal === NEVER) {
+      making.waiting = Infinity;
+      return making.made;
+    }
+    if (signal.aborted) return Promise.reject(cancelledError(signal));
+    making.waiting++;
+    return new Promise((resolve, reject) => {
+      const off = signal.onCancel(() => {
+        reject(cancelledError(signal));
+        if (--making.waiting === 0) {
+          if (this.making.get(key) === making) this.making.delete(key);
+          making.cancel.cancel('every host request waiting for the tool list was cancelled');
+        }
+      });
+      making.made.then(
+        (v) => (off(), resolve(v)),
+        (e: unknown) => (off(), reject(e)),
+      );
+    });
   }
 
-  private async make(client: string, ts: ActiveToolset | undefined, ups: Upstream[]): Promise<View> {
-    const { servers, failed } = await this.deps.lists.all('tools', ups, NEVER);
+  /** A view made: the one kept for `key` (the old one, if it says the same). */
+  private keep(key: string, family: string, made: View): View {
+    const old = this.views.get(key);
+    // The same tools as before: the old view stays (its decisions and its index with it).
+    if (old && old.fingerprint === made.fingerprint && !made.incomplete) {
+      old.madeAt = made.madeAt;
+      old.incomplete = false;
+      return old;
+    }
+    this.views.set(key, made);
+    // The same sessions' view before their lists changed will not be asked for again.
+    const before = this.newest.get(family);
+    if (before !== undefined && before !== key) this.views.delete(before);
+    this.newest.set(family, key);
+    return made;
+  }
+
+  private async make(client: string, ts: ActiveToolset | undefined, ups: Upstream[], signal: CancelSignal): Promise<View> {
+    const { servers, failed } = await this.deps.lists.all('tools', ups, signal);
     const gov = this.deps.governance();
     const view = buildToolView(
       servers,
@@ -324,23 +361,4 @@ export class Surfaces {
     if (id === undefined) this.ids.set(up, (id = this.nextId++));
     return id;
   }
-}
-
-/** `p`, or the signal's reason once it aborts (the shared work goes on for others). */
-function raceSignal<T>(p: Promise<T>, signal: CancelSignal): Promise<T> {
-  if (signal === NEVER) return p;
-  if (signal.aborted) return Promise.reject(cancelledError(signal));
-  return new Promise((resolve, reject) => {
-    const off = signal.onCancel(() => reject(cancelledError(signal)));
-    p.then(
-      (v) => {
-        off();
-        resolve(v);
-      },
-      (e: unknown) => {
-        off();
-        reject(e);
-      },
-    );
-  });
 }
