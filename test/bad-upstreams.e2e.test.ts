@@ -180,7 +180,9 @@ describe('a late answer to a request mcpmux gave up on', () => {
 
 describe('a huge tools/list from an upstream', () => {
   it('20 000 tools in one ~6 MB page (under limits.maxMessageBytes): every one reaches the host, once, and both upstreams serve', async () => {
-    const { peer, metrics } = await mux({ limits: { maxMessageBytes: 8 * MB } }, { bad: bad({ tools: 20_000, toolPad: 250 }), good: fixture({ name: 'good' }) });
+    // Surface "all": the whole 20 000-tool list is what is checked (under the default "auto" a
+    // session seeing more than 40 tools gets the search surface instead).
+    const { peer, metrics } = await mux({ limits: { maxMessageBytes: 8 * MB }, surface: { mode: 'all' } }, { bad: bad({ tools: 20_000, toolPad: 250 }), good: fixture({ name: 'good' }) });
     const names = await listAll(peer);
     const bads = names.filter((n) => n.startsWith('bad__'));
     expect(bads).toHaveLength(20_001);
@@ -198,9 +200,11 @@ describe('a huge tools/list from an upstream', () => {
    * `servers` puts "bad" (its tools/list answer ~340 KB) beside "good" under a 64 KB limit. The
    * good tool is called first, before any list (its name is resolved by walking the lists), then
    * the tools are listed twice: 3 oversized answers, said once, counted 3 times.
+   * Surface "all", so each host list is one walk of the upstream lists: under the default
+   * "auto" the first list also walks them once more to weigh the session's view (4 answers).
    */
   async function oversizedList(servers: (b: object) => object): Promise<void> {
-    const { peer, metrics } = await mux({}, servers(bad({ tools: 2000, toolPad: 100 })));
+    const { peer, metrics } = await mux({ surface: { mode: 'all' } }, servers(bad({ tools: 2000, toolPad: 100 })));
     await goodStillServes(peer);
     for (let i = 0; i < 2; i++) {
       const names = await listAll(peer);

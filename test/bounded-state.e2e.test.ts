@@ -15,7 +15,13 @@ const adminPort = (peer: RawPeer) => waitFor(() => /"port":(\d+)[^\n]*"msg":"adm
 
 describe('the public-name index', () => {
   it('an upstream listing ever-new names across list_changed: a server keeps at most 100 000 names, the least recently listed go (said once), what it lists now still routes', async () => {
-    const config = await writeConfig({ mcpServers: { bad: { command: process.execPath, args: [BAD, JSON.stringify({ tools: 10_000 })] } }, limits: { maxMessageBytes: 8 * 1024 * 1024 } });
+    // Surface "all": the whole 10 001-tool list is counted (under the default "auto" a session
+    // seeing more than 40 tools gets the search surface instead).
+    const config = await writeConfig({
+      mcpServers: { bad: { command: process.execPath, args: [BAD, JSON.stringify({ tools: 10_000 })] } },
+      limits: { maxMessageBytes: 8 * 1024 * 1024 },
+      surface: { mode: 'all' },
+    });
     const peer = startRawMux(config, { args: ['--admin-port', '0'] });
     await peer.initialize();
     const port = await adminPort(peer);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expandEnv, jsonPointer } from '../src/config/expand.js';
 import { loadConfig, parseConfig } from '../src/config/load.js';
-import { nearest } from '../src/config/suggest.js';
+import { nearest, unknownToolset } from '../src/config/suggest.js';
 import { secretVariable } from '../src/config/secrecy.js';
 import { ConfigError, type ConfigIssue, type RemoteServerConfig, type StdioServerConfig } from '../src/config/types.js';
 
@@ -631,6 +631,84 @@ describe('loadConfig: keys that would do nothing are refused', () => {
     const unknown = 'no client named "ci": clients are the names in listen.auth.tokens, and "anonymous" for sessions without a token';
     expect(await issuesOf({ ...servers, policy: { clients: { ci: { deny: ['*'] } } } })).toEqual([{ path: '/policy/clients/ci', message: unknown }]);
     expect(await issuesOf({ ...servers, rateLimits: [{ client: 'ci', perMinute: 1 }] })).toEqual([{ path: '/rateLimits/0/client', message: unknown }]);
+  });
+});
+
+describe('loadConfig: surface and toolsets (issue 20)', () => {
+  const servers = { mcpServers: { a: { command: 'x' } } };
+
+  it('fills every surface default, and keeps a toolset as written', async () => {
+    const c = await load({ ...servers, surface: { alwaysVisible: ['a__read'] }, toolsets: { coding: { tools: ['a__*'], surface: 'all' }, docs: { tools: ['d__*'] } } });
+    expect(c.surface).toEqual({
+      mode: 'auto',
+      maxDirectTools: 40,
+      maxDirectTokens: 15000,
+      nativeSearchClients: ['claude-code', 'copilot*'],
+      alwaysVisible: ['a__read'],
+      searchLimit: 8,
+      searchToolName: 'search_tools',
+      callToolName: 'call_tool',
+    });
+    expect(c.toolsets).toEqual({ coding: { tools: ['a__*'], surface: 'all' }, docs: { tools: ['d__*'] } });
+    // Without the keys: the same defaults, and no toolsets.
+    const bare = await load(servers);
+    expect(bare.surface).toEqual({ ...c.surface, alwaysVisible: [] });
+    expect(bare.toolsets).toEqual({});
+    // A token client may name a toolset.
+    const withToken = await load({ ...servers, toolsets: { coding: { tools: ['a__*'] } }, listen: { auth: { tokens: [{ client: 'ci', tokenEnv: 'CI_TOKEN', toolset: 'coding' }] } } }, { CI_TOKEN: 'ci-secret' });
+    expect(withToken.listen.auth.tokens).toEqual([{ client: 'ci', tokenEnv: 'CI_TOKEN', token: 'ci-secret', admin: false, toolset: 'coding' }]);
+  });
+
+  it('refuses bad surface values at their path', async () => {
+    const cases: [object, string, string][] = [
+      [{ mode: 'sometimes' }, '/surface/mode', 'must be one of "auto", "all", "search", got "sometimes"'],
+      [{ maxDirectTools: -1 }, '/surface/maxDirectTools', 'must be >= 0, got -1'],
+      [{ searchLimit: 0 }, '/surface/searchLimit', 'must be >= 1, got 0'],
+      [{ searchLimit: 51 }, '/surface/searchLimit', 'must be <= 50, got 51'],
+      [{ unknownKey: true }, '/surface/unknownKey', 'unknown key "unknownKey"'],
+      [{ maxDirectTokns: 5 }, '/surface/maxDirectTokns', 'unknown key "maxDirectTokns" (did you mean "maxDirectTokens"?)'],
+      [{ serchLimit: 5 }, '/surface/serchLimit', 'unknown key "serchLimit" (did you mean "searchLimit"?)'],
+      [{ searchToolName: 'find', callToolName: 'find' }, '/surface/callToolName', 'must differ from surface.searchToolName (both are "find")'],
+      // The defaults collide too when only one is renamed onto the other.
+      [{ searchToolName: 'call_tool' }, '/surface/callToolName', 'must differ from surface.searchToolName (both are "call_tool")'],
+    ];
+    for (const [surface, path, message] of cases) expect(await issuesOf({ ...servers, surface }), JSON.stringify(surface)).toEqual([{ path, message }]);
+    expect(await issuesOf({ ...servers, surfce: {} })).toEqual([{ path: '/surfce', message: 'unknown key "surfce" (did you mean "surface"?)' }]);
+  });
+
+  it('refuses bad toolsets at their path', async () => {
+    expect(await issuesOf({ ...servers, toolsets: { x: { tools: [] } } })).toEqual([{ path: '/toolsets/x/tools', message: 'must NOT have fewer than 1 items' }]);
+    expect(await issuesOf({ ...servers, toolsets: { x: { tools: ['a__*'], surface: 'bogus' } } })).toEqual([
+      { path: '/toolsets/x/surface', message: 'must be one of "auto", "all", "search", got "bogus"' },
+    ]);
+    expect(await issuesOf({ ...servers, toolsets: { x: {} } })).toEqual([{ path: '/toolsets/x/tools', message: 'missing required key "tools"' }]);
+    expect(await issuesOf({ ...servers, toolsets: { x: { tool: ['a__*'] } } })).toEqual([
+      { path: '/toolsets/x/tools', message: 'missing required key "tools"' },
+      { path: '/toolsets/x/tool', message: 'unknown key "tool" (did you mean "tools"?)' },
+    ]);
+    // Reported once, at the name. (The message still says "server name": the schema-error
+    // wording of propertyNames predates toolsets; only its path and advice are pinned here.)
+    const named = await issuesOf({ ...servers, toolsets: { 'my set': { tools: ['a__*'] } } });
+    expect(named).toHaveLength(1);
+    expect(named[0]!.path).toBe('/toolsets/my set');
+    expect(named[0]!.message).toMatch(/^invalid \w+ name "my set": use only letters, digits, "_", "\." and "-"$/);
+  });
+
+  it('refuses a token client naming an unknown toolset, with the nearest name', async () => {
+    const env = { CI_TOKEN: 'ci-secret' };
+    const token = (toolset: string) => ({ listen: { auth: { tokens: [{ client: 'ci', tokenEnv: 'CI_TOKEN', toolset }] } } });
+    const toolsets = { coding: { tools: ['a__*'] }, docs: { tools: ['d__*'] } };
+    expect(await issuesOf({ ...servers, toolsets, ...token('codng') }, env)).toEqual([
+      { path: '/listen/auth/tokens/0/toolset', message: 'no toolset named "codng" (did you mean "coding"?); toolsets: coding, docs' },
+    ]);
+    expect(await issuesOf({ ...servers, toolsets, ...token('zzzzzz') }, env)).toEqual([
+      { path: '/listen/auth/tokens/0/toolset', message: 'no toolset named "zzzzzz"; toolsets: coding, docs' },
+    ]);
+    expect(await issuesOf({ ...servers, ...token('coding') }, env)).toEqual([
+      { path: '/listen/auth/tokens/0/toolset', message: 'no toolset named "coding": the config defines no "toolsets"' },
+    ]);
+    // The message is the one --toolset and ?toolset= give (src/config/suggest.ts).
+    expect(unknownToolset('codng', toolsets)).toBe('no toolset named "codng" (did you mean "coding"?); toolsets: coding, docs');
   });
 });
 

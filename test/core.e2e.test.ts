@@ -35,6 +35,12 @@ type ListMethod = keyof typeof LIST_KEY;
 /** `mcpServers` entries: fixture(), everything() or plain objects with extra mcpmux keys. */
 type Servers = Record<string, object>;
 const config = (mcpServers: Servers, extra: object = {}) => ({ mcpServers, ...extra });
+/**
+ * For tests that check the whole merged tools/list: surface "all". Under the default "auto", a
+ * session seeing more than 40 tools (three fixtures; or two, once add_tool adds one) gets the
+ * search surface (search_tools, call_tool) instead of the list (issue 20).
+ */
+const WHOLE_LIST = { surface: { mode: 'all' } };
 /** Fixture servers keyed by name, each named after its key (so URIs say fixture://<key>/...). */
 const fixtures = (...names: string[]): Servers => Object.fromEntries(names.map((n) => [n, fixture({ name: n })]));
 
@@ -84,7 +90,7 @@ const renamed = (expected: Record<string, any>, key: string, value: string) => (
 
 describe('core: one SDK client over two fixtures and server-everything', () => {
   it('lists, calls, reads and gets prompts across alpha, beta and server-everything', async () => {
-    const { client } = await startMux(config({ ...fixtures('alpha', 'beta'), every: everything() }));
+    const { client } = await startMux(config({ ...fixtures('alpha', 'beta'), every: everything() }, WHOLE_LIST));
 
     const tools = (await client.listTools()).tools.map((t) => t.name);
     expect(tools).toEqual(expect.arrayContaining(['alpha__tool_0', 'alpha__echo', 'beta__tool_2', 'beta__whoami', 'every__echo', 'every__get-sum']));
@@ -131,7 +137,7 @@ describe('core: merged pagination', () => {
   it('tools/list merges 250 tools paged 7 per page (plus a second upstream), each exactly once, one upstream page per host page', async () => {
     const events = tempFile('alpha.jsonl');
     const { client } = await startMux(
-      config({ alpha: fixture({ name: 'alpha', tools: 250, pageSize: 7, events }), beta: fixture({ name: 'beta', tools: 4 }) }),
+      config({ alpha: fixture({ name: 'alpha', tools: 250, pageSize: 7, events }), beta: fixture({ name: 'beta', tools: 4 }) }, WHOLE_LIST),
     );
     const pages = await listPages(client, 'tools/list');
     const names = pages.flat().map((t) => t.name);
@@ -594,7 +600,7 @@ describe('core: long names', () => {
 describe('core: list_changed, concurrency and failures', () => {
   it('notifications/tools/list_changed after add_tool reaches the host and the next list shows alpha__added_0', async () => {
     let changed = 0;
-    const { client } = await startMux(config(fixtures('alpha', 'beta')), {
+    const { client } = await startMux(config(fixtures('alpha', 'beta'), WHOLE_LIST), {
       beforeConnect: (c) => c.setNotificationHandler(ToolListChangedNotificationSchema, () => void changed++),
     });
     const before = (await client.listTools()).tools.map((t) => t.name); // fills any cache

@@ -25,8 +25,8 @@ async function liveHeap(child: ChildProcess, stderr: () => string): Promise<numb
   return Number(used);
 }
 
-async function mux(servers: object, env: Record<string, string> = {}): Promise<RawPeer> {
-  const peer = startRawMux(await writeConfig({ mcpServers: servers }), { env });
+async function mux(servers: object, env: Record<string, string> = {}, extra: object = {}): Promise<RawPeer> {
+  const peer = startRawMux(await writeConfig({ mcpServers: servers, ...extra }), { env });
   // initialize waits for the upstreams to start: on a busy machine that may take longer than
   // the harness's default 5 s for a response.
   const init = await peer.request('initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'endless-test', version: '0' } }, 30_000);
@@ -82,7 +82,10 @@ describe('an upstream whose lists never end', () => {
 
   it("a host's cancellation ends the walk: the page in flight is cancelled upstream and no page is asked for after it", async () => {
     // List requests after the 5th are held until a cancellation: the walk is surely under way.
-    const peer = await mux({ endless: endless({ holdAfter: 5 }) });
+    // Surface "all": the host's first tools/list is one merged page, as this test needs. Under
+    // the default "auto" that list first walks the whole (endless) catalogue to weigh it, a walk
+    // no host cancels, which the held 6th page stops until the upstream's request timeout.
+    const peer = await mux({ endless: endless({ holdAfter: 5 }) }, {}, { surface: { mode: 'all' } });
     // The host's own first page publishes `count`, so asking the fixture walks nothing.
     expect((await peer.request('tools/list')).result.nextCursor).toEqual(expect.any(String));
     peer.send({ jsonrpc: '2.0', id: 'walk', method: 'tools/call', params: { name: 'endless__nope', arguments: {} } });

@@ -103,7 +103,9 @@ describe('long values pass through byte for byte', () => {
   });
 
   it('a long string inside a tool definition arrives whole in tools/list (lists are always parsed)', async () => {
-    const { client } = await startMux(fx);
+    // Surface "all": the added tool's 200 KB definition is far over surface.maxDirectTokens, so
+    // under the default "auto" this session would get the search surface instead of the list.
+    const { client } = await startMux({ ...fx, surface: { mode: 'all' } });
     await client.callTool({ name: 'fx__add_tool', arguments: { note: TRICKY } });
     const { tools } = await client.listTools();
     expect(tools.find((t) => t.name === 'fx__added_0')?.inputSchema.$comment === TRICKY).toBe(true);

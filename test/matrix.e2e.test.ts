@@ -62,6 +62,9 @@ beforeAll(async () => {
       ms: { command: process.execPath, args: [MODERN_FIXTURE, 'stdio', JSON.stringify({ events: tempFile('ms.jsonl') })] },
       mh: { url: `http://127.0.0.1:${port}/mcp` },
     },
+    // Every host checks each upstream's tool in the whole list: surface "all" (the four upstreams
+    // offer more than 40 tools, so under the default "auto" a host would get the search surface).
+    surface: { mode: 'all' },
   });
   d = await startDaemon(config);
 }, 60_000);
