@@ -200,13 +200,16 @@ function toIssue(e: ErrorObject, secrets: string[]): ConfigIssue {
       return { path: `${e.instancePath}/${pointerSegment(key)}`, message: `missing required key ${JSON.stringify(key)}` };
     }
     case 'propertyNames': {
-      // Only used for server names.
+      // Server names and toolset names.
       const key = String(p.propertyName);
+      const toolset = e.instancePath === '/toolsets';
       return {
         path: `${e.instancePath}/${pointerSegment(key)}`,
-        message: `invalid server name ${JSON.stringify(key)}: use only letters, digits, "_", "." and "-"`,
+        message: `invalid ${toolset ? 'toolset' : 'server'} name ${JSON.stringify(key)}: use only letters, digits, "_", "." and "-"${toolset ? ' (at most 64)' : ''}`,
       };
     }
+    case 'minItems':
+      return { path: at, message: `must list at least ${String(p.limit)} item${p.limit === 1 ? '' : 's'}` };
     case 'type':
       return { path: at, message: `expected ${Array.isArray(p.type) ? p.type.join(' or ') : String(p.type)}, got ${typeName(e.data)}` };
     case 'enum':
