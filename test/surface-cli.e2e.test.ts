@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { closeAll, fixture, looseSchema, MUX_BIN, startMux, WAIT_MS, writeConfig } from './helpers/harness.js';
+import type { SurfaceCost, TokenReport } from '../src/cli/tools.js';
 
 const running = new Set<ChildProcess>();
 afterEach(async () => {
@@ -48,27 +49,7 @@ const CONFIG = {
   },
 };
 
-interface Decision {
-  mode: 'all' | 'search';
-  reason: string;
-}
-interface SurfaceCost {
-  toolset: string | null;
-  configured: string;
-  all: { tools: number; tokens: number; estimate: number };
-  search: { tools: number; tokens: number; names: string[] };
-  auto: Decision;
-  given: Decision;
-}
-interface TokenReport {
-  encoding: string;
-  client: string;
-  toolset?: string;
-  servers: { server: string; tools: number; tokens: number }[];
-  total: { tools: number; tokens: number };
-  tools: { name: string; server: string; tokens: number }[];
-  surfaces: SurfaceCost[];
-}
+
 
 async function json<T>(args: string[], env: Record<string, string> = {}): Promise<T> {
   const r = await mcpmux(args, env);

@@ -216,8 +216,11 @@ describe('?toolset= on /mcp, /sse and /ws (no tokens)', () => {
     const other = await list(`${d.url}?toolset=a`);
     expect(other.status).toBe(400);
     expect(((await other.json()) as { error: { message: string } }).error.message).toMatch(/opened with toolset "b", not "a"/);
+    // On a session already open, a name is compared with the session's own (so a toolset a reload
+    // removed does not lock its host out): an unknown one is another toolset, refused the same way.
     const unknown = await list(`${d.url}?toolset=zzz`);
-    await expectUnknown(unknown);
+    expect(unknown.status).toBe(400);
+    expect(((await unknown.json()) as { error: { message: string } }).error.message).toMatch(/opened with toolset "b", not "zzz"/);
     for (const url of [d.url, `${d.url}?toolset=b`]) {
       const r = await list(url);
       expect(r.status).toBe(200);
@@ -371,6 +374,29 @@ describe('a reload that changes toolsets and tokens', () => {
     expect((await names(after)).every((n) => n.startsWith('alpha__'))).toBe(true);
     // The session opened before the reload still has toolset b.
     expect(await names(before)).toEqual(beta);
+  }, 60_000);
+});
+
+describe('a reload that removes a toolset', () => {
+  it('a /mcp session opened with it keeps working (it sees no tools) and can still be ended; new sessions naming it get the 400', async () => {
+    const file = await writeConfig(config);
+    const d = await startDaemon(file);
+    defer(() => d.stop());
+    const url = `${d.url}?toolset=b`;
+    const transport = new StreamableHTTPClientTransport(new URL(url));
+    const open = await legacy(transport);
+    expect((await names(open)).every((n) => n.startsWith('beta__'))).toBe(true);
+    writeFileSync(file, JSON.stringify({ ...config, toolsets: { a: toolsets.a } }, null, 2));
+    d.child.kill('SIGHUP');
+    await waitFor(() => /"msg":"config reloaded"/.test(d.stderr()), { what: 'the reload applied', timeoutMs: WAIT_MS });
+    // Its lists changed (list_changed was sent); what it may see now is nothing.
+    expect(await names(open)).toEqual([]);
+    // DELETE of the session, with ?toolset=b in its URL: accepted (the SDK throws on a refusal).
+    await transport.terminateSession();
+    expect(transport.sessionId).toBeUndefined();
+    const refused = await post(url, initialize());
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(/no toolset named "b".*; toolsets: a$/);
   }, 60_000);
 });
 
