@@ -25,7 +25,8 @@ const PLAIN = /^[a-z]+$/;
 // remembered, bounded like the term memo below; a token longer than any real identifier (a
 // hostile server's 4 KB run of letters) is split each time, not kept.
 const TOKEN_MEMO_MAX = 20_000;
-const TOKEN_MEMO_CHARS = 64;
+/** Longest token or word either memo keeps: no real identifier or word is longer. */
+const MEMO_KEY_CHARS = 64;
 const tokenMemo = new Map<string, readonly string[]>();
 
 /** The words of one token (a run of letters and digits that is not plain lower-case). */
@@ -43,7 +44,7 @@ function tokenWords(token: string): readonly string[] {
       for (const part of w.replace(DIGIT_BOUNDARY, '$1$2 ').split(' ')) if (part !== '') out.push(part);
     }
   }
-  if (token.length > TOKEN_MEMO_CHARS) return out;
+  if (token.length > MEMO_KEY_CHARS) return out;
   if (tokenMemo.size >= TOKEN_MEMO_MAX) tokenMemo.clear();
   tokenMemo.set(token, out);
   return out;
@@ -146,7 +147,8 @@ for (const group of SYNONYM_GROUPS) {
 }
 
 // Stemming is most of the cost of building an index, and tool text repeats the same few hundred
-// words, so each word's term is remembered. Bounded: cleared when full, never grows past it.
+// words, so each word's term is remembered. Bounded: cleared when full, never grows past it, and
+// a word longer than MEMO_KEY_CHARS (a hostile server's 4 KB run of letters) is not kept.
 const MEMO_MAX = 20_000;
 const memo = new Map<string, string | null>();
 
@@ -159,6 +161,7 @@ export function term(word: string): string | undefined {
     const stem = /^[a-z]+$/.test(word) ? stemmer(word) : word;
     out = CANONICAL.get(stem) ?? stem;
   }
+  if (word.length > MEMO_KEY_CHARS) return out ?? undefined;
   if (memo.size >= MEMO_MAX) memo.clear();
   memo.set(word, out);
   return out ?? undefined;
