@@ -22,6 +22,7 @@ import type { Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError } from '../jsonrpc/message.js';
 import { materialise } from '../jsonrpc/opaque.js';
 import type { Logger } from '../observe/logger.js';
+import { isObject } from '../objects.js';
 import type { Params } from '../protocol/mcp.js';
 import { compileGlobs, type Matcher } from '../governance/glob.js';
 import { decideBySize, decideWithoutList, type SurfaceDecision } from '../surface/decide.js';
@@ -164,12 +165,12 @@ export class Surfaces {
     const view = this.decided.get(session)!.view!;
     if (name === searchToolName) return { answer: await this.search(view, params) };
     const args = params.arguments;
-    if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+    if (!isObject(args)) {
       throw new RpcError(ErrorCode.InvalidParams, `Invalid params: ${callToolName} needs arguments {name: string, arguments?: object}`);
     }
-    const inner = args as Params;
+    const inner = args;
     if (typeof inner.name !== 'string') throw new RpcError(ErrorCode.InvalidParams, `Invalid params: ${callToolName}'s arguments.name must be a string (the tool's name)`);
-    if (inner.arguments !== undefined && (typeof inner.arguments !== 'object' || inner.arguments === null || Array.isArray(inner.arguments))) {
+    if (inner.arguments !== undefined && !isObject(inner.arguments)) {
       throw new RpcError(ErrorCode.InvalidParams, `Invalid params: ${callToolName}'s arguments.arguments must be an object (the tool's arguments)`);
     }
     if (inner.name === searchToolName || inner.name === callToolName) {

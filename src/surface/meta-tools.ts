@@ -7,6 +7,7 @@
 // it, and a compact text rendering for the many that hand the model `content` only. It stays
 // under a token budget.
 
+import { isObject } from '../objects.js';
 import type { Params } from '../protocol/mcp.js';
 import type { SearchHit } from './search-index.js';
 import { estimateTokens } from './tokens.js';
@@ -33,8 +34,6 @@ const BUDGET_BY_ESTIMATE = Math.floor(SEARCH_RESULT_MAX_TOKENS * 0.95);
 /** Characters of a description shown in the text rendering (structuredContent has it whole). */
 const TEXT_DESCRIPTION_CHARS = 300;
 const TEXT_PARAM_CHARS = 80;
-/** Longest query read; the index reads at most 64 terms of it anyway (terms.ts). */
-export const MAX_QUERY_CHARS = 2048;
 
 const SEARCH_OUTPUT_SCHEMA = {
   type: 'object',
@@ -179,10 +178,6 @@ export function foundTools(hits: readonly SearchHit[], byName: ReadonlyMap<strin
     if (t) out.push({ name: h.tool.name, server: t.server, tool: t.tool });
   }
   return out;
-}
-
-function isObject(v: unknown): v is Params {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function oneLine(s: string): string {

@@ -7,6 +7,7 @@
 // pipeline runs on the tools and on the request. docs/search.md describes the weights.
 import MiniSearch from 'minisearch';
 import { queryTerms, terms } from './terms.js';
+import { isObject } from '../objects.js';
 
 export interface SearchableTool {
   name: string;
@@ -175,8 +176,4 @@ function firstSentence(description: string): string {
 
 function str(v: unknown): string {
   return typeof v === 'string' ? v : '';
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -5,10 +5,12 @@
 
 import type { SurfaceConfig } from '../config/types.js';
 import { isKeptNumber } from '../jsonrpc/big-numbers.js';
+import { isObject } from '../objects.js';
 import type { Matcher } from '../governance/glob.js';
 import type { Params } from '../protocol/mcp.js';
 import { toolViewUris } from '../protocol/apps.js';
-import { callToolDefinition, foundTools, MAX_QUERY_CHARS, searchAnswer, searchToolDefinition, type ServerLine } from './meta-tools.js';
+import { callToolDefinition, foundTools, searchAnswer, searchToolDefinition, type ServerLine } from './meta-tools.js';
+import { MAX_QUERY_CHARS } from './terms.js';
 import type { SearchableTool, ToolIndex } from './search-index.js';
 import { estimateTokens, toolDefinitionText } from './tokens.js';
 
@@ -94,7 +96,7 @@ export function searchableTools(view: ToolView, meta?: Pick<SurfaceConfig, 'sear
  * (isError) a model can act on. `index`: ToolIndex.build(searchableTools(view)).
  */
 export function searchToolResult(surface: SurfaceConfig, view: ToolView, index: ToolIndex, args: unknown): Params {
-  if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+  if (!isObject(args)) {
     return toolError(`${surface.searchToolName} needs arguments {query: string, limit?: integer, server?: string}`);
   }
   const { query, server } = args as Params;
