@@ -13,6 +13,18 @@ export function compileGlobs(globs: readonly string[]): Matcher {
   return (name) => re.test(name);
 }
 
+const compiled = new WeakMap<readonly string[], Matcher>();
+
+/**
+ * compileGlobs of a list that lives as long as its config (a toolset's tools, surface lists),
+ * compiled once per list: a reload's new config brings new lists, and the old ones go with it.
+ */
+export function globsOf(globs: readonly string[]): Matcher {
+  let m = compiled.get(globs);
+  if (!m) compiled.set(globs, (m = compileGlobs(globs)));
+  return m;
+}
+
 /** allow/deny with deny winning. */
 export function compileAllowDeny(list: { allow: readonly string[]; deny: readonly string[] }): Matcher {
   const allow = compileGlobs(list.allow);

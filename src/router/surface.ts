@@ -24,7 +24,7 @@ import { materialise } from '../jsonrpc/opaque.js';
 import type { Logger } from '../observe/logger.js';
 import { isObject } from '../objects.js';
 import type { Params } from '../protocol/mcp.js';
-import { compileGlobs, type Matcher } from '../governance/glob.js';
+import { globsOf, type Matcher } from '../governance/glob.js';
 import { decideBySize, decideWithoutList, type SurfaceDecision } from '../surface/decide.js';
 import { aboutServer } from '../surface/meta-tools.js';
 import { ToolIndex } from '../surface/search-index.js';
@@ -97,8 +97,6 @@ export class Surfaces {
   private readonly decided = new WeakMap<SessionPort, { decision: SessionSurface; view: View | undefined; config: Config }>();
   private readonly ids = new WeakMap<Upstream, number>();
   private nextId = 1;
-  private toolsetMatchers = new WeakMap<ToolsetConfig, Matcher>();
-  private alwaysMatchers = new WeakMap<readonly string[], Matcher>();
 
   constructor(private readonly deps: SurfaceDeps) {}
 
@@ -110,9 +108,7 @@ export class Surfaces {
     const config = Object.hasOwn(toolsets, name) ? toolsets[name] : undefined;
     // A reload that removed the toolset: the session sees nothing rather than everything.
     if (!config) return { name, config: { tools: [] }, allows: () => false };
-    let allows = this.toolsetMatchers.get(config);
-    if (!allows) this.toolsetMatchers.set(config, (allows = compileGlobs(config.tools)));
-    return { name, config, allows };
+    return { name, config, allows: globsOf(config.tools) };
   }
 
   /** Refuses a tool outside the session's toolset, as the issue asks: -32602 naming why. */
@@ -128,7 +124,7 @@ export class Surfaces {
    * at once, without a turn, where no list needs weighing (mode "all", a host that searches itself).
    */
   list(session: SessionPort, params: Params, signal: CancelSignal): Promise<Result | undefined> | undefined {
-    if (this.fixedAll(session)) return undefined;
+    if (this.withoutList(session, this.deps.config(), this.toolset(session))?.mode === 'all') return undefined;
     return this.decide(session, signal).then((decision) => {
       if (decision.mode === 'all') return undefined;
       if (params.cursor !== undefined) throw new RpcError(ErrorCode.InvalidParams, 'Invalid cursor: the search surface lists its tools on one page');
@@ -136,14 +132,17 @@ export class Surfaces {
     });
   }
 
-  private fixedAll(session: SessionPort): boolean {
-    const config = this.deps.config();
-    const ts = this.toolset(session);
+  /**
+   * The decision that needs no list (a fixed mode, a host that searches itself), or undefined
+   * when auto must weigh the session's view. An "all" is recorded for /status here: no view follows.
+   */
+  private withoutList(session: SessionPort, config: Config, ts: ActiveToolset | undefined): SurfaceDecision | undefined {
     const fixed = decideWithoutList(config.surface, ts?.name, ts?.config, session.clientInfo?.name);
-    if (fixed?.mode !== 'all') return false;
-    const prev = this.decided.get(session);
-    if (prev?.config !== config || prev.decision.reason !== fixed.reason) this.decided.set(session, { decision: fixed, view: undefined, config });
-    return true;
+    if (fixed?.mode === 'all') {
+      const prev = this.decided.get(session);
+      if (prev?.config !== config || prev.decision.reason !== fixed.reason) this.decided.set(session, { decision: fixed, view: undefined, config });
+    }
+    return fixed;
   }
 
   /** Whether a tools/call names a meta-tool (then `route` says what it means). */
@@ -209,13 +208,9 @@ export class Surfaces {
   private async decide(session: SessionPort, signal: CancelSignal): Promise<SessionSurface> {
     const config = this.deps.config();
     const ts = this.toolset(session);
-    const clientName = session.clientInfo?.name;
-    const fixed = decideWithoutList(config.surface, ts?.name, ts?.config, clientName);
+    const fixed = this.withoutList(session, config, ts);
+    if (fixed?.mode === 'all') return fixed;
     const prev = this.decided.get(session);
-    if (fixed?.mode === 'all') {
-      if (prev?.config !== config || prev.decision.mode !== 'all' || prev.decision.reason !== fixed.reason) this.decided.set(session, { decision: fixed, view: undefined, config });
-      return fixed;
-    }
     const view = await this.view(session, ts, signal);
     if (prev && prev.view === view && prev.config === config) return prev.decision;
     const size = { tools: view.byName.size, tokens: view.tokens };
@@ -331,9 +326,7 @@ export class Surfaces {
   /** The meta-tools, then every tool listed in search mode too: alwaysVisible ones and MCP Apps tools. */
   private searchList(view: View): Params[] {
     const { surface } = this.deps.config();
-    let always = this.alwaysMatchers.get(surface.alwaysVisible);
-    if (!always) this.alwaysMatchers.set(surface.alwaysVisible, (always = compileGlobs(surface.alwaysVisible)));
-    return searchSurfaceTools(surface, view, always);
+    return searchSurfaceTools(surface, view, globsOf(surface.alwaysVisible));
   }
 
   private async search(view: View, params: Params): Promise<Result> {

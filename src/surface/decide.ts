@@ -3,7 +3,7 @@
 // session may see go in; a decision and the reason a person reads in /status come out.
 
 import type { SurfaceConfig, SurfaceMode, ToolsetConfig } from '../config/types.js';
-import { compileGlobs, type Matcher } from '../governance/glob.js';
+import { globsOf } from '../governance/glob.js';
 
 export type Surface = 'all' | 'search';
 
@@ -25,14 +25,10 @@ export function configuredMode(surface: SurfaceConfig, toolset: ToolsetConfig | 
   return toolset?.surface ?? surface.mode;
 }
 
-const hostMatchers = new WeakMap<readonly string[], Matcher>();
-
 /** Whether the host says it is one that searches tools itself (surface.nativeSearchClients). */
 export function searchesItself(surface: SurfaceConfig, clientName: unknown): boolean {
   if (typeof clientName !== 'string' || clientName === '') return false;
-  let m = hostMatchers.get(surface.nativeSearchClients);
-  if (!m) hostMatchers.set(surface.nativeSearchClients, (m = compileGlobs(surface.nativeSearchClients)));
-  return m(clientName);
+  return globsOf(surface.nativeSearchClients)(clientName);
 }
 
 /**
