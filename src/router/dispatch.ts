@@ -161,9 +161,11 @@ export class Dispatch {
     return this.adaptResult(session, up, rewriteToolResult, result);
   }
 
-  private async toolsList(session: SessionPort, params: Params, signal: CancelSignal): Promise<Result> {
+  private toolsList(session: SessionPort, params: Params, signal: CancelSignal): Promise<Result> {
+    const page = (): Promise<Result> => this.lists.page('tools', session.client, this.resolve.live(session), params, signal, this.surface.toolset(session));
+    // Mode "all" settles without a turn of its own: the list is the merged page, as before surfaces.
     const own = this.surface.list(session, params, signal);
-    return (own && (await own)) ?? this.lists.page('tools', session.client, this.resolve.live(session), params, signal, this.surface.toolset(session));
+    return own ? own.then((answer) => answer ?? page()) : page();
   }
 
   /** The host that started a task owns it, until the upstream may forget it (its ttl; null: no limit but the caps). */

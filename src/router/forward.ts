@@ -130,7 +130,7 @@ async function send(usage: Usage, call: Call): Promise<Result> {
       opaque: call.opaque,
       // A 2026-07-28 server learns, per request, what the host it serves can be asked.
       hostCapabilities: session?.clientCapabilities,
-      ...(call.onResult && { onResult: call.onResult }),
+      onResult: call.onResult,
     });
     publishUpstreamRequest(t0, up.name, call.method, session?.id);
     return result;

@@ -367,6 +367,14 @@ export class Upstream {
           }
         : undefined;
     const outer = opts.onResult;
+    const onResult =
+      taskProgress && outer
+        ? (res: Params): void => {
+            taskProgress(res);
+            outer(res);
+          }
+        : (taskProgress ?? outer);
+    // Plain properties (no conditional spreads): this object is made for every request.
     const sent = ep.request(id, method, params, {
       signal: opts.signal,
       onProgress,
@@ -374,12 +382,7 @@ export class Upstream {
       opaque: opts.opaque,
       timeoutMs: this.config.timeoutMs,
       maxTotalMs: this.deps.timeouts().maxMs,
-      ...((taskProgress || outer) && {
-        onResult: (res: Params) => {
-          taskProgress?.(res);
-          outer?.(res);
-        },
-      }),
+      onResult,
     });
     let pending = modern ? sent.then(fromModern) : sent;
     if (http && method === 'tools/list') pending = pending.then((r) => this.learnHeaderParams(r));
