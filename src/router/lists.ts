@@ -134,15 +134,15 @@ export class Lists {
   }
 
   /**
-   * Every item of a list as hosts are shown it, all pages of every live upstream walked, in
-   * config order (`mcpmux tools`). A server whose list cannot be read to its end is left out
-   * and said in `failed`. `servers` holds the same items by server (`mcpmux tools --tokens`).
+   * Every item of a list as hosts are shown it, all pages of every live upstream walked, by
+   * server in config order (`mcpmux tools`, a session's view). A server whose list cannot be
+   * read to its end is left out and said in `failed`.
    */
   async all(
     list: ListName,
     ups: readonly Upstream[],
     signal: CancelSignal,
-  ): Promise<{ items: Params[]; servers: { server: string; items: Params[] }[]; failed: WalkFailure[] }> {
+  ): Promise<{ servers: { server: string; items: Params[] }[]; failed: WalkFailure[] }> {
     const kind = this.kinds[list];
     const offered = offering(kind, ups);
     const walked = await Promise.all(
@@ -160,7 +160,6 @@ export class Lists {
       }),
     );
     return {
-      items: walked.flatMap((w) => w.items),
       servers: walked.filter((w) => !w.failed).map((w) => ({ server: w.server, items: w.items })),
       failed: walked.flatMap((w) => (w.failed ? [w.failed] : [])),
     };

@@ -354,9 +354,10 @@ export class Router {
    * whose lists could not be read to the end (bounded walks, upstream/paging.ts).
    */
   async allTools(client: string): Promise<{ tools: Params[]; servers: { server: string; tools: Params[] }[]; failed: WalkFailure[] }> {
-    const { items, servers, failed } = await this.lists.all('tools', this.resolve.live(undefined), NEVER);
+    const { servers, failed } = await this.lists.all('tools', this.resolve.live(undefined), NEVER);
     const allowed = (t: Params) => this.governance.clientAllows(client, 'tools', t.name as string);
-    return { tools: items.filter(allowed), servers: servers.map((s) => ({ server: s.server, tools: s.items.filter(allowed) })), failed };
+    const shown = servers.map((s) => ({ server: s.server, tools: s.items.filter(allowed) }));
+    return { tools: shown.flatMap((s) => s.tools), servers: shown, failed };
   }
 
   // ---- host requests ------------------------------------------------------------------
