@@ -31,6 +31,8 @@ export interface Who {
 }
 export type WhoResult = ({ ok: true } & Who) | { ok: false; status: 400; message: string };
 
+const NO_NAMES: readonly string[] = [];
+
 /** The query parameter that picks a session's toolset on /mcp, /sse and /ws. */
 export const TOOLSET_PARAM = 'toolset';
 /** How the 400 for a `?toolset=` the config does not define begins (`mcpmux connect` looks for it). */
@@ -159,8 +161,9 @@ export class Guard {
    * 400, answered before any session exists. Call after `authenticate`: the message lists the
    * toolsets, which only a client let in may learn.
    */
-  who(query: URLSearchParams, auth: { client: string | undefined; toolset: string | undefined }, existingSession = false): WhoResult {
-    const named = query.getAll(TOOLSET_PARAM);
+  who(query: string, auth: { client: string | undefined; toolset: string | undefined }, existingSession = false): WhoResult {
+    // Most requests carry no query at all: nothing to parse.
+    const named = query === '' ? NO_NAMES : new URLSearchParams(query).getAll(TOOLSET_PARAM);
     if (named.length > 1) return { ok: false, status: 400, message: `Bad Request: name one toolset, not ${named.length} (?${TOOLSET_PARAM}=)` };
     const asked = named[0];
     // A request of a session already open is compared with the session's own toolset later: a

@@ -173,7 +173,7 @@ export class HttpServer {
     if (!auth.ok) return sendError(res, auth.status, HttpRpcCode.Transport, auth.message, { 'www-authenticate': auth.challenge });
     // /messages belongs to a session /sse opened (with its toolset); it names none itself.
     if (path === MESSAGES_PATH) return this.run((rq, rs) => this.sse.post(rq, rs, auth.client, query), req, res);
-    const who = this.guard.who(new URLSearchParams(query), auth, path === '/mcp' && req.headers['mcp-session-id'] !== undefined);
+    const who = this.guard.who(query, auth, path === '/mcp' && req.headers['mcp-session-id'] !== undefined);
     if (!who.ok) return sendError(res, who.status, HttpRpcCode.Transport, who.message);
 
     switch (path) {

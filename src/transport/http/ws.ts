@@ -12,7 +12,7 @@ import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
 import type { Guard } from './guard.js';
 import { HttpRpcCode } from './respond.js';
-import { queryOf } from './url.js';
+import { splitTarget } from './url.js';
 import { parseWsMessage, sendOverWs, WS_CLOSE_GRACE_MS, WS_SUBPROTOCOL } from '../ws-frames.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
 import { Backlog, maxBacklogBytes, unsentBytes } from '../backlog.js';
@@ -120,7 +120,7 @@ export class WsEndpoint {
     const auth = guard.authenticate(req);
     if (!auth.ok) return refuse(socket, 401, auth.message, { 'www-authenticate': auth.challenge });
     // The upgrade URL's `?toolset=` (else the token's) is the session's, for its whole life.
-    const who = guard.who(queryOf(req), auth);
+    const who = guard.who(splitTarget(req.url ?? '/').query, auth);
     if (!who.ok) return refuse(socket, who.status, who.message);
     const offered = req.headers['sec-websocket-protocol'];
     if (offered !== undefined && !offered.split(',').some((p) => p.trim() === WS_SUBPROTOCOL)) {
