@@ -63,11 +63,13 @@ interface View extends ToolView {
   index?: Promise<ToolIndex>;
 }
 
-/** A view being made, and how many host requests wait for it (Infinity: a refresh nobody cancels). */
+/** A view being made, and who waits for it. */
 interface Making {
   made: Promise<View>;
   cancel: Canceller;
+  /** Host requests waiting for it; a background refresh (`held`) is never cancelled. */
   waiting: number;
+  held: boolean;
 }
 
 /** A session's decision and the view size it was made on (for /status). */
@@ -249,36 +251,39 @@ export class Surfaces {
    * upstreams hear of it as they would from a host's own tools/list.
    */
   private build(key: string, family: string, client: string, ts: ActiveToolset | undefined, ups: Upstream[], signal: CancelSignal): Promise<View> {
-    let m = this.making.get(key);
-    if (!m) {
+    if (signal.aborted) return Promise.reject(cancelledError(signal));
+    let making = this.making.get(key);
+    if (!making) {
       const cancel = new Canceller();
+      const done = (): void => {
+        if (this.making.get(key) === making) this.making.delete(key);
+      };
       const made = this.make(client, ts, ups, cancel).then(
-        (view) => {
-          if (this.making.get(key) === m) this.making.delete(key);
-          return this.keep(key, family, view);
-        },
+        (view) => (done(), this.keep(key, family, view)),
         (err: unknown) => {
-          if (this.making.get(key) === m) this.making.delete(key);
+          done();
           throw err;
         },
       );
-      m = { made, cancel, waiting: 0 };
-      this.making.set(key, m);
+      making = { made, cancel, waiting: 0, held: false };
+      this.making.set(key, making);
     }
-    const making = m;
+    return this.wait(key, making, signal);
+  }
+
+  /** `making`'s view for one waiter; the last host request to give up cancels the walk. */
+  private wait(key: string, making: Making, signal: CancelSignal): Promise<View> {
     if (signal === NEVER) {
-      making.waiting = Infinity;
+      making.held = true;
       return making.made;
     }
-    if (signal.aborted) return Promise.reject(cancelledError(signal));
     making.waiting++;
     return new Promise((resolve, reject) => {
       const off = signal.onCancel(() => {
         reject(cancelledError(signal));
-        if (--making.waiting === 0) {
-          if (this.making.get(key) === making) this.making.delete(key);
-          making.cancel.cancel('every host request waiting for the tool list was cancelled');
-        }
+        if (--making.waiting > 0 || making.held) return;
+        if (this.making.get(key) === making) this.making.delete(key);
+        making.cancel.cancel('every host request waiting for the tool list was cancelled');
       });
       making.made.then(
         (v) => (off(), resolve(v)),
