@@ -11,6 +11,18 @@ import { countTokens } from '../src/surface/tokens.js';
 import { SEARCH_RESULT_MAX_TOKENS } from '../src/surface/meta-tools.js';
 import { exitWithin, ROOT, tempDir } from './helpers/harness.js';
 
+/** Runs a bench/surface script with --json and `args`; its output parsed (exit 0 required). */
+async function benchJson(script: string, args: string[]): Promise<any> {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bench/surface', script), '--json', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+  child.stderr.on('data', (c: Buffer) => (err += c.toString('utf8')));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  expect(await exitWithin(child, exited, 60_000), err).toBe(0);
+  return JSON.parse(out);
+}
+
 interface Server {
   name: string;
   package: string;
@@ -122,16 +134,7 @@ describe('bench/surface/recall.mjs', () => {
         ],
       }),
     );
-    const child = spawn(process.execPath, [path.join(ROOT, 'bench/surface/recall.mjs'), '--json', '--engine', 'baseline', '--catalogue', catalogue, '--queries', qfile], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
-    child.stderr.on('data', (c: Buffer) => (err += c.toString('utf8')));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    expect(await exitWithin(child, exited, 60_000), err).toBe(0);
-    const r = JSON.parse(out);
+    const r = await benchJson('recall.mjs', ['--engine', 'baseline', '--catalogue', catalogue, '--queries', qfile]);
     expect(r.engine).toBe('baseline');
     expect(r.corpus).toMatchObject({ servers: 2, tools: 4, serversFailed: ['gone'] });
     expect(r.queries).toEqual({ total: 5, scored: 4, skipped: 1 });
@@ -177,14 +180,7 @@ describe('bench/surface/token-surface.mjs', () => {
       }),
     );
     writeFileSync(qfile, JSON.stringify({ queries: [{ query: 'read a file', kind: 'direct', expect: ['fs__read_file'] }, { query: 'open an issue', kind: 'paraphrase', expect: ['gh__create_issue'] }] }));
-    const child = spawn(process.execPath, [path.join(ROOT, 'bench/surface/token-surface.mjs'), '--json', '--catalogue', catalogue, '--queries', qfile], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
-    child.stderr.on('data', (c: Buffer) => (err += c.toString('utf8')));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    expect(await exitWithin(child, exited, 60_000), err).toBe(0);
-    const r = JSON.parse(out);
+    const r = await benchJson('token-surface.mjs', ['--catalogue', catalogue, '--queries', qfile]);
     expect(r.corpus).toEqual({ servers: 2, tools: 3, wholeDefinitions: true });
     let exact = 0;
     for (const d of definitions) exact += await countTokens(JSON.stringify(d));

@@ -61,17 +61,6 @@ function rawAnswer(peer: RawPeer, id: string): string {
   return line!.replace(key, '"id":"*"');
 }
 
-/** Every line of an audit file, parsed. */
-function auditLines(file: string): any[] {
-  let text = '';
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch {
-    return [];
-  }
-  return text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l));
-}
-
 const upstreamCalls = (events: string, tool: string) => readEvents(events).filter((e) => e.type === 'request' && e.method === 'tools/call' && e.params?.name === tool);
 const adminPort = (peer: RawPeer) => waitFor(() => /"port":(\d+)[^\n]*"msg":"admin listening"/.exec(peer.stderr())?.[1], { what: 'admin port' });
 
@@ -103,7 +92,7 @@ describe('search surface: governance judges the tool call_tool names', () => {
     expect(found).not.toContain('beta__echo');
 
     const lines = await waitFor(() => {
-      const all = auditLines(audit).filter((l) => l.method === 'tools/call');
+      const all = readEvents(audit).filter((l) => l.method === 'tools/call');
       return all.length >= 4 && all;
     }, { what: 'audit lines of the four calls' });
     const viaLine = lines.find((l) => l.id === viaId);
