@@ -11,6 +11,7 @@ import type { ItemKind } from '../router/forward.js';
 import { NameIndex, wrapUri } from '../router/naming.js';
 import { nextCursorOf, walkPages } from '../upstream/paging.js';
 import type { Upstream } from '../upstream/upstream.js';
+import { probeStore } from '../store/store.js';
 import { loadOrReport, startedRouter, tolerateClosedStdout, type GlobalOptions } from './runtime.js';
 
 export interface CheckOptions extends GlobalOptions {
@@ -32,10 +33,16 @@ export async function runCheck(opts: CheckOptions): Promise<number> {
   }
   if (!opts.probe) return strictFailed ? 1 : 0;
 
-  // Unavailable servers were listed above, on stdout: not warned about again in the log.
-  const { router } = await startedRouter(config, opts, { unavailable: true });
-  const denied = new DeniedCount(config);
   let failed = 0;
+  if (config.store) {
+    // The URL is never printed: it may hold a password.
+    const why = await probeStore(config.store);
+    if (why) failed++;
+    process.stdout.write(`  store: ${why ? `Redis unreachable: ${printable(why)}` : 'Redis reachable'}\n`);
+  }
+  // Unavailable servers were listed above, on stdout: not warned about again in the log.
+  const { router, store } = await startedRouter(config, opts, { unavailable: true });
+  const denied = new DeniedCount(config);
   try {
     for (const up of router.list()) {
       const { ok, line } = await describe(up, denied);
@@ -48,6 +55,7 @@ export async function runCheck(opts: CheckOptions): Promise<number> {
     }
   } finally {
     await router.close();
+    await store?.close();
   }
   return failed || strictFailed ? 1 : 0;
 }

@@ -18,6 +18,7 @@ import { unavailableLine } from '../router/merge.js';
 import { Router } from '../router/router.js';
 import { HostSession } from '../session/host-session.js';
 import { ParkedCalls } from '../session/parked.js';
+import { SharedStore } from '../store/store.js';
 import { Reloader } from './reload.js';
 import type { OperatorRoutes } from '../transport/http/admin.js';
 import type { Transport } from '../transport/transport.js';
@@ -36,6 +37,8 @@ export interface Runtime {
   router: Router;
   /** Tool-definition pins (governance/pins.ts). */
   pins: ToolPins;
+  /** The shared store (Redis) when the config has `store`; close it after the router. */
+  store: SharedStore | undefined;
   /** A host session on a new host connection, with the config's limits (client: from its token). */
   /** `who`: the token's client and the session's toolset (both checked by the caller). */
   openSession(transport: Transport, kind: HostTransport, who?: SessionOwner, stateless?: boolean): HostSession;
@@ -88,6 +91,8 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
   const log = createLogger(opts.logLevel ?? config.logLevel ?? 'info', config.secrets, logOutput(opts.logFormat));
   if (!quiet.unavailable) warnUnavailable(log, config);
   let router: Router | undefined;
+  // Connects in the background: a Redis down at start is reported (once) and waited for, never fatal.
+  const store = config.store && new SharedStore(config.store, log.child({ component: 'store' }));
   const pinnedOf = (c: Config) => new Set(c.servers.filter((s) => s.pinTools).map((s) => s.name));
   const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
   let governance = createGovernance(config, pins);
@@ -127,6 +132,7 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
     log,
     router,
     pins,
+    store,
     openSession,
     reconfigure,
   };
@@ -257,11 +263,11 @@ export function addMetricsRoute(routes: OperatorRoutes, metrics: Metrics): void 
  * For one-shot commands (`check --probe`, `tools`): a router with every upstream started and
  * answered (or failed), logging only warnings unless asked otherwise. The caller closes it.
  */
-export async function startedRouter(config: Config, opts: GlobalOptions, quiet: { unavailable?: boolean } = {}): Promise<{ router: Router; pins: ToolPins }> {
-  const { router, pins } = createRuntime(config, { ...opts, logLevel: opts.logLevel ?? 'warn' }, quiet);
+export async function startedRouter(config: Config, opts: GlobalOptions, quiet: { unavailable?: boolean } = {}): Promise<{ router: Router; pins: ToolPins; store: SharedStore | undefined }> {
+  const { router, pins, store } = createRuntime(config, { ...opts, logLevel: opts.logLevel ?? 'warn' }, quiet);
   router.start();
   await router.ready();
-  return { router, pins };
+  return { router, pins, store };
 }
 
 /**

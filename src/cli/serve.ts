@@ -81,7 +81,11 @@ export async function runServe(opts: ServeOptions): Promise<number> {
       }
       // An upstream mcpmux gave up on (a crash loop) makes the daemon not ready: it needs an admin.
       const gaveUp = upstreams['given up'] !== undefined;
-      return { ready: started && !gaveUp, ...(gaveUp && { status: 'degraded' }), detail: { upstreams } };
+      // A store that is down does not take the daemon out of the balancer: every daemon shares
+      // it, so all would go; what needs it fails (or is skipped) as store.onError says.
+      const store = runtime.store?.health;
+      const degraded = gaveUp || store === 'down';
+      return { ready: started && !gaveUp, ...(degraded && { status: 'degraded' }), detail: { upstreams, ...(store && { store }) } };
     },
   });
   const reloader = reloaderFor(runtime, observers, (next) =>
@@ -114,6 +118,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     log.error({ err: (err as Error).message, code: (err as NodeJS.ErrnoException).code, host, port: port ?? config.listen.port, hint: why }, 'cannot listen');
     unwatchLogins();
     pins.close();
+    await runtime.store?.close();
     await observers.close();
     return 1;
   }
@@ -135,6 +140,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     await server.close();
     await router.close();
     pins.close();
+    await runtime.store?.close();
     await observers.close();
     log.info('stopped');
   });

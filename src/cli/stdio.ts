@@ -94,6 +94,7 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
     connected = false;
     await router.close();
     pins.close();
+    await runtime.store?.close();
     await observers.close();
     await admin?.close();
   });

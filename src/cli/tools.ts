@@ -68,7 +68,7 @@ export async function runTools(opts: ToolsOptions): Promise<number> {
       process.stderr.write(`mcpmux: client ${client}'s sessions get toolset "${own}" (its token in listen.auth.tokens); --toolset names another\n`);
     }
   }
-  const { router, pins } = await startedRouter(config, opts);
+  const { router, pins, store } = await startedRouter(config, opts);
   try {
     const listed = await router.allTools(client);
     const { failed: unread } = listed;
@@ -131,6 +131,7 @@ export async function runTools(opts: ToolsOptions): Promise<number> {
   } finally {
     pins.close();
     await router.close();
+    await store?.close();
   }
 }
 

@@ -36,6 +36,9 @@ const RESTART_ONLY: [string, (c: Config) => unknown][] = [
   ['limits.maxMessageBytes', (c) => c.limits.maxMessageBytes],
   ['namespace', (c) => c.namespace],
   ['metrics', (c) => c.metrics],
+  // The store's connection and the cluster's identity are set up once, at start.
+  ['store', (c) => c.store],
+  ['cluster', (c) => c.cluster],
 ];
 
 export function planReload(old: Config, next: Config): ReloadPlan {
@@ -95,6 +98,8 @@ export function inForce(old: Config, next: Config): Config {
     limits: { ...next.limits, maxMessageBytes: old.limits.maxMessageBytes },
     namespace: old.namespace,
     metrics: old.metrics,
+    store: old.store,
+    cluster: old.cluster,
   };
 }
 

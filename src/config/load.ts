@@ -23,6 +23,8 @@ import {
   ConfigError,
   DEFAULTS,
   type ClientToken,
+  type ClusterConfig,
+  type StoreConfig,
   type Config,
   type ConfigIssue,
   type GlobList,
@@ -85,6 +87,8 @@ interface RawConfig {
   logLevel?: string;
   pinTools?: boolean;
   secrets?: string[];
+  store?: { redis?: { url?: string; keyPrefix?: string }; onError?: 'closed' | 'open'; secretEnv?: string };
+  cluster?: { advertiseUrl?: string; secretEnv?: string; drainMs?: number };
 }
 
 /** Reads and loads a config file. Throws `ConfigError` with every issue found. */
@@ -392,6 +396,8 @@ function build(
     issue('/metrics/toolLabelLimit', 'applies only when metrics.toolLabel is true');
   }
 
+  const { store, cluster } = sharedState(raw, env, clean, issue);
+
   const auditPath = raw.audit?.path;
   return {
     path: file,
@@ -431,8 +437,68 @@ function build(
       maxRateLimitKeys: raw.limits?.maxRateLimitKeys ?? DEFAULTS.maxRateLimitKeys,
     },
     logLevel: raw.logLevel,
+    store,
+    cluster,
     secrets: [],
   };
+}
+
+/** The shortest secret accepted for store.secretEnv and cluster.secretEnv (e.g. `openssl rand -hex 32` gives 64). */
+const MIN_SECRET_CHARS = 32;
+
+/** `store` and `cluster`: the schema checked the shapes; here, what it cannot (URLs, variables). */
+function sharedState(
+  raw: RawConfig,
+  env: NodeJS.ProcessEnv,
+  clean: (p: string) => boolean,
+  issue: (path: string, message: string) => void,
+): { store: StoreConfig | undefined; cluster: ClusterConfig | undefined } {
+  const secretFrom = (at: string, name: string): string | undefined => {
+    const v = env[name];
+    if (v === undefined || v === '') issue(at, `environment variable ${name} is ${v === undefined ? 'not set' : 'empty'}`);
+    else if (v.length < MIN_SECRET_CHARS) issue(at, `environment variable ${name} holds ${v.length} characters; use at least ${MIN_SECRET_CHARS} (e.g. openssl rand -hex 32)`);
+    else return v;
+    return undefined;
+  };
+  let store: StoreConfig | undefined;
+  const rs = raw.store;
+  if (rs && clean('/store') && rs.redis?.url !== undefined) {
+    const url = rs.redis.url;
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(url);
+    } catch {
+      // The URL may hold a password: never echoed.
+      issue('/store/redis/url', 'is not a URL (redis://host:port/db or rediss:// for TLS)');
+    }
+    if (parsed && parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') issue('/store/redis/url', `must start with redis:// or rediss:// (TLS), not ${parsed.protocol}//`);
+    else if (parsed && !parsed.hostname) issue('/store/redis/url', 'names no host');
+    else if (parsed && parsed.pathname.length > 1 && !/^\/\d{1,2}$/.test(parsed.pathname)) issue('/store/redis/url', 'the path must be a database number (/0 to /15)');
+    const secret = rs.secretEnv === undefined ? undefined : secretFrom('/store/secretEnv', rs.secretEnv);
+    store = {
+      redis: { url, keyPrefix: rs.redis.keyPrefix ?? 'mcpmux:' },
+      onError: rs.onError ?? 'closed',
+      ...(rs.secretEnv !== undefined && { secretEnv: rs.secretEnv }),
+      ...(secret !== undefined && { secret }),
+    };
+  }
+  let cluster: ClusterConfig | undefined;
+  const rc = raw.cluster;
+  if (rc && clean('/cluster') && rc.advertiseUrl !== undefined && rc.secretEnv !== undefined) {
+    if (!rs) issue('/cluster', 'needs store: the daemons of a cluster share their state, and find each other, in Redis');
+    let advertiseUrl = rc.advertiseUrl;
+    try {
+      const u = new URL(rc.advertiseUrl);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') issue('/cluster/advertiseUrl', `must be an http:// or https:// URL, not ${u.protocol}//`);
+      else if ((u.pathname !== '/' && u.pathname !== '') || u.search || u.hash || u.username || u.password) issue('/cluster/advertiseUrl', 'must be the base URL of the main listener only (scheme, host and port), with no path, query or credentials');
+      advertiseUrl = u.origin;
+    } catch {
+      issue('/cluster/advertiseUrl', `is not a URL: ${JSON.stringify(rc.advertiseUrl)}`);
+    }
+    const secret = secretFrom('/cluster/secretEnv', rc.secretEnv);
+    cluster = { advertiseUrl, secretEnv: rc.secretEnv, secret: secret ?? '', drainMs: rc.drainMs ?? 10_000 };
+  }
+  return { store, cluster };
 }
 
 interface ServerContext {
@@ -603,6 +669,9 @@ function collectSecrets(config: Config, fromEnv: string[], named: ReadonlySet<st
     }
   }
   for (const t of config.listen.auth.tokens) all.add(t.token);
+  // The store's URL may carry a password; the shared keys are secrets through and through.
+  if (config.store) for (const v of [...urlSecrets(config.store.redis.url), config.store.secret]) if (v) all.add(v);
+  if (config.cluster) all.add(config.cluster.secret);
   all.delete('');
   return [...all];
 }

@@ -203,6 +203,10 @@ export interface Config {
    */
   timeouts: { requestMs: number; maxMs: number; startupMs: number; startupWaitMs: number };
   limits: { maxMessageBytes: number; maxInFlightPerSession: number; maxSessions: number; maxSessionsPerClient: number; maxSessionUpstreams: number; maxRateLimitKeys: number };
+  /** State shared with other daemons through Redis (store/); undefined: this process alone. */
+  store: StoreConfig | undefined;
+  /** This daemon is one of several behind a load balancer (cluster/); needs `store`. */
+  cluster: ClusterConfig | undefined;
   logLevel: string | undefined;
   /**
    * The values loggers and the audit log scrub from every line: `${VAR}` values that are secret
@@ -211,6 +215,24 @@ export interface Config {
    * secrets and client tokens. Not every `${VAR}`: folders and words stay readable.
    */
   secrets: string[];
+}
+
+export interface StoreConfig {
+  redis: { url: string; keyPrefix: string };
+  /** closed: what needs the store fails while it is down; open: limits skipped, pins and logins as last seen. */
+  onError: 'closed' | 'open';
+  /** The variable named by `secretEnv` and its value: the key logins are encrypted with (absent: logins stay in files). */
+  secretEnv?: string;
+  secret?: string;
+}
+
+export interface ClusterConfig {
+  /** How the other daemons reach this one (origin only, no trailing slash). */
+  advertiseUrl: string;
+  secretEnv: string;
+  /** The shared secret's value: authenticates forwarding, signs requestState. */
+  secret: string;
+  drainMs: number;
 }
 
 /** One problem in a config file, located by JSON path (`/mcpServers/fs/args/0`). */

@@ -28,6 +28,8 @@ export const MuxError = {
   RateLimited: -31005,
   /** A pinned tool whose definition changed (or that is new) is held until an admin approves it. */
   ToolChanged: -31006,
+  /** What the call needs lives in the shared store (Redis), which is unreachable, and store.onError is "closed". */
+  StoreUnavailable: -31007,
 } as const;
 
 export const cancelProtocol: CancelProtocol = {
