@@ -84,7 +84,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
       // A store that is down does not take the daemon out of the balancer: every daemon shares
       // it, so all would go; what needs it fails (or is skipped) as store.onError says.
       const store = runtime.store?.health;
-      const degraded = gaveUp || store === 'down';
+      const degraded = gaveUp || (started && store === 'down');
       return { ready: started && !gaveUp, ...(degraded && { status: 'degraded' }), detail: { upstreams, ...(store && { store }) } };
     },
   });

@@ -191,13 +191,15 @@ async function quit(r: Redis): Promise<void> {
  */
 export async function probeStore(config: StoreConfig, timeoutMs = 3_000): Promise<string | undefined> {
   const r = new Redis(config.redis.url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: timeoutMs, commandTimeout: timeoutMs, retryStrategy: () => null });
-  r.on('error', () => {});
+  // connect() rejects with "Connection is closed"; the reason (ECONNREFUSED, WRONGPASS...) comes as an event.
+  let cause: Error | undefined;
+  r.on('error', (err: Error) => (cause ??= err));
   try {
     await r.connect();
     await r.ping();
     return undefined;
   } catch (err) {
-    return describe(err as Error);
+    return describe(cause ?? (err as Error));
   } finally {
     r.disconnect();
   }

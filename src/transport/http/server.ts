@@ -95,7 +95,7 @@ export class HttpServer {
     this.adminRoutes = new OperatorRoutes(log);
     addHealthRoutes(this.adminRoutes, () => {
       const r = opts.readiness();
-      const status = this.draining ? 'draining' : r.ready ? 'ready' : (r.status ?? 'starting');
+      const status = this.draining ? 'draining' : (r.status ?? (r.ready ? 'ready' : 'starting'));
       return { ready: r.ready && !this.draining, status, sessions: this.registry.size, detail: r.detail };
     });
 
