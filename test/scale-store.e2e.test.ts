@@ -100,11 +100,13 @@ describe('a store that cannot be reached', () => {
     // Reconnect attempts do not fill the log: one line for the outage.
     await new Promise((r) => setTimeout(r, 1_500));
     expect(d.stderr().match(/the shared store \(Redis\) is unreachable/g)).toHaveLength(1);
+    expect(await (await fetch(`${d.base}/metrics`)).text()).toMatch(/^mcpmux_store_up 0$/m);
 
     await startRedis({ port });
     await waitFor(async () => (await readyz()).detail.store === 'up', { what: 'store up in /readyz' });
     expect((await readyz()).status).toBe('ready');
     expect(d.stderr()).toContain('the shared store (Redis) is reachable again');
+    expect(await (await fetch(`${d.base}/metrics`)).text()).toMatch(/^mcpmux_store_up 1$/m);
     expect((await d.stop()).code).toBe(0);
   });
 });

@@ -99,6 +99,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   };
   observers.metrics!.countIdleSessions(idleByTransport);
   observers.metrics!.countSurfaces(() => router.surfaceGroups());
+  if (runtime.store) observers.metrics!.countStore(() => runtime.store!.health);
   addMetricsRoute(server.adminRoutes, observers.metrics!);
   addStatusRoutes(server.adminRoutes, router, {
     configPath: config.path,

@@ -83,6 +83,8 @@ export class Metrics {
   private readonly subscriptions: [string, (msg: unknown) => void][] = [];
   private idleSessions: () => Iterable<[string, number]> = () => [];
   private surfaces: () => Iterable<SurfaceCount> = () => [];
+  /** The shared store's health, when there is one (undefined: no store, no series). */
+  private storeHealth: () => string | undefined = () => undefined;
 
   constructor(private readonly opts: MetricsOptions) {
     const registers = [this.registry];
@@ -153,6 +155,16 @@ export class Metrics {
         for (const c of most.values()) surfaceTokens.set({ client: c.client, toolset: c.toolset ?? '' }, c.tokens!);
       },
     });
+    const storeUp: Gauge = new Gauge({
+      name: 'mcpmux_store_up',
+      help: 'With store configured: 1 while the shared store (Redis) answers, 0 while it is unreachable (what needs it fails or is skipped, as store.onError says).',
+      registers,
+      collect: () => {
+        const h = this.storeHealth();
+        storeUp.reset();
+        if (h !== undefined) storeUp.set(h === 'up' ? 1 : 0);
+      },
+    });
     this.sessionsOpened = new Counter({ name: 'mcpmux_sessions_opened_total', help: 'Host sessions opened.', labelNames: ['transport'], registers });
     this.sessionDuration = new Histogram({
       name: 'mcpmux_session_duration_seconds',
@@ -217,6 +229,11 @@ export class Metrics {
   /** Where mcpmux_surface_* are read from at scrape time (the router's sessions). */
   countSurfaces(fn: () => Iterable<SurfaceCount>): void {
     this.surfaces = fn;
+  }
+
+  /** Where mcpmux_store_up is read from at scrape time. */
+  countStore(fn: () => string | undefined): void {
+    this.storeHealth = fn;
   }
 
   /** Starts listening on the bus. Subscribe before upstreams start, so their states are seen. */
