@@ -54,8 +54,11 @@ async function member(): Promise<Member> {
 
 beforeAll(async () => {
   redis = await startRedis();
-  [A, B, C] = await Promise.all([member(), member(), member()]);
-}, 60_000);
+  // One after the other: three cold starts at once on a loaded 2-core machine can each take long.
+  A = await member();
+  B = await member();
+  C = await member();
+}, 90_000);
 
 afterAll(async () => {
   await stopAllDaemons();
@@ -242,6 +245,61 @@ describe('a 2026-07-28 host needs no affinity: a retry on another daemon is forw
     // Nothing was redeemed: the real retry resumes the call.
     const [done] = await messages(await call(C, { retry: state }));
     expect(done.result.resultType).toBe('complete');
+  }, 60_000);
+});
+
+describe('through the forward, as on the owner', () => {
+  it('the host closing the retry\'s response on B cancels the call on A (its upstream is told to stop)', async () => {
+    const events = () => readEvents(A.events);
+    const abortedBefore = events().filter((e) => e.type === 'aborted').length;
+    const [first] = await messages(
+      await fetch(A.d.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${TOKENS.MUX_A}`, 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': TOOL },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 'held', method: 'tools/call', params: { name: TOOL, arguments: { steps: 1, hold: true }, _meta: meta('held-1') } }),
+      }),
+    );
+    const ac = new AbortController();
+    const res = await fetch(B.d.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${TOKENS.MUX_A}`, 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': TOOL },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'held-retry', method: 'tools/call', params: { name: TOOL, arguments: { steps: 1, hold: true }, _meta: meta('held-2'), requestState: first.result.requestState, inputResponses: ACCEPT } }),
+      signal: ac.signal,
+    });
+    expect(res.headers.get(ANSWERED_BY)).toBe(A.id);
+    // The first progress notice (A's upstream working on) arrives through B; then the host gives up.
+    const reader = res.body!.getReader();
+    let seen = '';
+    while (!seen.includes('notifications/progress')) seen += new TextDecoder().decode((await reader.read()).value);
+    expect(seen).toContain('"progressToken":"held-2"');
+    ac.abort();
+    await waitFor(() => events().filter((e) => e.type === 'aborted').length > abortedBefore, { what: 'the upstream on A told to stop', timeoutMs: WAIT_MS });
+  }, 60_000);
+});
+
+describe('Redis down', () => {
+  it('a retry on another daemon is still forwarded (the owner\'s address is in the signed token); /status says the list cannot be read; back, the daemons register again', async () => {
+    const state = await park(A);
+    await redis.kill();
+    try {
+      const s = await waitFor(async () => {
+        const got = await status(B);
+        return got.cluster.store.health === 'down' ? got : undefined;
+      }, { what: 'B sees the store down', timeoutMs: WAIT_MS });
+      expect(s.cluster.daemons).toBeNull();
+      expect(s.cluster.error).toMatch(/^cannot read the cluster's daemons from the shared store/);
+      const res = await call(B, { retry: state });
+      expect(res.headers.get(ANSWERED_BY)).toBe(A.id);
+      const [done] = await messages(res);
+      expect(JSON.parse(done.result.content[0].text)).toEqual({ action: 'accept', content: { go: true } });
+    } finally {
+      await redis.restart();
+    }
+    // A Redis that lost everything (no persistence) learns the daemons again from their next heartbeats.
+    await waitFor(async () => {
+      const got = await status(C);
+      return got.cluster.store.health === 'up' && got.cluster.daemons?.length === 3 ? true : undefined;
+    }, { what: 'three daemons listed again', timeoutMs: WAIT_MS });
   }, 60_000);
 });
 
