@@ -30,6 +30,7 @@ import type { Logger } from '../../observe/logger.js';
 import type { Params } from '../../protocol/mcp.js';
 import { openToken, type Payload } from '../../session/parked.js';
 import { sendWire } from './respond.js';
+import { splitTarget } from './url.js';
 
 /** The stamp on a request one daemon forwards to another. */
 export const FORWARDED_HEADER = 'x-mcpmux-forwarded';
@@ -106,15 +107,23 @@ export class ClusterForward {
     const base = known?.advertiseUrl ?? owner.u;
     let target: URL;
     try {
-      target = new URL(req.url ?? '/mcp', base);
+      // The owner's origin with this request's path and query only (routed here, the path is /mcp).
+      const { path, query } = splitTarget(req.url ?? '/mcp');
+      target = new URL(base ?? '');
+      target.pathname = path;
+      target.search = query;
     } catch {
       return gone(res, id, owner, 'its address is unknown');
     }
+    // The host gave up while the owner was looked up: nothing to resume for it.
+    if (res.destroyed) return;
     const ts = String(Date.now());
+    // Signed as the owner will see it (the URL parser may have normalised the host's target).
+    const path = target.pathname + target.search;
     const headers: OutgoingHttpHeaders = {
       ...relayed(req.headers),
       'content-length': body.length,
-      [FORWARDED_HEADER]: `v1 ${this.opts.self.id} ${ts} ${this.stamp(this.opts.self.id, ts, 'POST', req.url ?? '/mcp', body)}`,
+      [FORWARDED_HEADER]: `v1 ${this.opts.self.id} ${ts} ${this.stamp(this.opts.self.id, ts, 'POST', path, body)}`,
     };
     this.opts.log.debug({ owner: owner.o, url: target.origin }, 'forwarding a retry to the daemon that holds its call');
     await new Promise<void>((resolve) => {
@@ -137,7 +146,10 @@ export class ClusterForward {
       out.on('error', (err) => {
         clearTimeout(connecting);
         // Nothing came back: the owner is gone (refused, reset, unreachable). Cut mid-answer: the host sees the stream end.
-        if (!answered) gone(res, id, owner, `it does not answer: ${describe(err)}`);
+        if (!answered) {
+        this.opts.log.debug({ owner: owner.o, err: describe(err) }, 'the daemon holding a retry\'s call does not answer');
+        gone(res, id, owner, `it does not answer: ${describe(err)}`);
+      }
         else res.destroy();
         resolve();
       });
