@@ -10,7 +10,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { freePort, readEvents, ROOT, tempFile, waitFor, WAIT_MS } from './helpers/harness.js';
+import { freePort, readEvents, ROOT, runMux, tempFile, waitFor, WAIT_MS } from './helpers/harness.js';
 import { startRedis, stopAllRedis, type RedisServer } from './helpers/redis.js';
 
 const MODERN = '2026-07-28';
@@ -135,6 +135,11 @@ describe('the cluster\'s daemons as Redis knows them', () => {
         expect(d.seenMsAgo).toBeLessThan(5_000);
       }
     }
+    // `mcpmux status` says the same in words.
+    const out = await runMux(['status', '--url', B.d.base], { env: { ...process.env, MCPMUX_TOKEN: TOKENS.MUX_A } });
+    expect(out.status).toBe(0);
+    expect(out.stdout).toContain(`cluster: this daemon ${B.id} at http://127.0.0.1:${B.d.port} (ready), store up`);
+    for (const m of [A, B, C]) expect(out.stdout).toMatch(new RegExp(`^  ${m.id}  http://127\\.0\\.0\\.1:${m.d.port}  ready .*${m === B ? '\\(this one\\)' : 'ms ago'}$`, 'm'));
     // In Redis, under the key prefix: one entry per daemon, with a TTL the heartbeat renews.
     const ttl = Number(await redis.cli('PTTL', `mcpmux:daemon:${A.id}`));
     expect(ttl).toBeGreaterThan(0);
