@@ -6,7 +6,8 @@
 // request to the next daemon in turn (no affinity at all).
 
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
+import WebSocket from 'ws';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
@@ -72,6 +73,11 @@ const meta = (progressToken?: string) => ({
   'io.modelcontextprotocol/clientInfo': { name: 'raw-modern', version: '0' },
   ...(progressToken !== undefined && { progressToken }),
 });
+
+const HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${TOKENS.MUX_A}`, 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': TOOL };
+
+/** The cluster's forwarding key, derived from the secret as every daemon does (src/cluster/identity.ts). */
+const forwardKey = () => Buffer.from(hkdfSync('sha256', SECRET, 'mcpmux cluster v1', 'forwarded request', 32));
 
 /** POSTs one tools/call of the bridge's tool to `to`; `retry`: the requestState to bring back (answered). */
 async function call(to: Member, opts: { retry?: string; progressToken?: string; token?: string; headers?: Record<string, string> } = {}): Promise<Response> {
@@ -201,6 +207,23 @@ describe('a 2026-07-28 host needs no affinity: a retry on another daemon is forw
     }
   }, 60_000);
 
+  it('20 retries sent to their owner and 20 sent to another daemon all complete (the cost of the hop is logged)', async () => {
+    // Interleaved, so that warm-up and the machine's load fall on both alike.
+    const direct: number[] = [];
+    const forwarded: number[] = [];
+    for (let i = 0; i < 40; i++) {
+      const state = await park(A);
+      const t0 = performance.now();
+      const [done] = await messages(await call(i % 2 ? B : A, { retry: state }));
+      (i % 2 ? forwarded : direct).push(performance.now() - t0);
+      expect(done.result.resultType).toBe('complete');
+    }
+    direct.sort((a, b) => a - b);
+    forwarded.sort((a, b) => a - b);
+    const p50 = (xs: number[]) => xs[Math.floor(xs.length / 2)]!.toFixed(1);
+    console.log(`[scale-cluster] retry p50: ${p50(direct)} ms on the owner, ${p50(forwarded)} ms forwarded from another daemon`);
+  }, 120_000);
+
   it('a replayed token (already redeemed on its owner) is refused by the owner, and that answer comes back through whichever daemon got it', async () => {
     const state = await park(A);
     const [done] = await messages(await call(B, { retry: state }));
@@ -240,15 +263,46 @@ describe('a 2026-07-28 host needs no affinity: a retry on another daemon is forw
     expect(answersAt(A)).toBe(answersBefore + 1);
   }, 60_000);
 
-  it('a host cannot pass for a daemon: a request with a made-up X-Mcpmux-Forwarded stamp is refused (403)', async () => {
+  it('a host cannot pass for a daemon: a made-up X-Mcpmux-Forwarded stamp is refused (403); a genuine stamp whose token names a third daemon is answered "gone", never forwarded again', async () => {
     const state = await park(A);
     for (const stamp of [`v1 ${B.id} ${Date.now()} ${randomBytes(32).toString('base64url')}`, 'v1 nonsense', `v1 ${B.id} 1 x`]) {
       const res = await call(A, { retry: state, headers: { 'x-mcpmux-forwarded': stamp } });
       expect(res.status).toBe(403);
       expect((await res.json()).error.message).toMatch(/^Forbidden: x-mcpmux-forwarded is (malformed|stale|not signed with this cluster's secret)/);
     }
-    // Nothing was redeemed: the real retry resumes the call.
-    const [done] = await messages(await call(C, { retry: state }));
+    // A genuine stamp (made here with the cluster's secret, as B would) on a retry whose token names
+    // C, sent to A: A is not C (C restarted at A's address, as far as the stamp knows); never forwarded again.
+    const misrouted = await park(C);
+    const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 'm', method: 'tools/call', params: { name: TOOL, arguments: {}, _meta: meta(), requestState: misrouted, inputResponses: ACCEPT } }));
+    const ts = String(Date.now());
+    const digest = createHash('sha256').update(body).digest('base64url');
+    const sig = createHmac('sha256', forwardKey()).update(`v1\n${B.id}\n${ts}\nPOST\n/mcp\n${digest}`).digest('base64url');
+    const res = await fetch(A.d.url, { method: 'POST', headers: { ...HEADERS, 'x-mcpmux-forwarded': `v1 ${B.id} ${ts} ${sig}` }, body });
+    expect(res.status).toBe(200);
+    expect(res.headers.get(ANSWERED_BY)).toBeNull();
+    expect((await res.json()).error).toMatchObject({ code: -32602, data: { daemon: C.id, reason: 'the daemon at its address is another one now (it restarted)' } });
+    // Nothing was redeemed: the real retries resume the calls.
+    for (const [token, via] of [[state, C], [misrouted, A]] as const) {
+      const [done] = await messages(await call(via, { retry: token }));
+      expect(done.result.resultType).toBe('complete');
+    }
+  }, 60_000);
+
+  it('over a WebSocket (no forwarding there) another daemon\'s token is refused, saying to retry over HTTP /mcp', async () => {
+    const state = await park(A);
+    const ws = new WebSocket(`ws://127.0.0.1:${B.d.port}/ws`, ['mcp'], { headers: { authorization: `Bearer ${TOKENS.MUX_A}` } });
+    try {
+      await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+      const answer = new Promise<any>((resolve) => ws.on('message', (m) => void (JSON.parse(String(m)).id === 'ws' && resolve(JSON.parse(String(m))))));
+      ws.send(JSON.stringify({ jsonrpc: '2.0', id: 'ws', method: 'tools/call', params: { name: TOOL, arguments: {}, _meta: meta(), requestState: state, inputResponses: ACCEPT } }));
+      expect((await answer).error).toEqual({
+        code: -32602,
+        message: 'Invalid requestState: its call is held by another mcpmux daemon of this cluster; send the retry over HTTP (/mcp), which forwards it there',
+      });
+    } finally {
+      ws.close();
+    }
+    const [done] = await messages(await call(B, { retry: state }));
     expect(done.result.resultType).toBe('complete');
   }, 60_000);
 });
