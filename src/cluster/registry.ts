@@ -56,6 +56,7 @@ export class ClusterRegistry {
   private state: DaemonState = 'ready';
   private readonly startedAt = Date.now();
   private timer: NodeJS.Timeout | undefined;
+  private unwatch: (() => void) | undefined;
   private stopped = false;
 
   constructor(
@@ -69,6 +70,8 @@ export class ClusterRegistry {
     void this.beat();
     this.timer = setInterval(() => void this.beat(), HEARTBEAT_MS);
     this.timer.unref();
+    // A Redis back (perhaps empty: restarted without persistence) hears of this daemon at once.
+    this.unwatch = this.store.onHealth((h) => void (h === 'up' && this.beat()));
   }
 
   get daemonState(): DaemonState {
@@ -85,6 +88,7 @@ export class ClusterRegistry {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
+    this.unwatch?.();
     try {
       await this.store.redis.multi().del(keyOf(this.self.id)).zrem(SET, this.self.id).exec();
     } catch {
