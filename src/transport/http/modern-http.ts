@@ -8,6 +8,9 @@
 // envelope. Then a HostSession of its own (stateless) answers it over a ModernPost: JSON for a
 // plain answer, SSE once something else (progress, a listen stream) has to go first. Closing
 // the response before the answer cancels the request.
+//
+// In a cluster, a retry whose parked call another daemon holds goes to that daemon instead,
+// once these checks have passed (cluster-forward.ts).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { encodeChunks, type Wire } from '../../jsonrpc/framing.js';
