@@ -898,3 +898,30 @@ describe('secrecy: which ${VAR} values are secrets (issue 19)', () => {
     expect(await issuesOf({ mcpServers: {}, secrets: 'X' })).toEqual([{ path: '/secrets', message: 'expected array, got string' }]);
   });
 });
+
+describe('loadConfig: cluster (issue 21)', () => {
+  const store = { redis: { url: 'redis://127.0.0.1:6390/0' } };
+  const SECRET = 'c'.repeat(40);
+  const cluster = (c: object, withStore = true) => ({ mcpServers: {}, ...(withStore && { store }), cluster: { advertiseUrl: 'http://10.0.0.5:7330', secretEnv: 'MCPMUX_CLUSTER_SECRET', ...c } });
+
+  it('a good block: the advertised origin without a trailing slash, the secret read from its variable (and scrubbed from logs)', async () => {
+    const c = await load(cluster({ advertiseUrl: 'http://MUX-1.internal:7330/' }), { MCPMUX_CLUSTER_SECRET: SECRET });
+    expect(c.cluster).toEqual({ advertiseUrl: 'http://mux-1.internal:7330', secretEnv: 'MCPMUX_CLUSTER_SECRET', secret: SECRET, drainMs: 10_000 });
+    expect(c.secrets).toContain(SECRET);
+  });
+
+  it('cluster without store, a bad advertiseUrl, a missing or short secret: each a clear error at its path', async () => {
+    const env = { MCPMUX_CLUSTER_SECRET: SECRET };
+    expect(await issuesOf(cluster({}, false), env)).toEqual([{ path: '/cluster', message: 'needs store: the daemons of a cluster share their state, and find each other, in Redis' }]);
+    expect(await issuesOf(cluster({ advertiseUrl: 'not a url' }), env)).toEqual([{ path: '/cluster/advertiseUrl', message: 'is not a URL: "not a url"' }]);
+    expect(await issuesOf(cluster({ advertiseUrl: 'ftp://10.0.0.5:7330' }), env)).toEqual([{ path: '/cluster/advertiseUrl', message: 'must be an http:// or https:// URL, not ftp://' }]);
+    expect(await issuesOf(cluster({ advertiseUrl: 'http://10.0.0.5:7330/mcp' }), env)).toEqual([
+      { path: '/cluster/advertiseUrl', message: 'must be the base URL of the main listener only (scheme, host and port), with no path, query or credentials' },
+    ]);
+    expect(await issuesOf(cluster({}), {})).toEqual([{ path: '/cluster/secretEnv', message: 'environment variable MCPMUX_CLUSTER_SECRET is not set' }]);
+    expect(await issuesOf(cluster({}), { MCPMUX_CLUSTER_SECRET: 'short' })).toEqual([
+      { path: '/cluster/secretEnv', message: 'environment variable MCPMUX_CLUSTER_SECRET holds 5 characters; use at least 32 (e.g. openssl rand -hex 32)' },
+    ]);
+    expect(await issuesOf({ mcpServers: {}, store, cluster: { advertiseUrl: 'http://10.0.0.5:7330' } }, env)).toEqual([{ path: '/cluster/secretEnv', message: 'missing required key "secretEnv"' }]);
+  });
+});

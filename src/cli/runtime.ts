@@ -19,6 +19,7 @@ import { Router } from '../router/router.js';
 import { HostSession } from '../session/host-session.js';
 import { ParkedCalls } from '../session/parked.js';
 import { SharedStore } from '../store/store.js';
+import { clusterIdentity, type ClusterIdentity } from '../cluster/identity.js';
 import { Reloader } from './reload.js';
 import type { OperatorRoutes } from '../transport/http/admin.js';
 import type { Transport } from '../transport/transport.js';
@@ -39,6 +40,8 @@ export interface Runtime {
   pins: ToolPins;
   /** The shared store (Redis) when the config has `store`; close it after the router. */
   store: SharedStore | undefined;
+  /** This daemon's id and keys among the daemons of a cluster, when the config has `cluster`. */
+  cluster: ClusterIdentity | undefined;
   /** A host session on a new host connection, with the config's limits (client: from its token). */
   /** `who`: the token's client and the session's toolset (both checked by the caller). */
   openSession(transport: Transport, kind: HostTransport, who?: SessionOwner, stateless?: boolean): HostSession;
@@ -98,8 +101,13 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
   let governance = createGovernance(config, pins);
   router = new Router(config, log, governance);
   const serverInfo = { name: 'mcpmux', version: VERSION };
+  // In a cluster, requestState tokens are signed with the shared key and name this daemon (parked.ts).
+  const cluster = config.cluster && clusterIdentity(config.cluster);
   // MCPMUX_INPUT_TTL_MS: how long a call waits for a 2026-07-28 host's retry (tests shorten it).
-  const parked = new ParkedCalls(Number(process.env.MCPMUX_INPUT_TTL_MS) > 0 ? Number(process.env.MCPMUX_INPUT_TTL_MS) : undefined);
+  const parked = new ParkedCalls(
+    Number(process.env.MCPMUX_INPUT_TTL_MS) > 0 ? Number(process.env.MCPMUX_INPUT_TTL_MS) : undefined,
+    cluster && { key: cluster.stateKey, owner: cluster.id, ownerUrl: cluster.advertiseUrl },
+  );
   const openSession = (transport: Transport, kind: HostTransport, who: SessionOwner = {}, stateless?: boolean): HostSession =>
     new HostSession(transport, router, {
       ...(stateless && { stateless }),
@@ -133,6 +141,7 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
     router,
     pins,
     store,
+    cluster,
     openSession,
     reconfigure,
   };

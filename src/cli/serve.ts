@@ -15,6 +15,8 @@ import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parseP
 import { cannotListen } from './listen-error.js';
 import { announceReady } from './ready-line.js';
 import { addStatusRoutes } from './status.js';
+import { ClusterRegistry } from '../cluster/registry.js';
+import { ClusterForward } from '../transport/http/cluster-forward.js';
 
 /** What each HTTP session kind is called in events, metrics and the audit log. */
 const TRANSPORT: Record<SessionKind, HostTransport> = { streamable: 'http', sse: 'sse', ws: 'ws' };
@@ -53,6 +55,9 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   const observers = startObservers(config, log, true);
   if (!observers) return 1;
   let started = false;
+  // In a cluster: this daemon in Redis's list, and retries of calls other daemons hold sent there.
+  const registry = runtime.cluster && runtime.store && new ClusterRegistry(runtime.store, runtime.cluster, log.child({ component: 'cluster' }));
+  const forward = registry && new ClusterForward({ self: registry.self, lookup: (id) => registry.lookup(id), log });
 
   const server = new HttpServer({
     host,
@@ -70,6 +75,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     headersTimeoutMs: envMs(HEADERS_TIMEOUT_ENV),
     requestTimeoutMs: envMs(REQUEST_TIMEOUT_ENV),
     log,
+    ...(forward && { cluster: forward }),
     open: (transport, { kind, client, toolset, stateless }) => openSession(transport, TRANSPORT[kind], { client, toolset }, stateless),
     // Counts only: /healthz and /readyz need no token, so they name nothing of the config
     // (/status, which names servers, pids and errors, needs one when tokens are configured).
@@ -105,6 +111,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     configPath: config.path,
     lastReload: () => reloader.last,
     idleSessions: () => idleByTransport().reduce((n, [, k]) => n + k, 0),
+    ...(registry && { cluster: () => registry.status() }),
   });
 
   // The ports first, the upstreams after: a port in use (another daemon running) must fail
@@ -124,11 +131,12 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     return 1;
   }
   router.start();
+  registry?.start();
   void router.ready().then(() => (started = true));
   const base = `http://${host.includes(':') ? `[${host}]` : host}:${bound.port}`;
   // Tests (and people) look for this line: msg "listening", the /mcp url and the bound port.
   log.info(
-    { url: `${base}/mcp`, port: bound.port, host, sse: `${base}/sse`, ws: `${base.replace('http', 'ws')}/ws`, adminPort: bound.adminPort, adminHost: bound.adminHost },
+    { url: `${base}/mcp`, port: bound.port, host, sse: `${base}/sse`, ws: `${base.replace('http', 'ws')}/ws`, adminPort: bound.adminPort, adminHost: bound.adminHost, ...(runtime.cluster && { daemon: runtime.cluster.id }) },
     'listening',
   );
   void announceReady(log, router, config, `${base}/mcp`);
@@ -138,7 +146,9 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     reloader.stop();
     unwatchLogins();
     log.info({ why, sessions: server.registry.size }, 'draining');
+    registry?.setState('draining');
     await server.close();
+    await registry?.stop();
     await router.close();
     pins.close();
     await runtime.store?.close();

@@ -7,6 +7,7 @@
 
 import { publishOperatorAction, type OperatorActionEvent } from '../observe/events.js';
 import { printable } from '../observe/log-format.js';
+import type { ClusterStatus } from '../cluster/registry.js';
 import type { Router, RouterStatus } from '../router/router.js';
 import type { OperatorRoutes } from '../transport/http/admin.js';
 import { HttpRpcCode, sendError, sendJson } from '../transport/http/respond.js';
@@ -23,14 +24,18 @@ export interface DaemonInfo {
   lastReload(): ReloadRecord | undefined;
   /** Of the sessions open, how many are idle now (serve's HTTP sessions; none under stdio). */
   idleSessions?(): number;
+  /** In a cluster: this daemon and the others as Redis knows them (cluster/registry.ts). */
+  cluster?(): Promise<ClusterStatus>;
 }
 
 export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: DaemonInfo): void {
   const startedAt = Date.now();
   routes.set(
     '/status',
-    (req, res) => {
+    async (req, res) => {
       if (req.method !== 'GET') return sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'GET' });
+      // Never rejects: a Redis that is down is said inside the section.
+      const cluster = await info.cluster?.();
       sendJson(res, 200, {
         version: VERSION,
         pid: process.pid,
@@ -38,6 +43,7 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
         config: { path: info.configPath ?? null },
         lastReload: info.lastReload() ?? null,
         ...withIdle(router.status(), info.idleSessions?.() ?? 0),
+        ...(cluster && { cluster }),
       });
     },
     { needsToken: true },
@@ -148,6 +154,7 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
     upstreams: { name: string; transport: string; state: string; gaveUp?: boolean; pid?: number; restarts: number; inFlight: number; tools: number | null; prompts: number | null; resources: number | null; lastError?: string; stderr?: string[]; unavailable?: { missing: string[]; reason: string } }[];
     sessions: { total: number; byTransport: Record<string, number>; byClient: Record<string, number>; idle?: number };
     surface?: { mode: string; sessions: { client: string; toolset: string | null; mode: string; reason: string | null; tools: number | null; tokens: number | null; sessions: number }[] };
+    cluster?: ClusterStatus;
   };
   const out: string[] = [];
   out.push(`mcpmux ${s.version}, pid ${s.pid}, up ${s.uptimeS} s, config ${s.config.path ?? '(none)'}`);
@@ -163,6 +170,7 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
       out.push(`  ${g.sessions} session${g.sessions === 1 ? '' : 's'} of ${who}: ${g.mode}${g.reason ? `, ${printable(g.reason)}` : ''}`);
     }
   }
+  if (s.cluster) out.push(...clusterLines(s.cluster));
   out.push('');
   const rows = [['server', 'state', 'transport', 'pid', 'restarts', 'in flight', 'tools', 'prompts', 'resources', 'last error']];
   for (const u of s.upstreams) {
@@ -181,6 +189,18 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
   if (s.upstreams.some((u) => u.state !== 'unavailable' && (u.tools === null || u.prompts === null || u.resources === null))) out.push('', '-: not listed yet (no host has asked that server for the list since it started)');
   process.stdout.write(out.join('\n') + '\n');
   return 0;
+}
+
+/** The cluster section of `mcpmux status`: this daemon, the store, and the daemons Redis knows. */
+function clusterLines(c: ClusterStatus): string[] {
+  const store = `store ${c.store.health}${c.store.reason ? ` (${printable(c.store.reason)})` : ''}`;
+  const out = [`cluster: this daemon ${c.id} at ${c.advertiseUrl} (${c.state}), ${store}`];
+  if (!c.daemons) {
+    out.push(`  ${printable(c.error ?? 'the daemons cannot be read')}`);
+    return out;
+  }
+  for (const d of c.daemons) out.push(`  ${d.id}  ${d.advertiseUrl}  ${d.state}  ${d.version}  up ${d.uptimeS} s  seen ${d.seenMsAgo} ms ago${d.self ? '  (this one)' : ''}`);
+  return out;
 }
 
 /** A count from /status; null (or absent, from an older daemon) is a list not read yet. */

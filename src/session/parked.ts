@@ -6,6 +6,12 @@
 // requestState: ...") when the token is forged or altered, expired, presented by another
 // client or for another call, or used twice (a token names a parked call once: redeeming
 // removes it).
+//
+// In a cluster (`cluster` in the config) the key is derived from the shared secret instead
+// (cluster/identity.ts), and the payload names the daemon that holds the call (its id and
+// address): any daemon can tell a real token from a forged one, and a retry that lands on
+// another daemon is forwarded to the owner (transport/http/cluster-forward.ts). The calls
+// themselves stay in the owner's memory: they hold its upstream calls open.
 
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ErrorCode, RpcError } from '../jsonrpc/message.js';
@@ -36,7 +42,7 @@ interface Entry {
   timer: NodeJS.Timeout;
 }
 
-interface Payload {
+export interface Payload {
   /** The parked call. */
   id: string;
   /** The client it belongs to. */
@@ -45,15 +51,31 @@ interface Payload {
   t: string;
   /** Expiry, ms since the epoch. */
   exp: number;
+  /** In a cluster: the id of the daemon that holds the call. */
+  o?: string;
+  /** In a cluster: that daemon's cluster.advertiseUrl (where a retry is forwarded). */
+  u?: string;
+}
+
+/** How tokens are signed in a cluster: the shared key, and this daemon named as their owner. */
+export interface ClusterSigning {
+  key: Buffer;
+  owner: string;
+  ownerUrl: string;
 }
 
 export class ParkedCalls {
-  private readonly key = randomBytes(32);
+  private readonly key: Buffer;
   private readonly entries = new Map<string, Entry>();
   /** Each client's parked ids, oldest first (its quota, without scanning every entry). */
   private readonly byClient = new Map<string, Set<string>>();
 
-  constructor(private readonly ttlMs = PARKED_TTL_MS) {}
+  constructor(
+    private readonly ttlMs = PARKED_TTL_MS,
+    private readonly cluster?: ClusterSigning,
+  ) {
+    this.key = cluster?.key ?? randomBytes(32);
+  }
 
   /** Parks `call` (or an upstream's state) until the host comes back; returns the token it must bring. */
   park(parked: Parked, client: string, method: string, target: string): string {
@@ -72,8 +94,9 @@ export class ParkedCalls {
     let mine = this.byClient.get(client);
     if (!mine) this.byClient.set(client, (mine = new Set()));
     mine.add(id);
-    const payload = Buffer.from(JSON.stringify({ id, c: client, t: digest, exp: Date.now() + this.ttlMs } satisfies Payload)).toString('base64url');
-    return `${PREFIX}${payload}.${this.mac(payload)}`;
+    const owner = this.cluster && { o: this.cluster.owner, u: this.cluster.ownerUrl };
+    const payload = Buffer.from(JSON.stringify({ id, c: client, t: digest, exp: Date.now() + this.ttlMs, ...owner } satisfies Payload)).toString('base64url');
+    return `${PREFIX}${payload}.${mac(this.key, payload)}`;
   }
 
   /** What a retry's token names, taken out (once); throws -32602 saying why not. */
@@ -81,18 +104,12 @@ export class ParkedCalls {
     const refuse = (why: string): never => {
       throw new RpcError(ErrorCode.InvalidParams, `Invalid requestState: ${why}`);
     };
-    const [payload, mac, extra] = token.slice(PREFIX.length).split('.');
-    if (!payload || !mac || extra !== undefined) refuse('malformed');
-    const want = Buffer.from(this.mac(payload!));
-    const got = Buffer.from(mac!);
-    if (got.length !== want.length || !timingSafeEqual(got, want)) refuse('not issued by this mcpmux, or altered');
-    let p: Payload;
-    try {
-      p = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8')) as Payload;
-    } catch {
-      return refuse('malformed');
-    }
+    const opened = openToken(token, this.key);
+    if (!opened.ok) return refuse(opened.why);
+    const p = opened.payload;
     if (p.exp <= Date.now()) refuse('expired');
+    // Another daemon's call (only a retry over HTTP /mcp is forwarded to its owner).
+    if (p.o !== this.cluster?.owner) refuse('its call is held by another mcpmux daemon of this cluster; send the retry over HTTP (/mcp), which forwards it there');
     if (p.c !== client) refuse('issued to another client');
     if (p.t !== targetDigest(method, target)) refuse(`issued for another request than this ${method}`);
     const entry = this.take(p.id);
@@ -124,9 +141,30 @@ export class ParkedCalls {
     return entry;
   }
 
-  private mac(payload: string): string {
-    return createHmac('sha256', this.key).update(payload).digest('base64url');
+}
+
+/**
+ * A token's payload once its MAC under `key` is checked, or why not (forged, altered,
+ * malformed). What it says (expiry, client, call) is for the caller to judge.
+ */
+export function openToken(token: string, key: Buffer): { ok: true; payload: Payload } | { ok: false; why: string } {
+  if (!token.startsWith(PREFIX)) return { ok: false, why: 'malformed' };
+  const [payload, given, extra] = token.slice(PREFIX.length).split('.');
+  if (!payload || !given || extra !== undefined) return { ok: false, why: 'malformed' };
+  const want = Buffer.from(mac(key, payload));
+  const got = Buffer.from(given);
+  if (got.length !== want.length || !timingSafeEqual(got, want)) return { ok: false, why: 'not issued by this mcpmux, or altered' };
+  try {
+    const p = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Payload;
+    if (typeof p !== 'object' || p === null) return { ok: false, why: 'malformed' };
+    return { ok: true, payload: p };
+  } catch {
+    return { ok: false, why: 'malformed' };
   }
+}
+
+function mac(key: Buffer, payload: string): string {
+  return createHmac('sha256', key).update(payload).digest('base64url');
 }
 
 function targetDigest(method: string, target: string): string {

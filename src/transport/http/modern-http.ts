@@ -8,6 +8,9 @@
 // envelope. Then a HostSession of its own (stateless) answers it over a ModernPost: JSON for a
 // plain answer, SSE once something else (progress, a listen stream) has to go first. Closing
 // the response before the answer cancels the request.
+//
+// In a cluster, a retry whose parked call another daemon holds goes to that daemon instead,
+// once these checks have passed (cluster-forward.ts).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { encodeChunks, type Wire } from '../../jsonrpc/framing.js';
@@ -22,12 +25,15 @@ import { header, HttpRpcCode, sendError, sendOverloaded, sendWire } from './resp
 import { ClientCounts, type OpenSession, type SessionRegistry } from './sessions.js';
 import type { Who } from './guard.js';
 import { SseWriter } from './sse-writer.js';
+import type { ClusterForward } from './cluster-forward.js';
 
 export interface ModernHttpOptions {
   registry: SessionRegistry;
   open: OpenSession;
   maxMessageBytes: number;
   log: Logger;
+  /** In a cluster: retries whose call another daemon holds go there (cluster-forward.ts). */
+  cluster?: ClusterForward;
 }
 
 export class ModernHttp {
@@ -43,11 +49,11 @@ export class ModernHttp {
   }
 
   /**
-   * One POST whose body (`value`, `bytes` long) is already read. `who`: its token's client and
-   * the toolset its stateless session gets (the URL's `?toolset=`, else the token's), as a
-   * session's initialize would: server/discover and tools/list answer for that toolset.
+   * One POST whose body (`value`, `bytes` long; `raw`: as received) is already read. `who`: its
+   * token's client and the toolset its stateless session gets (the URL's `?toolset=`, else the
+   * token's), as a session's initialize would: server/discover and tools/list answer for that toolset.
    */
-  post(req: IncomingMessage, res: ServerResponse, value: unknown, bytes: number, who: Who): void {
+  post(req: IncomingMessage, res: ServerResponse, value: unknown, bytes: number, who: Who, raw: Buffer): void | Promise<void> {
     const { client, toolset } = who;
     if (Array.isArray(value)) return rpcError(res, 400, ErrorCode.InvalidRequest, 'Invalid Request: batches are not part of protocol version 2026-07-28');
     const c = classify(value);
@@ -68,6 +74,15 @@ export class ModernHttp {
       readEnvelope(msg.params);
     } catch (err) {
       return refuse(400, err as RpcError);
+    }
+    // In a cluster: a retry whose call another daemon holds is that daemon's to answer.
+    const cluster = this.opts.cluster;
+    if (cluster) {
+      const via = cluster.arrival(req, raw);
+      if (!via.ok) return refuse(403, new RpcError(HttpRpcCode.Transport, `Forbidden: ${via.why}`));
+      const owner = cluster.ownerOf(msg);
+      if (owner && via.from !== undefined) return cluster.misrouted(res, id, owner);
+      if (owner) return cluster.forward(req, res, raw, owner, id);
     }
     const full = this.opts.registry.statelessRefusal(this.open.size, client, this.perClient.get(client));
     if (full) return sendOverloaded(res, full);

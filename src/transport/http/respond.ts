@@ -153,7 +153,7 @@ export function readBody(req: IncomingMessage, res: ServerResponse, limit: numbe
  * over the limit, 503 past the budget of bodies being read, 400 for bad JSON (or nothing, if
  * the peer went away while we read).
  */
-export async function readJsonBody(req: IncomingMessage, res: ServerResponse, limit: number, budget?: BodyBudget): Promise<{ value: unknown; bytes: number } | undefined> {
+export async function readJsonBody(req: IncomingMessage, res: ServerResponse, limit: number, budget?: BodyBudget): Promise<{ value: unknown; bytes: number; raw: Buffer } | undefined> {
   if (mediaType(header(req, 'content-type')) !== 'application/json') {
     sendError(res, 415, HttpRpcCode.Transport, 'Unsupported Media Type: Content-Type must be application/json');
     return undefined;
@@ -171,7 +171,8 @@ export async function readJsonBody(req: IncomingMessage, res: ServerResponse, li
     sendError(res, 400, HttpRpcCode.ParseError, `Parse error: ${frame.detail}`);
     return undefined;
   }
-  return { value: frame.value, bytes: frame.bytes };
+  // `raw`: the bytes as received (a request forwarded to another daemon goes on unchanged).
+  return { value: frame.value, bytes: frame.bytes, raw: body.bytes };
 }
 
 /** Answers 413 and closes the connection (the unread rest of the body must not be parsed as a request). */

@@ -13,6 +13,7 @@ import { AdminListener, addHealthRoutes, closeServer, listenOn, OperatorRoutes, 
 import { pathOf, splitTarget } from './url.js';
 import { httpOptions } from './timeouts.js';
 import { bodyBudgetFor } from './body-budget.js';
+import type { ClusterForward } from './cluster-forward.js';
 import { Guard } from './guard.js';
 import { HttpRpcCode, sendError } from './respond.js';
 import { DEFAULT_IDLE_SESSION_MS, DEFAULT_KEEPALIVE_MS, SessionRegistry, type OpenSession } from './sessions.js';
@@ -44,6 +45,8 @@ export interface HttpServerOptions {
   /** A client must finish sending a request's headers, and then its whole request, within these. */
   headersTimeoutMs?: number;
   requestTimeoutMs?: number;
+  /** In a cluster: 2026-07-28 retries whose call another daemon holds are forwarded there (cluster-forward.ts). */
+  cluster?: ClusterForward;
   /** What `/readyz` reports (the server adds "draining" itself). */
   readiness: () => { ready: boolean; status?: string; detail?: unknown };
 }
@@ -88,7 +91,7 @@ export class HttpServer {
     });
     // One budget for the bodies being read on every MCP route (/mcp, /messages).
     const common = { registry: this.registry, open: opts.open, maxMessageBytes: opts.maxMessageBytes, bodies: bodyBudgetFor(opts.maxMessageBytes), log };
-    this.streamable = new StreamableHttp(common);
+    this.streamable = new StreamableHttp({ ...common, ...(opts.cluster && { cluster: opts.cluster }) });
     this.sse = new LegacySse(common);
     this.ws = new WsEndpoint({ ...common, guard: this.guard });
 

@@ -20,6 +20,7 @@ import { StreamableSession } from './streamable-session.js';
 import { ReplayBudget } from './replay-budget.js';
 import { maxBacklogBytes } from '../backlog.js';
 import type { BodyBudget } from './body-budget.js';
+import type { ClusterForward } from './cluster-forward.js';
 
 export interface StreamableOptions {
   registry: SessionRegistry;
@@ -28,6 +29,8 @@ export interface StreamableOptions {
   /** Bytes of POST bodies being read at once, all connections together (body-budget.ts). */
   bodies?: BodyBudget;
   log: Logger;
+  /** In a cluster: forwarding of 2026-07-28 retries to the daemon that holds their call. */
+  cluster?: ClusterForward;
 }
 
 /** Priming events carry empty data, which clients before 2025-11-25 may try to parse. */
@@ -80,7 +83,7 @@ export class StreamableHttp {
     if (!body) return;
     const value = body.value;
     // A POST without a session that declares 2026-07-28 (header or body) is a stateless request.
-    if (header(req, 'mcp-session-id') === undefined && isModernPost(req, value)) return this.modern.post(req, res, value, body.bytes, who);
+    if (header(req, 'mcp-session-id') === undefined && isModernPost(req, value)) return this.modern.post(req, res, value, body.bytes, who, body.raw);
     const batch = Array.isArray(value);
     const items: unknown[] = batch ? (value as unknown[]) : [value];
     if (items.length === 0) return sendError(res, 400, HttpRpcCode.InvalidRequest, 'Invalid Request: empty batch');
