@@ -186,6 +186,14 @@ describe('behind HAProxy: draining a daemon (SIGTERM)', () => {
     // At once: 503 "draining" (the signal is handled within a moment; nothing else is waited for).
     const r = await waitFor(async () => ((await readyz(draining)).status === 503 ? readyz(draining) : undefined), { what: 'readyz 503', timeoutMs: 2000, intervalMs: 10 });
     expect(r.body.status).toBe('draining');
+    // Asked directly, it refuses a new session with a 503 (nothing ran: HAProxy may retry it elsewhere).
+    const refused = await fetch(draining.daemon.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'direct', version: '0' } } }),
+    });
+    expect(refused.status).toBe(503);
+    expect(((await refused.json()) as any).error.code).toBe(-31004);
 
     // New sessions opened right away, before HAProxy's checks even noticed: none on the
     // draining daemon (it refuses them with 503 and HAProxy retries them on another).
@@ -224,6 +232,19 @@ describe('behind HAProxy: draining a daemon (SIGTERM)', () => {
     const { client: again } = await legacyHost(haproxy, 'http');
     await echo(again, 'again-0');
     expect(others.map((m) => m.name)).toContain((await servedBy(cluster, 'again-0'))[0]);
+  }, 120_000);
+
+  it('Ctrl-C (SIGINT) does not drain: a clustered daemon with an open session stops at once', async () => {
+    const cluster = await startCluster(60_000);
+    const { client } = await legacyHost(cluster.haproxy, 'sse');
+    await echo(client, 'sigint-0');
+    const [home] = await servedBy(cluster, 'sigint-0');
+    const m = cluster.members.find((x) => x.name === home)!;
+    const t0 = Date.now();
+    m.daemon.child.kill('SIGINT');
+    expect(await m.daemon.exited).toEqual({ code: 0, signal: null });
+    expect(Date.now() - t0).toBeLessThan(30_000);
+    expect(m.daemon.stderr()).not.toContain('leaving the cluster');
   }, 120_000);
 
   it('without open sessions a draining daemon exits as soon as nothing is in flight', async () => {
