@@ -224,7 +224,7 @@ describe('behind HAProxy: draining a daemon (SIGTERM)', () => {
     const took = Date.now() - t0;
     expect(exit).toEqual({ code: 0, signal: null });
     expect(took).toBeGreaterThanOrEqual(DRAIN_MS - 100);
-    expect(draining.daemon.stderr()).toContain('leaving the cluster');
+    expect(draining.daemon.stderr()).toContain('leaving the load balancer');
 
     // Its session is gone: 404, and the host initializes again, on another daemon.
     await expect(held.callTool({ name: 'fx__echo', arguments: { tag: 'held-after' } })).rejects.toThrow(/404|Session not found/);
@@ -243,7 +243,7 @@ describe('behind HAProxy: draining a daemon (SIGTERM)', () => {
     m.daemon.child.kill('SIGINT');
     expect(await m.daemon.exited).toEqual({ code: 0, signal: null });
     expect(Date.now() - t0).toBeLessThan(30_000);
-    expect(m.daemon.stderr()).not.toContain('leaving the cluster');
+    expect(m.daemon.stderr()).not.toContain('leaving the load balancer');
   }, 120_000);
 
   it('without open sessions a draining daemon exits as soon as nothing is in flight', async () => {

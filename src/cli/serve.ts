@@ -141,7 +141,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     // first: /readyz 503 at once, open sessions and calls served for cluster.drainMs (or until
     // none is left); Ctrl-C (SIGINT) and a lone daemon stop as they always have.
     if (config.cluster && why === 'SIGTERM') {
-      log.info({ why, sessions: server.registry.size, drainMs: config.cluster.drainMs }, 'leaving the cluster: /readyz answers 503, open sessions are still served');
+      log.info({ why, sessions: server.registry.size, drainMs: config.cluster.drainMs }, 'leaving the load balancer: /readyz answers 503, open sessions are still served');
       await server.drain(config.cluster.drainMs);
     }
     log.info({ why, sessions: server.registry.size }, 'draining');
