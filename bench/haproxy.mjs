@@ -25,7 +25,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { installCleanup, spawnTracked, stopTracked } from './lib/procs.mjs';
+import { TICK_MS, cpuTicks, installCleanup, spawnTracked, stopTracked } from './lib/procs.mjs';
 import { fmt, fmtSpread, latencySummary, spread } from './lib/stats.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -205,23 +205,29 @@ async function main() {
   for (const name of ['mcpmux1', 'mcpmux2', 'mcpmux3']) daemons.push(await startDaemon(dir, name, redis.url));
   // Every setup measured once per round, in turn, so that the machine's other load (on a shared
   // 2-core box it varies) falls on all of them alike; cells show median (min-max) over rounds.
-  const setups = [{ label: '1 daemon, direct (no HAProxy)', url: `http://127.0.0.1:${daemons[0].port}/mcp` }];
+  const setups = [{ label: '1 daemon, direct (no HAProxy)', url: `http://127.0.0.1:${daemons[0].port}/mcp`, daemons: [daemons[0]] }];
   const proxies = [];
   const rounds = [];
   try {
     for (const n of [1, 2, 3]) {
       const h = await startHaproxy(dir, daemons.slice(0, n));
       proxies.push(h);
-      setups.push({ label: `${n} daemon${n > 1 ? 's' : ''} behind HAProxy`, url: h.url });
+      setups.push({ label: `${n} daemon${n > 1 ? 's' : ''} behind HAProxy`, url: h.url, daemons: daemons.slice(0, n), haproxy: h.child });
     }
     for (let r = 1; r <= o.rounds; r++) {
       const round = [];
-      for (const { label, url } of setups) {
+      for (const { label, url, daemons: used, haproxy } of setups) {
         say(`round ${r}/${o.rounds}: ${label}`);
         for (let i = 0; i < 100; i++) await call(url); // warm-up
         const seq = await sequential(url, o.calls);
+        // CPU per call, from the kernel's accounting: steadier than calls/s on a shared machine.
+        const ticks = () => ({ mux: used.reduce((t, d) => t + (cpuTicks(d.child.pid) ?? NaN), 0), haproxy: haproxy ? cpuTicks(haproxy.pid) : 0 });
+        const t0 = ticks();
         const thr = await throughput(url, o.inflight, o.duration);
-        round.push({ label, seqP50: seq.p50, seqP99: seq.p99, perSecond: thr.perSecond, loadP50: thr.p50, loadP99: thr.p99, failed: thr.failed });
+        const t1 = ticks();
+        const calls = thr.perSecond * o.duration;
+        const cpu = { muxMs: ((t1.mux - t0.mux) * TICK_MS) / calls, haproxyMs: ((t1.haproxy - t0.haproxy) * TICK_MS) / calls };
+        round.push({ label, seqP50: seq.p50, seqP99: seq.p99, perSecond: thr.perSecond, loadP50: thr.p50, loadP99: thr.p99, failed: thr.failed, ...cpu });
       }
       rounds.push(round);
     }
@@ -232,13 +238,13 @@ async function main() {
   }
   load.push(loadavg()[0]);
   const cell = (i, k) => spread(rounds.map((round) => round[i][k]));
-  const rows = setups.map(({ label }, i) => ({ label, ...Object.fromEntries(['perSecond', 'loadP50', 'loadP99', 'seqP50', 'seqP99', 'failed'].map((k) => [k, cell(i, k)])) }));
+  const rows = setups.map(({ label }, i) => ({ label, ...Object.fromEntries(['perSecond', 'loadP50', 'loadP99', 'seqP50', 'seqP99', 'failed', 'muxMs', 'haproxyMs'].map((k) => [k, cell(i, k)])) }));
   // The ratio to the direct row, per round (the same round's other load), then its median.
   const ratio = (i) => spread(rounds.map((round) => round[i].perSecond / round[0].perSecond));
   const table = [
-    `| setup | calls/s (${o.inflight} in flight) | vs direct | p50 / p99 under load (ms) | p50 / p99 one at a time (ms) | failed |`,
-    '|---|---|---|---|---|---|',
-    ...rows.map((r, i) => `| ${r.label} | ${fmtSpread(r.perSecond)} | ${fmtSpread(ratio(i))}x | ${fmt(r.loadP50.med)} / ${fmt(r.loadP99.med)} | ${fmt(r.seqP50.med)} / ${fmt(r.seqP99.med)} | ${r.failed.max} |`),
+    `| setup | calls/s (${o.inflight} in flight) | vs direct | p50 / p99 under load (ms) | p50 / p99 one at a time (ms) | CPU ms per call: mcpmux / HAProxy | failed |`,
+    '|---|---|---|---|---|---|---|',
+    ...rows.map((r, i) => `| ${r.label} | ${fmtSpread(r.perSecond)} | ${fmtSpread(ratio(i))}x | ${fmt(r.loadP50.med)} / ${fmt(r.loadP99.med)} | ${fmt(r.seqP50.med)} / ${fmt(r.seqP99.med)} | ${fmt(r.muxMs.med)} / ${i === 0 ? '—' : fmt(r.haproxyMs.med)} | ${r.failed.max} |`),
   ].join('\n');
   process.stdout.write(`${table}\n\n${o.rounds} rounds (median, min-max), ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), load average ${load.map((l) => l.toFixed(1)).join(' -> ')}. On 2 cores the client, HAProxy, Redis and every daemon share the same CPUs: the rows show what the balancer costs, not scaling.\n`);
   mkdirSync(o.out, { recursive: true });
