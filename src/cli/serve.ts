@@ -5,7 +5,8 @@
 // (every enabled upstream answered initialize or failed, or timeouts.startupMs passed) and
 // 503 before that and while draining; later upstream restarts do not flip it (they show in its
 // `detail`, as counts per upstream state). SIGTERM/SIGINT drain: stop accepting, close every session, close the router (and
-// with it every child process), exit 0.
+// with it every child process), exit 0. A daemon with `cluster` first leaves its load balancer
+// on SIGTERM (HttpServer.drain, for cluster.drainMs).
 
 import type { HostTransport } from '../observe/events.js';
 import { HttpServer } from '../transport/http/server.js';
@@ -145,6 +146,13 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   onShutdownSignals(log, async (why) => {
     reloader.stop();
     unwatchLogins();
+    // A daemon of a cluster, stopped by its supervisor (SIGTERM), leaves its load balancer
+    // first: /readyz 503 at once, open sessions and calls served for cluster.drainMs (or until
+    // none is left); Ctrl-C (SIGINT) and a lone daemon stop as they always have.
+    if (config.cluster && why === 'SIGTERM') {
+      log.info({ why, sessions: server.registry.size, drainMs: config.cluster.drainMs }, 'leaving the load balancer: /readyz answers 503, open sessions are still served');
+      await server.drain(config.cluster.drainMs);
+    }
     log.info({ why, sessions: server.registry.size }, 'draining');
     registry?.setState('draining');
     await server.close();

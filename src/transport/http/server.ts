@@ -60,6 +60,14 @@ export interface Bound {
 
 /** How long a drain waits for connections to finish after the sessions are closed. */
 const DRAIN_GRACE_MS = 2000;
+/** How often a draining daemon looks whether anything is left to serve (see drain). */
+const DRAIN_POLL_MS = 100;
+
+/**
+ * `serving`; `draining`: /readyz says 503 and new sessions are refused, open ones go on
+ * (drain); `closed`: every MCP request is refused while close() ends what is left.
+ */
+type Stage = 'serving' | 'draining' | 'closed';
 
 const CORS_ALLOW_HEADERS = 'authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id';
 const CORS_EXPOSE_HEADERS = 'mcp-session-id, www-authenticate';
@@ -76,7 +84,9 @@ export class HttpServer {
   private readonly adminGuard: Guard | undefined;
   /** /healthz, /readyz and what the caller adds (/metrics open, /status with a token). */
   readonly adminRoutes: OperatorRoutes;
-  private draining = false;
+  private stage: Stage = 'serving';
+  /** Requests on the MCP routes not answered yet (listen streams and session streams included). */
+  private inFlight = 0;
 
   constructor(private readonly opts: HttpServerOptions) {
     const { log } = opts;
@@ -98,8 +108,9 @@ export class HttpServer {
     this.adminRoutes = new OperatorRoutes(log);
     addHealthRoutes(this.adminRoutes, () => {
       const r = opts.readiness();
-      const status = this.draining ? 'draining' : (r.status ?? (r.ready ? 'ready' : 'starting'));
-      return { ready: r.ready && !this.draining, status, sessions: this.registry.size, detail: r.detail };
+      const serving = this.stage === 'serving';
+      const status = !serving ? 'draining' : (r.status ?? (r.ready ? 'ready' : 'starting'));
+      return { ready: r.ready && serving, status, sessions: this.registry.size, detail: r.detail };
     });
 
     this.server = createServer(httpOptions(opts.headersTimeoutMs, opts.requestTimeoutMs), (req, res) => this.route(req, res, !this.admin));
@@ -145,11 +156,35 @@ export class HttpServer {
   }
 
   /**
-   * Drain: stop accepting connections, end every session (waiting requests get an error
+   * A clustered daemon's SIGTERM, before close(): /readyz answers 503 "draining" at once, so
+   * the load balancer sends new work elsewhere; a new session is refused with a 503 it may
+   * retry on another daemon; the sessions open here and the requests in flight are served as
+   * usual (their hosts keep sending, the balancer keeps sending them here). Resolves after
+   * `ms`, or sooner once no session is open and no request is in flight.
+   */
+  drain(ms: number): Promise<void> {
+    if (this.stage !== 'serving') return Promise.resolve();
+    this.stage = 'draining';
+    this.registry.drain();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        clearInterval(poll);
+        resolve();
+      };
+      const left = (): boolean => this.registry.size > 0 || this.inFlight > 0;
+      const timer = setTimeout(done, ms);
+      const poll = setInterval(() => left() || done(), DRAIN_POLL_MS);
+      if (!left()) done();
+    });
+  }
+
+  /**
+   * Shutdown: stop accepting connections, end every session (waiting requests get an error
    * response), then close what is left after a short grace.
    */
   async close(): Promise<void> {
-    this.draining = true;
+    this.stage = 'closed';
     const closed = Promise.all([closeServer(this.server), this.admin?.close()]);
     this.ws.close();
     await Promise.all([this.registry.closeAll('server shutting down'), this.streamable.closeStateless()]);
@@ -171,9 +206,11 @@ export class HttpServer {
       return sendError(res, 404, HttpRpcCode.Transport, `Not Found: ${path}`);
     }
     if (this.cors(req, res)) return;
-    if (this.draining) return sendError(res, 503, HttpRpcCode.Transport, 'Service Unavailable: shutting down', { connection: 'close' });
+    if (this.stage === 'closed') return sendError(res, 503, HttpRpcCode.Transport, 'Service Unavailable: shutting down', { connection: 'close' });
     const auth = this.guard.authenticate(req);
     if (!auth.ok) return sendError(res, auth.status, HttpRpcCode.Transport, auth.message, { 'www-authenticate': auth.challenge });
+    this.inFlight++;
+    res.once('close', () => this.inFlight--);
     // /messages belongs to a session /sse opened (with its toolset); it names none itself.
     if (path === MESSAGES_PATH) return this.run((rq, rs) => this.sse.post(rq, rs, auth.client, query), req, res);
     const who = this.guard.who(query, auth, path === '/mcp' && req.headers['mcp-session-id'] !== undefined);
@@ -190,8 +227,9 @@ export class HttpServer {
   }
 
   private upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    if (pathOf(req) !== '/ws' || this.draining) {
-      const status = this.draining ? '503 Service Unavailable' : '404 Not Found';
+    const closed = this.stage === 'closed';
+    if (pathOf(req) !== '/ws' || closed) {
+      const status = closed ? '503 Service Unavailable' : '404 Not Found';
       socket.once('error', () => {});
       socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
       return;

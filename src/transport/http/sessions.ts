@@ -23,6 +23,9 @@ export const DEFAULT_KEEPALIVE_MS = 25_000;
 
 export type SessionKind = 'streamable' | 'sse' | 'ws';
 
+/** The 503 a new session gets from a draining daemon (nothing ran: a balancer may send it elsewhere). */
+export const DRAINING_REFUSAL = 'Service Unavailable: this daemon is shutting down; open the session on another';
+
 /**
  * What the HTTP front needs of the host session it opens over a connection (a HostSession
  * fits): the front sits below the session in the flow, so it knows this shape, not the class.
@@ -98,6 +101,8 @@ export class SessionRegistry {
   private readonly perClient = new ClientCounts();
   private timer: NodeJS.Timeout | undefined;
   private lastKeepalive = Date.now();
+  /** A clustered daemon draining (HttpServer.drain): open sessions go on, new ones are refused. */
+  private draining = false;
 
   constructor(private readonly opts: RegistryOptions) {}
 
@@ -116,8 +121,17 @@ export class SessionRegistry {
     this.opts.maxSessionsPerClient = maxSessionsPerClient;
   }
 
+  /**
+   * From now on every new session is refused (503): a load balancer retries the request on
+   * another daemon (contrib/haproxy/haproxy.cfg), while the sessions open here go on.
+   */
+  drain(): void {
+    this.draining = true;
+  }
+
   /** Why no new session may be opened for `client` now (a 503's message), or undefined. */
   refusal(client: string | undefined): string | undefined {
+    if (this.draining) return DRAINING_REFUSAL;
     return this.quotaRefusal('sessions', this.sessions.size, client, this.perClient.get(client));
   }
 

@@ -1,7 +1,8 @@
 // The legacy HTTP+SSE host endpoint (2024-11-05): GET `/sse` opens the session's only stream
 // and names, in an `endpoint` event, where to POST (`/messages?sessionId=...`); every message
 // from us is a `message` event on that stream; every POST is answered 202. The session is the
-// stream: it ends when the stream's connection closes.
+// stream: it ends when the stream's connection closes. The stream's answer also names the
+// session in an `X-Mcpmux-Session` header, for load balancers that stick its POSTs to it.
 
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -16,6 +17,8 @@ import { SseWriter } from './sse-writer.js';
 import { carriesRequest, maxBacklogBytes, UNREAD_ANSWERS_BYTES } from '../backlog.js';
 
 export const MESSAGES_PATH = '/messages';
+/** The response header of GET /sse that names the session (`sessionId` of its /messages URL). */
+export const SESSION_HEADER = 'x-mcpmux-session';
 
 export interface LegacySseOptions {
   registry: SessionRegistry;
@@ -72,7 +75,9 @@ export class LegacySse {
     const full = this.opts.registry.refusal(client);
     if (full) return sendOverloaded(res, full);
     const id = randomBytes(32).toString('base64url');
-    const writer: SseWriter = new SseWriter(res, {}, {
+    // The id in a header too, not only in the endpoint event: a load balancer reads headers, not
+    // event bodies, and learns here where this session's POSTs must go (contrib/haproxy).
+    const writer: SseWriter = new SseWriter(res, { [SESSION_HEADER]: id }, {
       transport: 'sse',
       log: this.opts.log,
       maxBytes: maxBacklogBytes(this.opts.maxMessageBytes),
