@@ -58,7 +58,9 @@ export class OAuthTokens {
     if (!l?.tokens && this.machine && (await this.refresh())) l = await this.login();
     if (!l?.tokens) return undefined;
     if (l.tokens.expires_at !== undefined && l.tokens.expires_at - EARLY_MS < Date.now() && l.tokens.refresh_token) {
-      await this.refresh(`Bearer ${l.tokens.access_token}`);
+      // A refresh that cannot happen now (a shared store that is down) leaves the token as it is:
+      // it still has up to EARLY_MS to live, and a 401 says so if not.
+      await this.refresh(`Bearer ${l.tokens.access_token}`).catch((err: Error) => this.log.debug({ err: err.message }, 'no refresh before expiry'));
       l = await this.login();
       if (!l?.tokens) return undefined;
     }
