@@ -144,6 +144,8 @@ describe('OAuth logins shared through Redis', () => {
     expect(calls.filter((e) => e.auth === 'ok').map((e) => e.token)).toEqual([fresh, fresh]);
     // Both daemons' first tries were refused (the old token), so both had to refresh: neither asked twice.
     expect(calls.filter((e) => e.auth === 'refused').map((e) => e.token)).toEqual([await fingerprint(first.login.tokens.access_token), await fingerprint(first.login.tokens.access_token)]);
+    // One daemon refreshed; the other waited for it and took its token.
+    expect([a, b].map((d) => d.stderr().split('access token refreshed').length - 1).sort()).toEqual([0, 1]);
     // The lock is gone once the refresh is over; still nothing plain in Redis.
     expect(await redis.cli('EXISTS', 'mcpmux:lock:refresh:secure')).toBe('0');
     const after = await scan();
@@ -226,5 +228,21 @@ describe('OAuth logins shared through Redis', () => {
     expect(again).not.toBe(id);
     await waitFor(async () => (await whoami(hc).catch(() => '')) === again, { what: 'the closed daemon serves again', timeoutMs: WAIT_MS });
     expect(await whoami(ho)).toBe(again);
+  }, 120_000);
+
+  it('without store.secretEnv logins stay in each daemon\'s state folder, and the daemon says so once', async () => {
+    const redis = await startRedis();
+    const as = await authServer();
+    const config = await writeConfig({ store: { redis: { url: redis.url, keyPrefix: 'nokey:' } }, mcpServers: { secure: { url: as.url } } });
+    const state = tempDir();
+    const d = await startDaemon(config, { MCPMUX_STATE_DIR: state });
+    await waitFor(() => d.stderr().includes("OAuth logins stay in this daemon's state folder"), { what: 'the info line' });
+    const r = await runMux(['login', 'secure', '--config', config], { env: { MCPMUX_STATE_DIR: state, BROWSER } });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`the login is stored in ${path.join(state, 'oauth', 'secure.json')}`);
+    expect(existsSync(path.join(state, 'oauth', 'secure.json'))).toBe(true);
+    expect(await redis.cli('--scan', '--pattern', 'nokey:login:*')).toBe('');
+    await hostOn(d);
+    expect(d.stderr().split("OAuth logins stay in this daemon's state folder").length - 1).toBe(1);
   }, 120_000);
 });

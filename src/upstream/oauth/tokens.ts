@@ -107,8 +107,8 @@ export class OAuthTokens {
    * After a 401, or close to expiry: a new access token if the refresh token still works. One
    * at a time in this process, and one at a time per login in the cluster (exclusiveLogin):
    * whoever waited reads the login again and, if `stale` (the Authorization header that failed
-   * or is about to expire; none: there was no token) was replaced meanwhile, uses the new token without asking the
-   * authorization server again. (A server that refuses fresh tokens too gets one retry per
+   * or is about to expire; none: there was no token) was replaced meanwhile, uses the new token
+   * without asking the authorization server again. (A server that refuses fresh tokens too gets one retry per
    * request, then the upstream needs a login; the login watcher ignores this process's own
    * writes, so that does not restart it into another refresh.) Throws (-31007) while a shared
    * store is down: no refresh then.
