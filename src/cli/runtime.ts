@@ -20,6 +20,8 @@ import { HostSession } from '../session/host-session.js';
 import { ParkedCalls } from '../session/parked.js';
 import { SharedStore } from '../store/store.js';
 import { clusterIdentity, type ClusterIdentity } from '../cluster/identity.js';
+
+import { chooseLoginStore } from '../upstream/oauth/shared-logins.js';
 import { Reloader } from './reload.js';
 import type { OperatorRoutes } from '../transport/http/admin.js';
 import type { Transport } from '../transport/transport.js';
@@ -96,6 +98,8 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
   let router: Router | undefined;
   // Connects in the background: a Redis down at start is reported (once) and waited for, never fatal.
   const store = config.store && new SharedStore(config.store, log.child({ component: 'store' }));
+  // OAuth logins: in the store when it has their key, else in this daemon's files.
+  chooseLoginStore(config, store, log);
   const pinnedOf = (c: Config) => new Set(c.servers.filter((s) => s.pinTools).map((s) => s.name));
   const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
   let governance = createGovernance(config, pins);

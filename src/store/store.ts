@@ -110,6 +110,13 @@ export class SharedStore {
       // No keyPrefix here: channels are named in full above (ioredis does not prefix them).
       this.sub = new Redis(this.config.redis.url, this.options());
       this.sub.on('error', () => {}); // the command connection reports health; this one only listens
+      // Every channel again once connected: a SUBSCRIBE sent before (no offline queue) was refused,
+      // and ioredis resubscribes after a reconnect only the channels it had subscribed.
+      const sub = this.sub;
+      sub.on('ready', () => {
+        const channels = [...this.handlers.keys()];
+        if (channels.length > 0) sub.subscribe(...channels).catch(() => {});
+      });
       this.sub.on('message', (ch: string, msg: string) => {
         for (const h of this.handlers.get(ch) ?? []) h(msg);
       });

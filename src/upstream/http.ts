@@ -5,9 +5,9 @@
 // sse-reader.ts, remote-messages.ts; the 2026-07-28 headers in modern-headers.ts.
 
 import type { EventSourceMessage } from 'eventsource-parser';
-import { ErrorCode, errorResponse, type Incoming, type JsonRpcId, type JsonRpcResponse } from '../jsonrpc/message.js';
+import { ErrorCode, errorResponse, RpcError, type Incoming, type JsonRpcId, type JsonRpcResponse } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
-import { cancelProtocol } from '../protocol/mcp.js';
+import { cancelProtocol, MuxError } from '../protocol/mcp.js';
 import { declaredVersion, ModernError } from '../protocol/modern.js';
 import { bodyText, describeFetchError, errorExcerpt, excerptOf, fetchSameOrigin, mediaType, readBody, safeUrl } from './fetch.js';
 import { modernHeaders } from './modern-headers.js';
@@ -38,8 +38,10 @@ export interface TokenSource {
   readonly usable: boolean;
   /** client_credentials: mcpmux gets tokens itself; there is no login to wait for. */
   readonly machine: boolean;
+  /** Throws when the login cannot be read now (a shared store that is down, -31007). */
   header(): Promise<string | undefined>;
-  refresh(): Promise<boolean>;
+  /** `stale`: the Authorization header the server refused. Throws as header() does. */
+  refresh(stale?: string): Promise<boolean>;
   /** A 401's challenge, kept for `mcpmux login` (the server may not show it to a bare probe). */
   challenged(header: string): void;
   /** A 403 insufficient_scope: remember the scope the server asks for (the next login asks it); returns it. */
@@ -140,10 +142,15 @@ export class StreamableHttpTransport implements RemoteTransport {
   // ---- sending ---------------------------------------------------------------------------
 
   private async post(msg: Incoming, body: string, retried = false): Promise<void> {
-    // Kept for the GET stream and DELETE too; the 401 below judges this request's own.
-    const bearer = this.opts.auth ? await this.opts.auth.header() : undefined;
-    this.bearer = bearer;
     const id = requestIdOf(msg);
+    // Kept for the GET stream and DELETE too; the 401 below judges this request's own.
+    let bearer: string | undefined;
+    try {
+      bearer = this.opts.auth ? await this.opts.auth.header() : undefined;
+    } catch (err) {
+      return this.noLogin(id, err);
+    }
+    this.bearer = bearer;
     const method = Array.isArray(msg) ? undefined : (msg as { method?: unknown }).method;
     if (method === 'initialize' && id !== undefined) this.initializeId = id;
     const hadSession = this.sessionId !== undefined;
@@ -178,7 +185,15 @@ export class StreamableHttpTransport implements RemoteTransport {
     if (res.status === 401 && this.opts.auth?.usable && /^\s*bearer\b/i.test(res.headers.get('www-authenticate') ?? '')) {
       await res.body?.cancel().catch(() => {});
       // Once per request: a fresh token, then the same message again.
-      if (!retried && bearer !== undefined && (await this.opts.auth.refresh())) return this.post(msg, body, true);
+      if (!retried && bearer !== undefined) {
+        let fresh: boolean;
+        try {
+          fresh = await this.opts.auth.refresh(bearer);
+        } catch (err) {
+          return this.noLogin(id, err);
+        }
+        if (fresh) return this.post(msg, body, true);
+      }
       // Kept for `mcpmux login`: the challenge says where to log in.
       const challenge = res.headers.get('www-authenticate');
       if (challenge) this.opts.auth.challenged(challenge);
@@ -218,6 +233,16 @@ export class StreamableHttpTransport implements RemoteTransport {
       await res.body?.cancel().catch(() => {});
       this.deliver(unavailable(id, `upstream answered with unexpected content type ${JSON.stringify(res.headers.get('content-type'))}`), id);
     }
+  }
+
+  /**
+   * The login could not be read or refreshed now (a shared store that is down): this request
+   * fails saying why; the connection stays, and the next request tries again.
+   */
+  private noLogin(id: JsonRpcId | undefined, err: unknown): void {
+    const e = err instanceof RpcError ? err : new RpcError(MuxError.UpstreamUnavailable, `cannot use the login: ${(err as Error).message}`);
+    if (id !== undefined) this.deliver(errorResponse(id, { code: e.code, message: e.message }), id);
+    else this.log.warn({ url: this.where, err: e.message }, 'a notification to the upstream was dropped: its login cannot be used now');
   }
 
   /** A POST got a non-2xx answer. */

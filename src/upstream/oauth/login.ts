@@ -29,7 +29,7 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
   const found = await discover(server.url, challenge);
   const { as, resource } = found;
   // Step-up: what a server asked for beyond the last login (403 insufficient_scope) is added.
-  const scope = mergeScopes(server.oauth?.scopes?.join(' ') || found.scope, readLogin(server.name)?.scopeNeeded);
+  const scope = mergeScopes(server.oauth?.scopes?.join(' ') || found.scope, (await readLogin(server.name))?.scopeNeeded);
 
   const state = oauth.generateRandomState();
   const callback = await loopback(server.oauth?.redirectPort ?? 0, () => state);
@@ -60,7 +60,7 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
       ...httpOptions(new URL(as.token_endpoint!)),
     });
     const tokens = await oauth.processAuthorizationCodeResponse(as, client, res);
-    writeLogin(server.name, {
+    await writeLogin(server.name, {
       server: canonicalResource(server.url),
       resource,
       as: { issuer: as.issuer, token_endpoint: as.token_endpoint!, ...(as.revocation_endpoint && { revocation_endpoint: as.revocation_endpoint }) },
@@ -70,7 +70,7 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
         ...(typeof client.token_endpoint_auth_method === 'string' && { token_endpoint_auth_method: client.token_endpoint_auth_method }),
       },
       tokens: tokensOf(tokens),
-    });
+    }, 'login');
     return { scope: tokens.scope ?? scope };
   } catch (err) {
     throw new Error(`login to ${server.name} failed: ${describe(err)}`);
@@ -81,7 +81,7 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
 
 /** `mcpmux logout NAME`: revokes the tokens where the server can (RFC 7009); the caller deletes the file. */
 export async function revoke(serverName: string): Promise<boolean> {
-  const l = readLogin(serverName);
+  const l = await readLogin(serverName);
   const endpoint = l?.as.revocation_endpoint;
   if (!l || !endpoint || !l.tokens) return false;
   const as: oauth.AuthorizationServer = { issuer: l.as.issuer, revocation_endpoint: endpoint };

@@ -16,11 +16,11 @@ const ALGORITHMS: Record<string, webcrypto.RsaHashedImportParams | webcrypto.EcK
   ES256: { name: 'ECDSA', namedCurve: 'P-256' },
 };
 
-export async function clientCredentials(server: RemoteServerConfig): Promise<StoredLogin> {
+export async function clientCredentials(server: RemoteServerConfig, signal: AbortSignal = AbortSignal.timeout(30_000)): Promise<StoredLogin> {
   const o = server.oauth!;
   const found = await discover(server.url, await challengeOf(server));
   const { as, resource } = found;
-  const scope = mergeScopes(o.scopes?.join(' ') || found.scope, readLogin(server.name)?.scopeNeeded);
+  const scope = mergeScopes(o.scopes?.join(' ') || found.scope, (await readLogin(server.name))?.scopeNeeded);
   let client: oauth.Client = { client_id: o.clientId! };
   let auth: oauth.ClientAuth;
   if (o.privateKey) {
@@ -34,7 +34,7 @@ export async function clientCredentials(server: RemoteServerConfig): Promise<Sto
     auth = clientAuth(client);
   }
   const params: Record<string, string> = { resource, ...(scope && { scope }) };
-  const res = await oauth.clientCredentialsGrantRequest(as, client, auth, params, { ...httpOptions(new URL(as.token_endpoint!)), signal: AbortSignal.timeout(30_000) });
+  const res = await oauth.clientCredentialsGrantRequest(as, client, auth, params, { ...httpOptions(new URL(as.token_endpoint!)), signal });
   const tokens = await oauth.processClientCredentialsResponse(as, client, res);
   const login: StoredLogin = {
     server: canonicalResource(server.url),
@@ -44,6 +44,6 @@ export async function clientCredentials(server: RemoteServerConfig): Promise<Sto
     client: { client_id: client.client_id },
     tokens: tokensOf(tokens),
   };
-  writeLogin(server.name, login);
+  await writeLogin(server.name, login);
   return login;
 }

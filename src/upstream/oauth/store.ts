@@ -1,7 +1,11 @@
-// Where a server's OAuth tokens live: one file per server under the state folder
+// Where a server's OAuth tokens live. By default one file per server under the state folder
 // (`<state>/oauth/<server>.json`), mode 0600, written atomically (a temp file, then a rename),
-// read by the daemon and written by `mcpmux login` (another process). Nothing from these files
-// is ever logged.
+// read by the daemon and written by `mcpmux login` (another process). With a shared store and
+// its key (`store.secretEnv`), in Redis instead, sealed (shared-logins.ts): every daemon of a
+// cluster uses one login and refreshes it one at a time. Nothing from either is ever logged.
+//
+// The rest of mcpmux goes through the functions at the end (readLogin, writeLogin, ...), which
+// ask whichever place `useLoginStore` chose for this process.
 
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -39,7 +43,7 @@ export function loginFile(server: string): string {
 const cached = new Map<string, StoredLogin | undefined>();
 let watchers = 0;
 
-export function readLogin(server: string): StoredLogin | undefined {
+function readFromFile(server: string): StoredLogin | undefined {
   if (watchers > 0 && cached.has(server)) return cached.get(server);
   const login = readLoginFile(server);
   if (watchers > 0) cached.set(server, login);
@@ -60,7 +64,7 @@ function readLoginFile(server: string): StoredLogin | undefined {
 /** What this process wrote last, per file: the watcher tells another process's writes from ours. */
 const ownWrites = new Map<string, string>();
 
-export function writeLogin(server: string, login: StoredLogin): void {
+function writeToFile(server: string, login: StoredLogin): void {
   const file = loginFile(server);
   const text = JSON.stringify(login, null, 2) + '\n';
   writePrivate(file, text);
@@ -92,8 +96,7 @@ export function deleteChallenge(server: string): void {
   rmSync(challengeFile(server), { force: true });
 }
 
-export function deleteLogin(server: string): boolean {
-  deleteChallenge(server);
+function deleteFile(server: string): boolean {
   cached.delete(server);
   const file = loginFile(server);
   if (!existsSync(file)) return false;
@@ -106,7 +109,7 @@ export function deleteLogin(server: string): boolean {
  * (`mcpmux login`, `mcpmux logout`): a running daemon picks a fresh login up without a restart.
  * Returns the function that stops watching.
  */
-export function watchLogins(onChange: (server: string) => void, onError: (err: Error) => void): () => void {
+function watchFiles(onChange: (server: string) => void, onError: (err: Error) => void): () => void {
   const dir = oauthDir();
   let unwatch: (() => void) | undefined;
   let watching = false;
@@ -143,4 +146,75 @@ export function watchLogins(onChange: (server: string) => void, onError: (err: E
     unwatch?.();
     if (watching) stopCaching();
   };
+}
+
+/** Why a login is written: a person's new login (other daemons start its upstream again), or tokens updated in use. */
+export type LoginChange = 'login' | 'update';
+
+/** One place logins live: the state folder's files, or the shared store. */
+export interface LoginStore {
+  read(server: string): Promise<StoredLogin | undefined>;
+  write(server: string, login: StoredLogin, change: LoginChange): Promise<void>;
+  /** False when there was no login. */
+  delete(server: string): Promise<boolean>;
+  /**
+   * Runs `fn` as the only one changing this login's tokens (a refresh, a client-credentials
+   * grant, a scope to remember): per process with files, across the cluster with the shared
+   * store. `signal` aborts before the exclusivity could lapse (what `fn` asks for must end by then).
+   */
+  exclusive<T>(server: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T>;
+  /** Calls `onChange(server)` when another process stores or removes a login. Returns the function that stops it. */
+  watch(onChange: (server: string) => void, onError: (err: Error) => void): () => void;
+  /** Where a login is kept, for what `mcpmux login` prints. */
+  where(server: string): string;
+}
+
+/** How long a refresh (its token request) may take with files: as long as ever. */
+const FILE_REFRESH_MS = 30_000;
+
+export const fileLogins: LoginStore = {
+  read: async (server) => readFromFile(server),
+  write: async (server, login) => writeToFile(server, login),
+  delete: async (server) => deleteFile(server),
+  // One process per state folder: OAuthTokens' own one-at-a-time is all it takes.
+  exclusive: (_server, fn) => fn(AbortSignal.timeout(FILE_REFRESH_MS)),
+  watch: watchFiles,
+  where: (server) => loginFile(server),
+};
+
+let logins: LoginStore = fileLogins;
+
+/** Where this process keeps logins from now on (the runtime and `mcpmux login` choose, from the config). */
+export function useLoginStore(store: LoginStore): void {
+  logins = store;
+}
+
+export function readLogin(server: string): Promise<StoredLogin | undefined> {
+  return logins.read(server);
+}
+
+export function writeLogin(server: string, login: StoredLogin, change: LoginChange = 'update'): Promise<void> {
+  return logins.write(server, login, change);
+}
+
+export function deleteLogin(server: string): Promise<boolean> {
+  deleteChallenge(server);
+  return logins.delete(server);
+}
+
+export function exclusiveLogin<T>(server: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  return logins.exclusive(server, fn);
+}
+
+/**
+ * Calls `onChange(server)` when another process stores or removes a login (`mcpmux login`,
+ * `mcpmux logout`): a running daemon picks a fresh login up without a restart. Returns the
+ * function that stops watching.
+ */
+export function watchLogins(onChange: (server: string) => void, onError: (err: Error) => void): () => void {
+  return logins.watch(onChange, onError);
+}
+
+export function loginWhere(server: string): string {
+  return logins.where(server);
 }

@@ -10,7 +10,7 @@ import { clientCredentials } from './machine.js';
 import { bearerChallenge, canonicalResource, httpOptions } from './discover.js';
 import { clientAuth, mergeScopes } from './client-auth.js';
 import { describe, tokensOf } from './responses.js';
-import { readLogin, writeChallenge, writeLogin, type StoredLogin } from './store.js';
+import { exclusiveLogin, readLogin, writeChallenge, writeLogin, type StoredLogin } from './store.js';
 
 /** Refresh this long before the access token expires (clock skew, the request's own time). */
 const EARLY_MS = 60_000;
@@ -43,8 +43,8 @@ export class OAuthTokens {
    * they are read: an upstream that echoes its Authorization header in an error, say, must not
    * put it in the log.
    */
-  private login(): StoredLogin | undefined {
-    const l = readLogin(this.server);
+  private async login(): Promise<StoredLogin | undefined> {
+    const l = await readLogin(this.server);
     if (!l || l.server !== this.url) return undefined;
     addRuntimeSecrets(this.log, `oauth:${this.server}`, [l.tokens?.access_token, l.tokens?.refresh_token, l.client.client_secret]);
     return l;
@@ -54,12 +54,14 @@ export class OAuthTokens {
   async header(): Promise<string | undefined> {
     // A configured Authorization header is the admin's choice: no stored login replaces it.
     if (!this.usable) return undefined;
-    let l = this.login();
-    if (!l?.tokens && this.machine && (await this.refresh())) l = this.login();
+    let l = await this.login();
+    if (!l?.tokens && this.machine && (await this.refresh())) l = await this.login();
     if (!l?.tokens) return undefined;
     if (l.tokens.expires_at !== undefined && l.tokens.expires_at - EARLY_MS < Date.now() && l.tokens.refresh_token) {
-      await this.refresh();
-      l = this.login();
+      // A refresh that cannot happen now (a shared store that is down) leaves the token as it is:
+      // it still has up to EARLY_MS to live, and a 401 says so if not.
+      await this.refresh(`Bearer ${l.tokens.access_token}`).catch((err: Error) => this.log.debug({ err: err.message }, 'no refresh before expiry'));
+      l = await this.login();
       if (!l?.tokens) return undefined;
     }
     return `Bearer ${l.tokens.access_token}`;
@@ -82,29 +84,48 @@ export class OAuthTokens {
     const wanted = bearerChallenge(challenge)?.scope;
     // The next login discovers from this challenge too (it names the resource metadata).
     this.challenged(challenge);
-    const l = readLogin(this.server);
-    if (!l || !wanted) return wanted;
-    // A machine client asks again itself (the next request); a person logs in again.
-    writeLogin(this.server, { ...l, scopeNeeded: mergeScopes(l.scopeNeeded, l.tokens?.scope, wanted), ...(this.machine && { tokens: undefined }) });
+    if (!wanted) return wanted;
+    try {
+      // Exclusive like a refresh: a refresh writing at the same moment would otherwise be lost (and its refresh token with it).
+      const remembered = await exclusiveLogin(this.server, async () => {
+        const l = await readLogin(this.server);
+        if (!l) return false;
+        // A machine client asks again itself (the next request); a person logs in again.
+        await writeLogin(this.server, { ...l, scopeNeeded: mergeScopes(l.scopeNeeded, l.tokens?.scope, wanted), ...(this.machine && { tokens: undefined }) });
+        return true;
+      });
+      if (!remembered) return wanted;
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'cannot remember the scope the server asked for');
+      return wanted;
+    }
     this.log.warn({ scope: wanted }, `the server needs more access; run: mcpmux login ${this.server}`);
     return wanted;
   }
 
   /**
    * After a 401, or close to expiry: a new access token if the refresh token still works. One
-   * at a time. (A server that refuses fresh tokens too gets one retry per request, then the
-   * upstream needs a login; the login watcher ignores this process's own writes, so that does
-   * not restart it into another refresh.)
+   * at a time in this process, and one at a time per login in the cluster (exclusiveLogin):
+   * whoever waited reads the login again and, if `stale` (the Authorization header that failed
+   * or is about to expire; none: there was no token) was replaced meanwhile, uses the new token
+   * without asking the authorization server again. (A server that refuses fresh tokens too gets one retry per
+   * request, then the upstream needs a login; the login watcher ignores this process's own
+   * writes, so that does not restart it into another refresh.) Throws (-31007) while a shared
+   * store is down: no refresh then.
    */
-  refresh(): Promise<boolean> {
-    return (this.refreshing ??= this.doRefresh().finally(() => (this.refreshing = undefined)));
+  refresh(stale?: string): Promise<boolean> {
+    return (this.refreshing ??= exclusiveLogin(this.server, (signal) => this.doRefresh(stale, signal)).finally(() => (this.refreshing = undefined)));
   }
 
-
-  private async doRefresh(): Promise<boolean> {
+  private async doRefresh(stale: string | undefined, signal: AbortSignal): Promise<boolean> {
+    const l = await this.login();
+    // Another daemon (or process) stored new tokens since `stale` was sent (or since there were
+    // none, for a machine client): those are the refresh.
+    const now = l?.tokens?.access_token;
+    if (now !== undefined && `Bearer ${now}` !== stale) return true;
     if (this.machine) {
       try {
-        await clientCredentials(this.config);
+        await clientCredentials(this.config, signal);
         this.log.info('access token obtained (client credentials)');
         return true;
       } catch (err) {
@@ -112,7 +133,6 @@ export class OAuthTokens {
         return false;
       }
     }
-    const l = this.login();
     const refreshToken = l?.tokens?.refresh_token;
     if (!l || !refreshToken) return false;
     const as: oauth.AuthorizationServer = { issuer: l.as.issuer, token_endpoint: l.as.token_endpoint };
@@ -122,19 +142,19 @@ export class OAuthTokens {
       const res = await oauth.refreshTokenGrantRequest(as, client, auth, refreshToken, {
         additionalParameters: { resource: l.resource },
         ...httpOptions(new URL(l.as.token_endpoint)),
-        signal: AbortSignal.timeout(30_000),
+        signal,
       });
       const t = await oauth.processRefreshTokenResponse(as, client, res);
-      writeLogin(this.server, { ...l, tokens: tokensOf(t, refreshToken) });
+      await writeLogin(this.server, { ...l, tokens: tokensOf(t, refreshToken) });
       this.log.info('access token refreshed');
       return true;
     } catch (err) {
       // Refused (revoked, expired refresh token, or the client is no more): these tokens are
       // done, a new login is needed. A network error or an outage leaves them for next time.
       const refused = err instanceof oauth.ResponseBodyError && ['invalid_grant', 'invalid_client', 'unauthorized_client'].includes(err.error);
-      const current = readLogin(this.server);
+      const current = await readLogin(this.server);
       // Only if no one stored other tokens meanwhile (another process's refresh, a new login).
-      if (refused && current?.tokens?.refresh_token === refreshToken) writeLogin(this.server, { ...current, tokens: undefined });
+      if (refused && current?.tokens?.refresh_token === refreshToken) await writeLogin(this.server, { ...current, tokens: undefined });
       this.log.warn({ err: describe(err) }, refused ? `the token refresh was refused; run: mcpmux login ${this.server}` : 'the token refresh failed; the tokens are kept for the next try');
       return false;
     }
