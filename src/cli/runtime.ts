@@ -94,7 +94,7 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
   // Connects in the background: a Redis down at start is reported (once) and waited for, never fatal.
   const store = config.store && new SharedStore(config.store, log.child({ component: 'store' }));
   const pinnedOf = (c: Config) => new Set(c.servers.filter((s) => s.pinTools).map((s) => s.name));
-  const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
+  const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), store, pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
   let governance = createGovernance(config, pins);
   router = new Router(config, log, governance);
   const serverInfo = { name: 'mcpmux', version: VERSION };

@@ -117,7 +117,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     // which the pretty log shows after it.
     log.error({ err: (err as Error).message, code: (err as NodeJS.ErrnoException).code, host, port: port ?? config.listen.port, hint: why }, 'cannot listen');
     unwatchLogins();
-    pins.close();
+    await pins.close();
     await runtime.store?.close();
     await observers.close();
     return 1;
@@ -139,7 +139,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     log.info({ why, sessions: server.registry.size }, 'draining');
     await server.close();
     await router.close();
-    pins.close();
+    await pins.close();
     await runtime.store?.close();
     await observers.close();
     log.info('stopped');
