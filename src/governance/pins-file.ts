@@ -16,7 +16,6 @@ interface StateFile {
 
 export class FilePins implements PinStorage {
   private state: StateFile = { version: FILE_VERSION, servers: {} };
-  readonly loaded = true;
   private saveTimer: NodeJS.Timeout | undefined;
   private unwatch: (() => void) | undefined;
   private lastWritten = '';
@@ -60,6 +59,10 @@ export class FilePins implements PinStorage {
 
   async ready(): Promise<undefined> {
     return undefined;
+  }
+
+  isRead(): boolean {
+    return true;
   }
 
   refusal(): undefined {

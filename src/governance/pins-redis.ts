@@ -28,10 +28,13 @@ const listedKey = (server: string) => `pins:listed:${server}`;
 const MARK = '\0';
 /** How often the version counter is read (a missed message is caught within this). */
 const POLL_MS = 1_000;
+/**
+ * A tool no daemon has said it lists for this long is no longer listed anywhere.
+ * MCPMUX_PINS_LIVE_MS: tests shorten it.
+ */
+const LIVE_MS = Number(process.env.MCPMUX_PINS_LIVE_MS) > 0 ? Number(process.env.MCPMUX_PINS_LIVE_MS) : 60_000;
 /** How often each daemon says again which tools it lists (well within LIVE_MS). */
-const STAMP_MS = 20_000;
-/** A tool no daemon has said it lists for this long is no longer listed anywhere. */
-const LIVE_MS = 60_000;
+const STAMP_MS = Math.round(LIVE_MS / 3);
 /** First-use records are written together, a moment after the listing that made them. */
 const FLUSH_MS = 50;
 
@@ -86,10 +89,11 @@ interface PinsCommands {
 
 export class RedisPins implements PinStorage {
   readonly servers: Record<string, ServerPins> = {};
-  loaded = false;
   private readonly redis: Redis & PinsCommands;
-  /** Servers this process has read from the store (one gone from it since was lost, or dropped by another daemon). */
-  private readonly known = new Set<string>();
+  /** Pinned servers whose records have been read (present in the store or not). */
+  private readonly read = new Set<string>();
+  /** Servers this process has found in the store (one gone from it since was lost, or dropped by another daemon). */
+  private readonly stored = new Set<string>();
   /** First-use records not written yet, per server. */
   private pending = new Map<string, ServerPins>();
   /** Per pinned server, what this daemon lists (said again every STAMP_MS). */
@@ -136,7 +140,7 @@ export class RedisPins implements PinStorage {
       throw this.store.unavailable(what);
     }
     Object.assign((this.servers[server] ??= {}), tools);
-    this.known.add(server);
+    this.stored.add(server);
   }
 
   prune(server: string, listed: ReadonlySet<string>): void {
@@ -150,7 +154,8 @@ export class RedisPins implements PinStorage {
       delete this.servers[server];
       this.pending.delete(server);
       this.lists.delete(server);
-      this.known.delete(server);
+      this.stored.delete(server);
+      this.read.delete(server);
       tx.del(toolsKey(server), listedKey(server)).publish(this.store.key(CHANNEL), server);
     }
     tx.incr(VERSION)
@@ -169,9 +174,13 @@ export class RedisPins implements PinStorage {
     }
   }
 
-  refusal(what: string): RpcError | undefined {
+  isRead(server: string): boolean {
+    return this.read.has(server);
+  }
+
+  refusal(server: string, what: string): RpcError | undefined {
     // Never read: nothing to judge by, whatever onError says. Read once: "open" goes by it.
-    if (!this.loaded) return this.store.unavailable(what);
+    if (!this.read.has(server)) return this.store.unavailable(what);
     if (this.store.onError === 'closed' && this.store.health !== 'up') return this.store.unavailable(what);
     return undefined;
   }
@@ -183,7 +192,8 @@ export class RedisPins implements PinStorage {
     this.stops.push(this.store.onHealth((h) => h === 'up' && resync('reconnected')));
     const poll = setInterval(() => {
       if (this.store.health !== 'up') return;
-      if (!this.loaded || this.pending.size > 0) return resync('poll');
+      // A server never read (the first read failed, or a reload pinned it), or records not written yet.
+      if ([...this.keeper.pinned].some((s) => !this.read.has(s)) || this.pending.size > 0) return resync('poll');
       void this.redis.get(VERSION).then((v) => v !== this.version && resync('version'), () => {});
     }, POLL_MS);
     const stamp = setInterval(() => {
@@ -227,7 +237,8 @@ export class RedisPins implements PinStorage {
     const res = await tx.exec();
     const failed = res?.find(([err]) => err);
     if (!res || failed) throw failed?.[0] ?? new Error('no answer');
-    const first = !this.loaded;
+    // Servers read for the first time were hidden until now: their lists are rebuilt in any case.
+    const first = servers.filter((s) => !this.read.has(s));
     const lost: string[] = [];
     this.keeper.changed(
       () => {
@@ -236,19 +247,19 @@ export class RedisPins implements PinStorage {
           if (read) {
             // What the store says wins over this process's records not written yet.
             this.servers[server] = { ...this.pending.get(server), ...read };
-            this.known.add(server);
+            this.stored.add(server);
           } else if (this.servers[server]) {
             // Gone from the store (Redis restarted empty, or a daemon that stopped pinning it
             // removed it): written back, or its held tools would be trusted afresh.
-            if (this.known.has(server)) lost.push(server);
+            if (this.stored.has(server)) lost.push(server);
             this.pending.set(server, { ...this.servers[server], ...this.pending.get(server) });
           }
         });
-        this.loaded = true;
+        for (const server of servers) this.read.add(server);
       },
-      { store: 'redis' },
-      first ? 'tool pins read from the shared store' : 'tool pins changed in the shared store; lists rebuilt',
-      first,
+      { store: 'redis', ...(first.length > 0 && { read: first }) },
+      first.length > 0 ? 'tool pins read from the shared store' : 'tool pins changed in the shared store; lists rebuilt',
+      first.length > 0,
     );
     this.version = res[0]![1] as string | null;
     if (lost.length > 0) this.keeper.log.warn({ servers: lost }, 'the shared store lost servers this process pins; their approvals were written back');
@@ -272,7 +283,7 @@ export class RedisPins implements PinStorage {
         this.keeper.changed(
           () => {
             this.servers[server] = { ...this.pending.get(server), ...read };
-            this.known.add(server);
+            this.stored.add(server);
           },
           { server },
           'another daemon recorded this server\'s tools first; its record is adopted and lists rebuilt',

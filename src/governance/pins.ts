@@ -45,8 +45,8 @@ export type ServerPins = Record<string, Pinned>;
 export interface PinStorage {
   /** Per server, its approved tools as known here; a server absent was never recorded. */
   readonly servers: Readonly<Record<string, ServerPins>>;
-  /** Whether what is kept has been read at all (a file: at once; Redis: once it answered). */
-  readonly loaded: boolean;
+  /** Whether this server's records have been read (a file: at once; Redis: once it answered, and again for a server a reload pins). */
+  isRead(server: string): boolean;
   /** Tools trusted on first use: recorded unless another process recorded them first (then its record is adopted). */
   record(server: string, tools: ServerPins): void;
   /** Approvals by an admin: recorded now (rejects when they cannot be). */
@@ -59,8 +59,8 @@ export interface PinStorage {
   watch(): void;
   /** Resolves once what is kept has been read; to why not when it cannot be. */
   ready(): Promise<string | undefined>;
-  /** The error a call to a pinned server's tool gets now, or undefined (it may go on). */
-  refusal(what: string): RpcError | undefined;
+  /** The error a call to a tool of `server` (pinned) gets now, or undefined (it may go on). */
+  refusal(server: string, what: string): RpcError | undefined;
   /** Stops watching; writes out what is waiting to be written. */
   close(): Promise<void>;
 }
@@ -148,7 +148,7 @@ export class ToolPins {
     }
     // Nothing read yet (Redis not answered): nothing to judge by, so nothing is shown; the
     // first read rebuilds the lists.
-    if (!this.storage.loaded) return false;
+    if (!this.storage.isRead(server)) return false;
     // Trust on first use: a server with no entry when this process started has its tools
     // recorded as they are, all through this run (a changed one is still caught).
     const known = this.storage.servers[server];
@@ -208,7 +208,7 @@ export class ToolPins {
   callable(server: string, tool: string): boolean {
     if (!this.opts.pinned.has(server)) return true;
     // Not read yet: refused (refusal says why), as a held tool is.
-    if (!this.storage.loaded) return false;
+    if (!this.storage.isRead(server)) return false;
     const fields = this.seen.get(server)?.get(tool);
     return fields === undefined || this.approved(server, tool, fields);
   }
@@ -218,7 +218,7 @@ export class ToolPins {
    * onError "closed", or was never read), or undefined. `what` names the call in the error.
    */
   refusal(server: string, what: string): RpcError | undefined {
-    return this.opts.pinned.has(server) ? this.storage.refusal(what) : undefined;
+    return this.opts.pinned.has(server) ? this.storage.refusal(server, what) : undefined;
   }
 
   /**
