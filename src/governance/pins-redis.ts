@@ -7,7 +7,7 @@
 //   pins:tools:<server>   hash, tool -> JSON pin; the field "\0" marks the server as recorded, so a
 //                         server whose tools were all pruned is still known (its new tools are held)
 //   pins:listed:<server>  hash, tool -> when a daemon last said it lists the tool (ms, Redis's clock);
-//                         "\0" -> when the hash began. Pruning asks it: see sweep below.
+//                         "\0" -> when the hash began. Pruning asks it: see SWEEP below.
 //   pins:version          bumped by every change
 //
 // Trust on first use is race-free: records are written with HSETNX in one script, so the first
@@ -35,6 +35,10 @@ const POLL_MS = 1_000;
 const LIVE_MS = Number(process.env.MCPMUX_PINS_LIVE_MS) > 0 ? Number(process.env.MCPMUX_PINS_LIVE_MS) : 60_000;
 /** How often each daemon says again which tools it lists (well within LIVE_MS). */
 const STAMP_MS = Math.round(LIVE_MS / 3);
+/** Names stamped per command (a big listing is many commands: other clients go between them). */
+const STAMP_CHUNK = 1_000;
+/** Every this many stamps of a server, stamps nobody renewed are cleared (a server listing ever-new names). */
+const CLEAR_EVERY = 15;
 /** First-use records are written together, a moment after the listing that made them. */
 const FLUSH_MS = 50;
 
@@ -50,31 +54,30 @@ return redis.call('HGETALL', KEYS[1])`;
 
 /**
  * Prunes a server's records to what some daemon lists. KEYS: tools, listed, version. ARGV:
- * channel, server, LIVE_MS, mark, then the tools this daemon lists (stamped now). A record is
- * removed only when no daemon stamped its tool within LIVE_MS, and never while the stamps are
- * younger than that (after a Redis restart, or at the start, the other daemons have not said
- * yet what they list).
+ * channel, server, LIVE_MS, mark, "1" to also clear stamps nobody renewed, then the candidates
+ * (records of tools this daemon does not list). A candidate's record is removed only when no
+ * daemon stamped its tool within LIVE_MS, and never while the stamps are younger than that
+ * (after a Redis restart, or at the start, the other daemons have not said yet what they list).
+ * Only the candidates are looked at (and, now and then, the stamps): a server with 100 000
+ * tools must not stop Redis for everyone else.
  */
 const SWEEP = `
+redis.replicate_commands() -- writes after TIME (a no-op from Redis 5 on)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local live = tonumber(ARGV[3])
-redis.call('HSETNX', KEYS[2], ARGV[4], now)
-for i = 5, #ARGV do redis.call('HSET', KEYS[2], ARGV[i], now) end
-redis.call('PEXPIRE', KEYS[2], live * 2)
-local stamps = redis.call('HGETALL', KEYS[2])
-local fresh = {}
-local since = now
-for i = 1, #stamps, 2 do
-  local at = tonumber(stamps[i + 1])
-  if stamps[i] == ARGV[4] then since = at
-  elseif now - at > live then redis.call('HDEL', KEYS[2], stamps[i])
-  else fresh[stamps[i]] = true end
+if ARGV[5] == '1' then
+  local stamps = redis.call('HGETALL', KEYS[2])
+  for i = 1, #stamps, 2 do
+    if stamps[i] ~= ARGV[4] and now - tonumber(stamps[i + 1]) > live then redis.call('HDEL', KEYS[2], stamps[i]) end
+  end
 end
+local since = tonumber(redis.call('HGET', KEYS[2], ARGV[4]) or now)
 if now - since <= live then return 0 end
 local removed = 0
-for _, tool in ipairs(redis.call('HKEYS', KEYS[1])) do
-  if tool ~= ARGV[4] and not fresh[tool] then removed = removed + redis.call('HDEL', KEYS[1], tool) end
+for i = 6, #ARGV do
+  local at = redis.call('HGET', KEYS[2], ARGV[i])
+  if not at or now - tonumber(at) > live then removed = removed + redis.call('HDEL', KEYS[1], ARGV[i]) end
 end
 if removed > 0 then
   redis.call('INCR', KEYS[3])
@@ -82,9 +85,10 @@ if removed > 0 then
 end
 return removed`;
 
+/** ioredis flattens the array: a listing of 100 000 names is not spread into one call's arguments. */
 interface PinsCommands {
-  pinsRecord(tools: string, version: string, ...args: string[]): Promise<string[]>;
-  pinsSweep(tools: string, listed: string, version: string, ...args: string[]): Promise<number>;
+  pinsRecord(tools: string, version: string, args: string[]): Promise<string[]>;
+  pinsSweep(tools: string, listed: string, version: string, args: string[]): Promise<number>;
 }
 
 export class RedisPins implements PinStorage {
@@ -96,8 +100,9 @@ export class RedisPins implements PinStorage {
   private readonly stored = new Set<string>();
   /** First-use records not written yet, per server. */
   private pending = new Map<string, ServerPins>();
-  /** Per pinned server, what this daemon lists (said again every STAMP_MS). */
+  /** Per pinned server, what this daemon lists (said again every STAMP_MS), and how many times it said so. */
   private readonly lists = new Map<string, ReadonlySet<string>>();
+  private readonly rounds = new Map<string, number>();
   private version: string | null | undefined;
   private reading: Promise<void> | undefined;
   private again = false;
@@ -154,6 +159,7 @@ export class RedisPins implements PinStorage {
       delete this.servers[server];
       this.pending.delete(server);
       this.lists.delete(server);
+      this.rounds.delete(server);
       this.stored.delete(server);
       this.read.delete(server);
       tx.del(toolsKey(server), listedKey(server)).publish(this.store.key(CHANNEL), server);
@@ -234,9 +240,7 @@ export class RedisPins implements PinStorage {
     const servers = [...this.keeper.pinned].sort();
     const tx = this.redis.pipeline().get(VERSION);
     for (const server of servers) tx.hgetall(toolsKey(server));
-    const res = await tx.exec();
-    const failed = res?.find(([err]) => err);
-    if (!res || failed) throw failed?.[0] ?? new Error('no answer');
+    const res = await exec(tx);
     // Servers read for the first time were hidden until now: their lists are rebuilt in any case.
     const first = servers.filter((s) => !this.read.has(s));
     const lost: string[] = [];
@@ -276,7 +280,7 @@ export class RedisPins implements PinStorage {
           continue;
         }
         const pairs = Object.entries(tools).flatMap(([tool, pin]) => [tool, JSON.stringify(pin)]);
-        const all = await this.redis.pinsRecord(toolsKey(server), VERSION, this.store.key(CHANNEL), server, MARK, now(), ...pairs);
+        const all = await this.redis.pinsRecord(toolsKey(server), VERSION, [this.store.key(CHANNEL), server, MARK, now(), ...pairs]);
         waiting.delete(server);
         const read = fromHash(Object.fromEntries(pairsOf(all)));
         if (!read || !this.keeper.pinned.has(server)) continue;
@@ -295,11 +299,26 @@ export class RedisPins implements PinStorage {
     }
   }
 
-  /** Says what this daemon lists of `server` and prunes what no daemon lists (SWEEP). */
+  /**
+   * Says what this daemon lists of `server` (stamped with Redis's clock, in chunks), then prunes
+   * the records of tools it does not list that no other daemon lists either (SWEEP).
+   */
   private async sweep(server: string, listed: ReadonlySet<string>): Promise<void> {
     if (this.store.health !== 'up') return;
     try {
-      const removed = await this.redis.pinsSweep(toolsKey(server), listedKey(server), VERSION, this.store.key(CHANNEL), server, String(LIVE_MS), MARK, ...listed);
+      const [sec, usec] = await this.redis.time();
+      const at = String(Number(sec) * 1000 + Math.floor(Number(usec) / 1000));
+      const key = listedKey(server);
+      const tx = this.redis.pipeline().hsetnx(key, MARK, at);
+      const names = [...listed];
+      for (let i = 0; i < names.length; i += STAMP_CHUNK) tx.hset(key, Object.fromEntries(names.slice(i, i + STAMP_CHUNK).map((n) => [n, at])));
+      await exec(tx.pexpire(key, 2 * LIVE_MS));
+      const rounds = (this.rounds.get(server) ?? 0) + 1;
+      this.rounds.set(server, rounds);
+      const clear = rounds % CLEAR_EVERY === 0;
+      const candidates = Object.keys(this.servers[server] ?? {}).filter((tool) => !listed.has(tool));
+      if (candidates.length === 0 && !clear) return;
+      const removed = await this.redis.pinsSweep(toolsKey(server), key, VERSION, [this.store.key(CHANNEL), server, String(LIVE_MS), MARK, clear ? '1' : '0', ...candidates]);
       if (removed > 0) {
         this.keeper.log.info({ server, removed }, 'tool pins pruned: tools no daemon lists any more');
         await this.refresh();
@@ -308,6 +327,14 @@ export class RedisPins implements PinStorage {
       this.keeper.log.debug({ err: (err as Error).message, server }, 'tool pins not swept');
     }
   }
+}
+
+/** Runs a pipeline; rejects with the first command's error. */
+async function exec(tx: ReturnType<Redis['pipeline']>): Promise<[Error | null, unknown][]> {
+  const res = await tx.exec();
+  const failed = res?.find(([err]) => err);
+  if (!res || failed) throw failed?.[0] ?? new Error('no answer');
+  return res;
 }
 
 /** A server's record as HGETALL gives it; undefined when the server is not recorded. */
