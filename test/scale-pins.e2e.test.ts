@@ -204,6 +204,24 @@ describe('tool pins shared through Redis', () => {
     await waitFor(() => closed.stderr().includes('the shared store lost servers this process pins; their approvals were written back') || open.stderr().includes('the shared store lost servers this process pins'), { what: 'the write-back said' });
   }, 120_000);
 
+  it('Redis down at start: a pinned server\'s tools are held and refused (-31007) even under "open" (no pins seen yet), the others served; Redis up: all served without a restart', async () => {
+    const port = await freePort();
+    const defs = definitions([{ name: 'read', description: 'v1' }]);
+    const loose = definitions([{ name: 'ping', description: 'not pinned' }]);
+    const d = await daemon(await storeConfig({ url: `redis://127.0.0.1:${port}/0` }, { srv: server(defs.file), loose: server(loose.file, false) }, 'open'));
+    const h = await host(d);
+    await waitFor(() => d.stderr().includes('the shared store (Redis) is unreachable'), { what: 'the outage said' });
+    expect(await names(h)).toEqual(['loose__ping']);
+    const refused = await callError(h, 'srv__read');
+    expect(refused?.code).toBe(STORE_UNAVAILABLE);
+    expect(refused?.message).toMatch(/needs mcpmux's shared store \(Redis\), which is unreachable now/);
+    expect(await callError(h, 'loose__ping')).toBeUndefined();
+    const redis = await startRedis({ port });
+    await waitFor(async () => (await names(h)).join() === 'loose__ping,srv__read', { what: 'the pinned tool served', timeoutMs: 20_000 });
+    expect(await callError(h, 'srv__read')).toBeUndefined();
+    await waitFor(async () => (await recorded(redis, 'read'))?.fields.description === hashOf('v1'), { what: 'recorded on first use' });
+  }, 60_000);
+
   it('mcpmux tools --approve against an unreachable Redis: a clear error, exit 1, nothing written', async () => {
     const port = await freePort();
     const defs = definitions([{ name: 'read', description: 'v1' }]);

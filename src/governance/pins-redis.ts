@@ -164,8 +164,8 @@ export class RedisPins implements PinStorage {
       this.read.delete(server);
       tx.del(toolsKey(server), listedKey(server)).publish(this.store.key(CHANNEL), server);
     }
-    tx.incr(VERSION)
-      .exec()
+    Promise.resolve()
+      .then(() => tx.incr(VERSION).exec())
       .catch((err: Error) => this.keeper.log.warn({ err: err.message, servers }, 'servers no longer pinned are still recorded in the shared store (it is unreachable)'));
   }
 
