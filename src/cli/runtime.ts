@@ -101,7 +101,7 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
   // OAuth logins: in the store when it has their key, else in this daemon's files.
   chooseLoginStore(config, store, log);
   const pinnedOf = (c: Config) => new Set(c.servers.filter((s) => s.pinTools).map((s) => s.name));
-  const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
+  const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), store, pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
   let governance = createGovernance(config, pins);
   router = new Router(config, log, governance);
   const serverInfo = { name: 'mcpmux', version: VERSION };

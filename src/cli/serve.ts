@@ -126,7 +126,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     // which the pretty log shows after it.
     log.error({ err: (err as Error).message, code: (err as NodeJS.ErrnoException).code, host, port: port ?? config.listen.port, hint: why }, 'cannot listen');
     unwatchLogins();
-    pins.close();
+    await pins.close();
     await runtime.store?.close();
     await observers.close();
     return 1;
@@ -158,7 +158,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     await server.close();
     await registry?.stop();
     await router.close();
-    pins.close();
+    await pins.close();
     await runtime.store?.close();
     await observers.close();
     log.info('stopped');

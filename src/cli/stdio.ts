@@ -93,7 +93,7 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
     log.info({ why }, 'stopping');
     connected = false;
     await router.close();
-    pins.close();
+    await pins.close();
     await runtime.store?.close();
     await observers.close();
     await admin?.close();

@@ -1,6 +1,7 @@
 // `mcpmux tools [--json]`: the merged tool table exactly as hosts will see it. With
 // `--approve NAME` (repeatable) or `--approve-all` (`--all`), records the current definitions of held
-// tools as approved (tool pinning, governance/pins.ts); a running daemon sees the file change.
+// tools as approved (tool pinning, governance/pins.ts); a running daemon sees the file change
+// (with `store` in the config, the approval goes to Redis and every daemon sees it).
 // With `--tokens`, prints what those definitions cost in tokens per server, and what each toolset
 // would send in each surface mode (docs/tokens.md). With `--search QUERY`, prints what
 // search_tools would answer a host. `--toolset NAME` narrows all of these to one toolset.
@@ -70,6 +71,16 @@ export async function runTools(opts: ToolsOptions): Promise<number> {
   }
   const { router, pins, store } = await startedRouter(config, opts);
   try {
+    // The approvals must be read before the lists are judged (from Redis with `store`): an
+    // approval that cannot be recorded, or read against, fails rather than guesses.
+    const pinsUnread = await pins.ready();
+    if (pinsUnread !== undefined) {
+      if (approving) {
+        process.stderr.write(`mcpmux: cannot approve: the tool approvals are kept in the shared store (Redis), which is unreachable (${pinsUnread})\n`);
+        return 1;
+      }
+      process.stderr.write(`mcpmux: the tool approvals in the shared store (Redis) cannot be read (${pinsUnread}); the tools of pinned servers are left out\n`);
+    }
     const listed = await router.allTools(client);
     const { failed: unread } = listed;
     let { tools, servers } = listed;
@@ -95,7 +106,13 @@ export async function runTools(opts: ToolsOptions): Promise<number> {
         }
       }
       if (unknown.size > 0) throw new UsageError(`--approve: no tool named ${[...unknown].map((n) => JSON.stringify(n)).join(', ')}`);
-      const approved = pins.approve(pairs);
+      let approved: typeof pairs;
+      try {
+        approved = await pins.approve(pairs);
+      } catch (err) {
+        process.stderr.write(`mcpmux: cannot approve: ${(err as Error).message}\n`);
+        return 1;
+      }
       const named = (ps: typeof pairs) => ps.map((p) => `${p.server}/${p.tool}`).join(', ');
       process.stdout.write(`approved ${approved.length} tool definition(s): ${named(approved)}\n`);
       // Servers without pinTools hold nothing and record nothing: there is nothing to approve.
@@ -129,7 +146,7 @@ export async function runTools(opts: ToolsOptions): Promise<number> {
     for (const f of unread) process.stderr.write(`mcpmux: the tools of server ${f.server} are left out: ${f.error.message}\n`);
     return 0;
   } finally {
-    pins.close();
+    await pins.close();
     await router.close();
     await store?.close();
   }

@@ -10,11 +10,17 @@ import { RpcError } from '../jsonrpc/message.js';
 import { MuxError, type Params } from '../protocol/mcp.js';
 import type { Interceptor } from '../router/forward.js';
 
-/** A held tool (pinning) is refused like a denied one, with what to do about it. */
+/**
+ * A held tool (pinning) is refused like a denied one, with what to do about it; so is any call
+ * to a pinned server's tool while its approvals cannot be read (the shared store, pins-redis.ts).
+ */
 function pinsInterceptor(pins: ToolPins): Interceptor {
   return (next) => (call) => {
     const { target } = call;
-    if (call.method !== 'tools/call' || !target || pins.callable(call.upstream.name, target.upstreamName)) return next(call);
+    if (call.method !== 'tools/call' || !target) return next(call);
+    const refused = pins.refusal(call.upstream.name, `Calling ${target.name} (its server's tools are pinned)`);
+    if (refused) return Promise.reject(refused);
+    if (pins.callable(call.upstream.name, target.upstreamName)) return next(call);
     return Promise.reject(
       new RpcError(
         MuxError.ToolChanged,

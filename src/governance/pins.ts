@@ -1,47 +1,86 @@
 // Tool-definition pinning against "rug pulls": a server that changes what a tool says or takes
 // after users trusted it. Every upstream tool's definition is hashed (sha256 of its canonical
-// JSON, keys sorted) per field. For servers under `pinTools` the approved hashes are kept in a
-// state file, and a changed definition, or a tool new to a server already pinned, is held:
-// hidden from tools/list and refused when called, until an admin approves it (`mcpmux tools
-// --approve NAME`). The first time a pinned server is seen at all, its tools are trusted as they
-// are. Other servers are recorded nowhere: a definition that changes while mcpmux runs is only
-// compared with the one listed before. Either way a change is logged with the fields that
-// changed and published on the bus (counted in metrics).
+// JSON, keys sorted) per field. For servers under `pinTools` the approved hashes are kept: in a
+// state file (pins-file.ts), or, when the config has `store`, in Redis (pins-redis.ts) so that
+// every daemon holds and releases alike. A changed definition, or a tool new to a server
+// already pinned, is held: hidden from tools/list and refused when called, until an admin
+// approves it (`mcpmux tools --approve NAME`). The first time a pinned server is seen at all,
+// its tools are trusted as they are. Other servers are recorded nowhere: a definition that
+// changes while mcpmux runs is only compared with the one listed before. Either way a change
+// is logged with the fields that changed and published on the bus (counted in metrics).
 //
-// Bounded: only pinned servers are written; each server's entries (on disk and in memory) are
-// pruned to what its latest complete tools/list shows, and a reload that removes a server or
-// stops pinning it prunes the server.
+// Bounded: only pinned servers are written; each server's entries (kept and in memory) are
+// pruned to what its latest complete tools/list shows (in Redis: what no daemon lists), and a
+// reload that removes a server or stops pinning it prunes the server.
 
 import { createHash } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
-import path from 'node:path';
-import { readText, watchFile, writePrivate } from '../files.js';
+import type { RpcError } from '../jsonrpc/message.js';
 import { publishToolChanged } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
 import type { Params } from '../protocol/mcp.js';
+import type { SharedStore } from '../store/store.js';
+import { FilePins } from './pins-file.js';
+import { RedisPins } from './pins-redis.js';
 
 /** The parts of a definition that are hashed and compared. */
 const FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations', '_meta'] as const;
-const FILE_VERSION = 1;
 /** Changes remembered as reported at most (see ToolPins.reported). */
 const MAX_REPORTED = 10_000;
 /** Names one listing in progress may collect at most; a longer one prunes nothing. */
 const MAX_LISTING = 100_000;
 
-
-interface Pinned {
+export interface Pinned {
   /** Field -> sha256 (hex, 16 chars) of its canonical JSON; absent fields are absent. */
   fields: Record<string, string>;
   approvedAt: string;
 }
 
-interface StateFile {
-  version: number;
-  servers: Record<string, Record<string, Pinned>>;
+/** One server's approved tools: tool name -> its pin. */
+export type ServerPins = Record<string, Pinned>;
+
+/**
+ * Where the approved pins are kept (a file, or the shared store). It holds what it read last
+ * in `servers`, with this process's own changes, and tells the keeper of other processes' ones.
+ */
+export interface PinStorage {
+  /** Per server, its approved tools as known here; a server absent was never recorded. */
+  readonly servers: Readonly<Record<string, ServerPins>>;
+  /** Whether this server's records have been read (a file: at once; Redis: once it answered, and again for a server a reload pins). */
+  isRead(server: string): boolean;
+  /** Tools trusted on first use: recorded unless another process recorded them first (then its record is adopted). */
+  record(server: string, tools: ServerPins): void;
+  /** Approvals by an admin: recorded now (rejects when they cannot be). */
+  approve(server: string, tools: ServerPins): Promise<void>;
+  /** A complete listing of `server` by this process showed only `listed`: forget what nobody lists. */
+  prune(server: string, listed: ReadonlySet<string>): void;
+  /** Servers no longer pinned here. */
+  drop(servers: readonly string[]): void;
+  /** Starts hearing of other processes' changes. */
+  watch(): void;
+  /** Resolves once what is kept has been read; to why not when it cannot be. */
+  ready(): Promise<string | undefined>;
+  /** The error a call to a tool of `server` (pinned) gets now, or undefined (it may go on). */
+  refusal(server: string, what: string): RpcError | undefined;
+  /** Stops watching; writes out what is waiting to be written. */
+  close(): Promise<void>;
+}
+
+/** What a storage needs of the pins it keeps. */
+export interface PinsKeeper {
+  readonly pinned: ReadonlySet<string>;
+  readonly log: Logger;
+  /**
+   * Another process changed what is kept: `apply` updates the storage's `servers`. When that
+   * changes what this process pins (what an approval can change), `said` is logged with `where`
+   * and hosts' lists are rebuilt; `always`: rebuilt in any case (the first read).
+   */
+  changed(apply: () => void, where: object, said: string, always?: boolean): void;
 }
 
 export interface PinsOptions {
   file: string;
+  /** The shared store: pins live in Redis instead of the file. */
+  store?: SharedStore | undefined;
   /** Servers whose changed or new tools are held (pinTools). */
   pinned: ReadonlySet<string>;
   log: Logger;
@@ -56,7 +95,7 @@ export interface Lister {
 }
 
 export class ToolPins {
-  private state: StateFile = { version: FILE_VERSION, servers: {} };
+  private readonly storage: PinStorage;
   /**
    * The field hashes of the definitions seen last, per server and tool: a call to a pinned
    * server compares these (it does not hash again), an approval records them, and an unpinned
@@ -75,12 +114,22 @@ export class ToolPins {
   private readonly reported = new Set<string>();
   /** Servers first seen by this process (trusted on first use). */
   private readonly firstUse = new Set<string>();
-  private saveTimer: NodeJS.Timeout | undefined;
-  private unwatch: (() => void) | undefined;
-  private lastWritten = '';
 
   constructor(private readonly opts: PinsOptions) {
-    this.load();
+    const keeper: PinsKeeper = {
+      get pinned() {
+        return opts.pinned;
+      },
+      log: opts.log,
+      changed: (apply, where, said, always) => {
+        const before = this.pinnedState();
+        apply();
+        if (this.pinnedState() === before && !always) return;
+        opts.log.info(where, said);
+        opts.onChange?.();
+      },
+    };
+    this.storage = opts.store ? new RedisPins(opts.store, keeper) : new FilePins(opts.file, keeper);
   }
 
   /** Whether hosts may see and call this tool of `server` now; records what it sees. */
@@ -97,15 +146,17 @@ export class ToolPins {
       if (changed.length > 0) this.report(server, name, changed, fields, false);
       return true;
     }
+    // Nothing read yet (Redis not answered): nothing to judge by, so nothing is shown; the
+    // first read rebuilds the lists.
+    if (!this.storage.isRead(server)) return false;
     // Trust on first use: a server with no entry when this process started has its tools
     // recorded as they are, all through this run (a changed one is still caught).
-    if (!this.state.servers[server]) this.firstUse.add(server);
-    const known = (this.state.servers[server] ??= {});
-    const pin = known[name];
+    const known = this.storage.servers[server];
+    if (!known) this.firstUse.add(server);
+    const pin = known?.[name];
     if (!pin) {
       if (this.firstUse.has(server)) {
-        known[name] = { fields, approvedAt: now() };
-        this.scheduleSave();
+        this.storage.record(server, { [name]: { fields, approvedAt: now() } });
         return true;
       }
       this.report(server, name, ['(new tool)'], fields, true);
@@ -120,8 +171,8 @@ export class ToolPins {
   /**
    * A tools/list page from `conn` was answered (`first`: it asked for no cursor; `last`: no
    * nextCursor came back). When a listing is complete, what its server no longer lists is
-   * forgotten: its definitions seen, and for a pinned server its approvals in the file (a tool
-   * that comes back later is a new tool). A server with several connections (`sharing:
+   * forgotten: its definitions seen, and for a pinned server its approvals kept (a tool that
+   * comes back later is a new tool). A server with several connections (`sharing:
    * "session"`) keeps what any open one listed last.
    */
   page(conn: Lister, first: boolean, names: readonly string[], last: boolean): void {
@@ -148,114 +199,85 @@ export class ToolPins {
     // the open ones listed is kept, gathered once rather than asked per tool and connection.
     for (const c of lists.keys()) if (c.state === 'closed') lists.delete(c);
     const listedAnywhere = lists.size === 1 ? names : new Set([...lists.values()].flatMap((l) => [...l]));
-    const keep = (tool: string) => listedAnywhere.has(tool);
     const mine = this.seen.get(server);
-    for (const tool of mine?.keys() ?? []) if (!keep(tool)) mine!.delete(tool);
-    const known = this.opts.pinned.has(server) ? this.state.servers[server] : undefined;
-    let removed = false;
-    for (const tool of Object.keys(known ?? {})) {
-      if (keep(tool)) continue;
-      delete known![tool];
-      removed = true;
-    }
-    if (removed) this.scheduleSave();
+    for (const tool of mine?.keys() ?? []) if (!listedAnywhere.has(tool)) mine!.delete(tool);
+    if (this.opts.pinned.has(server)) this.storage.prune(server, listedAnywhere);
   }
 
   /** Whether a call to `tool` of `server` may go through (a held tool may not). */
   callable(server: string, tool: string): boolean {
     if (!this.opts.pinned.has(server)) return true;
+    // Not read yet: refused (refusal says why), as a held tool is.
+    if (!this.storage.isRead(server)) return false;
     const fields = this.seen.get(server)?.get(tool);
     return fields === undefined || this.approved(server, tool, fields);
   }
 
   /**
+   * Why a call to a tool of `server` cannot be judged now (the shared store is down under
+   * onError "closed", or was never read), or undefined. `what` names the call in the error.
+   */
+  refusal(server: string, what: string): RpcError | undefined {
+    return this.opts.pinned.has(server) ? this.storage.refusal(server, what) : undefined;
+  }
+
+  /**
    * Which servers are pinned from now on, and which are configured at all (a reload). A server
-   * this process pinned and no longer pins (removed, or `pinTools` off) leaves the file; one no
+   * this process pinned and no longer pins (removed, or `pinTools` off) leaves what is kept; one no
    * longer configured is forgotten here too. Servers this process never pinned are left alone:
    * another config sharing the state folder may pin them.
    */
   setPinned(pinned: ReadonlySet<string>, configured: ReadonlySet<string>): void {
-    let removed = false;
-    for (const server of this.opts.pinned) {
-      if (pinned.has(server) || !this.state.servers[server]) continue;
-      delete this.state.servers[server];
-      this.firstUse.delete(server);
-      removed = true;
-    }
+    const dropped = [...this.opts.pinned].filter((server) => !pinned.has(server) && this.storage.servers[server]);
+    for (const server of dropped) this.firstUse.delete(server);
     for (const server of this.seen.keys()) if (!configured.has(server)) this.seen.delete(server);
     for (const server of this.listed.keys()) if (!configured.has(server)) this.listed.delete(server);
     this.opts.pinned = pinned;
-    if (removed) this.saveNow();
+    if (dropped.length > 0) this.storage.drop(dropped);
   }
 
   /**
    * Records the definitions seen last for these (server, tool) pairs as approved, for servers
-   * that are pinned (nothing else is held or recorded); writes the file now. Returns the pairs recorded.
+   * that are pinned (nothing else is held or recorded); writes them now. Resolves to the pairs
+   * recorded; rejects when they cannot be written (the shared store is down).
    */
-  approve(pairs: readonly { server: string; tool: string }[]): { server: string; tool: string }[] {
+  async approve(pairs: readonly { server: string; tool: string }[]): Promise<{ server: string; tool: string }[]> {
+    const byServer = new Map<string, ServerPins>();
     const done = pairs.filter(({ server, tool }) => {
       const fields = this.seen.get(server)?.get(tool);
       if (!fields || !this.opts.pinned.has(server)) return false;
-      (this.state.servers[server] ??= {})[tool] = { fields, approvedAt: now() };
+      let tools = byServer.get(server);
+      if (!tools) byServer.set(server, (tools = {}));
+      tools[tool] = { fields, approvedAt: now() };
       return true;
     });
-    this.saveNow();
+    for (const [server, tools] of byServer) await this.storage.approve(server, tools);
     return done;
   }
 
-  /** Re-reads the file when another process (`mcpmux tools --approve`) changes it. */
+  /** Hears of approvals by other processes (`mcpmux tools --approve`, other daemons). */
   watch(): void {
-    const warn = (err: Error, what: string) => this.opts.log.warn({ err: err.message, file: this.opts.file }, what);
-    try {
-      mkdirSync(path.dirname(this.opts.file), { recursive: true, mode: 0o700 });
-      this.unwatch = watchFile(
-        this.opts.file,
-        100,
-        (text) => {
-          if (text === this.lastWritten) return;
-          // Only approvals for servers this process pins change what hosts see; another
-          // mcpmux recording its own servers' first use must not make every host re-list.
-          const before = this.pinnedState();
-          const prior = this.state;
-          this.load();
-          this.keepPinned(prior);
-          if (this.pinnedState() === before) return;
-          this.opts.log.info({ file: this.opts.file }, 'tool pins changed on disk; lists rebuilt');
-          this.opts.onChange?.();
-        },
-        (err) => warn(err, 'the tool pins watch failed; approvals apply on restart'),
-      );
-    } catch (err) {
-      warn(err as Error, 'cannot watch the tool pins file; approvals apply on restart');
-    }
+    this.storage.watch();
   }
 
-  /**
-   * A server this process pins whose entry another process removed (it stopped pinning it):
-   * its approvals stay, or its held tools would be trusted afresh. Written back.
-   */
-  private keepPinned(prior: StateFile): void {
-    const back = [...this.opts.pinned].filter((server) => !this.state.servers[server] && prior.servers[server]);
-    if (back.length === 0) return;
-    for (const server of back) this.state.servers[server] = prior.servers[server]!;
-    this.opts.log.warn({ file: this.opts.file, servers: back }, 'the tool pins file lost servers this process pins; their approvals were written back');
-    this.saveNow();
+  /** Resolves once the approvals have been read (for one-shot commands); to why not when they cannot be. */
+  ready(): Promise<string | undefined> {
+    return this.storage.ready();
   }
 
-  /** What the file says of the servers this process pins (what an approval can change). */
+  /** What is kept of the servers this process pins (what an approval can change). */
   private pinnedState(): string {
-    return JSON.stringify([...this.opts.pinned].sort().map((name) => [name, this.state.servers[name] ?? null]));
+    return JSON.stringify([...this.opts.pinned].sort().map((name) => [name, this.storage.servers[name] ?? null]));
   }
 
-  close(): void {
-    this.unwatch?.();
-    if (this.saveTimer) this.saveNow();
+  close(): Promise<void> {
+    return this.storage.close();
   }
 
   /** Whether a definition with these field hashes is the approved one (or needs no approval). */
   private approved(server: string, tool: string, fields: Record<string, string>): boolean {
-    const pin = this.state.servers[server]?.[tool];
-    if (!pin) return !this.state.servers[server] || this.firstUse.has(server);
+    const pin = this.storage.servers[server]?.[tool];
+    if (!pin) return !this.storage.servers[server] || this.firstUse.has(server);
     return FIELDS.every((f) => pin.fields[f] === fields[f]);
   }
 
@@ -269,35 +291,6 @@ export class ToolPins {
       { server, tool, changed, held },
       held ? `tool definition changed since it was approved; held until: mcpmux tools --approve ${server}/${tool}` : 'tool definition changed',
     );
-  }
-
-  private load(): void {
-    const text = readText(this.opts.file);
-    if (text === undefined) return;
-    try {
-      const doc = JSON.parse(text) as StateFile;
-      if (doc && typeof doc === 'object' && doc.servers && typeof doc.servers === 'object') this.state = { version: FILE_VERSION, servers: doc.servers };
-    } catch (err) {
-      this.opts.log.error({ file: this.opts.file, err: (err as Error).message }, 'the tool pins file is not valid JSON; starting from nothing (it will be rewritten)');
-    }
-  }
-
-  private scheduleSave(): void {
-    this.saveTimer ??= setTimeout(() => this.saveNow(), 200);
-    this.saveTimer.unref?.();
-  }
-
-  /** Atomically: a temp file beside it, then a rename; mode 0600. */
-  private saveNow(): void {
-    clearTimeout(this.saveTimer);
-    this.saveTimer = undefined;
-    const text = JSON.stringify(this.state, null, 2) + '\n';
-    try {
-      writePrivate(this.opts.file, text);
-      this.lastWritten = text;
-    } catch (err) {
-      this.opts.log.error({ file: this.opts.file, err: (err as Error).message }, 'cannot write the tool pins file');
-    }
   }
 }
 
