@@ -14,7 +14,8 @@ import { WebSocketClientTransport } from '@modelcontextprotocol/sdk/client/webso
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { fixture, freePort, readEvents, tempFile, waitFor } from './helpers/harness.js';
+import { fixture, freePort, readEvents, ROOT, tempFile, waitFor } from './helpers/harness.js';
+import path from 'node:path';
 import { startHaproxy, stopAllHaproxy, type Haproxy } from './helpers/haproxy.js';
 import { openLegacySse } from './helpers/legacy-sse.js';
 import { scrape, total } from './helpers/prom.js';
@@ -27,6 +28,8 @@ const MODERN = '2026-07-28';
 const SECRET_ENV = 'MCPMUX_CLUSTER_SECRET';
 const ENV = { [SECRET_ENV]: 'haproxy-test-cluster-secret-0123456789abcdef' };
 const NAMES = ['mcpmux1', 'mcpmux2', 'mcpmux3'] as const;
+/** A legacy upstream whose tool asks the host (elicitation) before it works: the era bridge parks the call. */
+const BRIDGE = path.join(ROOT, 'test/fixtures/bridge-upstream.mjs');
 
 interface Member {
   name: string;
@@ -67,7 +70,7 @@ async function startCluster(drainMs = 10_000): Promise<Cluster> {
       const audit = tempFile(`${name}-audit.jsonl`);
       const daemon = await startDaemon(
         {
-          mcpServers: { fx: fixture({ name: 'fx' }) },
+          mcpServers: { fx: fixture({ name: 'fx' }), b: { command: process.execPath, args: [BRIDGE, JSON.stringify({ events: tempFile(`${name}-bridge.jsonl`) })] } },
           store: { redis: { url: redis.url } },
           cluster: { advertiseUrl: `http://127.0.0.1:${port}`, secretEnv: SECRET_ENV, drainMs },
           audit: { path: audit, arguments: 'full' },
@@ -145,6 +148,33 @@ describe('behind HAProxy: spreading and affinity', () => {
     expect(each.reduce((a, b) => a + b, 0)).toBe(CALLS);
     // Round-robin with every daemon UP: each gets a share, none gets them all.
     expect(each.every((n) => n > 0), `calls per daemon: ${each}`).toBe(true);
+  }, 120_000);
+
+  it('a 2026-07-28 host: an era-bridge elicitation whose retry lands on another daemon is forwarded to the one holding the call, and completes', async () => {
+    const cluster = await startCluster();
+    const answeredBy: (string | null)[] = [];
+    // The SDK's own fetch, watched: which retries another daemon answered (X-Mcpmux-Answered-By).
+    const watched = async (url: string | URL, init?: RequestInit): Promise<Response> => {
+      const res = await fetch(url, init);
+      answeredBy.push(res.headers.get('x-mcpmux-answered-by'));
+      return res;
+    };
+    const c = new Client({ name: 'modern-host', version: '0' }, { versionNegotiation: { mode: { pin: MODERN } }, capabilities: { elicitation: { form: {} } } });
+    const asked: string[] = [];
+    c.setRequestHandler('elicitation/create', async (req: { params: { message: string } }) => {
+      asked.push(req.params.message);
+      return { action: 'accept', content: { go: true } };
+    });
+    await c.connect(new StreamableHTTPClientTransport(new URL(cluster.haproxy.url), { fetch: watched }));
+    clients.push(c);
+    const CALLS = 6;
+    for (let i = 0; i < CALLS; i++) {
+      const r = await c.callTool({ name: 'b__ask_then_work', arguments: { steps: 1 } });
+      expect(JSON.parse((r.content as { text: string }[])[0]!.text)).toEqual({ action: 'accept', content: { go: true } });
+    }
+    expect(asked).toHaveLength(CALLS);
+    // Round-robin sends each retry to the daemon after the one that parked its call: forwarded.
+    expect(answeredBy.filter((x) => x !== null).length, `forwarded retries of ${CALLS}`).toBeGreaterThan(0);
   }, 120_000);
 
   it('legacy hosts keep their session on one daemon: Streamable HTTP (Mcp-Session-Id), HTTP+SSE (/messages?sessionId=) and WebSocket', async () => {
