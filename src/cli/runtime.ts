@@ -95,7 +95,9 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
   const store = config.store && new SharedStore(config.store, log.child({ component: 'store' }));
   const pinnedOf = (c: Config) => new Set(c.servers.filter((s) => s.pinTools).map((s) => s.name));
   const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
-  let governance = createGovernance(config, pins);
+  // With a store, rate-limit buckets live in it, shared by every daemon (governance/shared-rate-limit.ts).
+  const shared = store && { store, log: log.child({ component: 'rate-limit' }) };
+  let governance = createGovernance(config, pins, undefined, shared);
   router = new Router(config, log, governance);
   const serverInfo = { name: 'mcpmux', version: VERSION };
   // MCPMUX_INPUT_TTL_MS: how long a call waits for a 2026-07-28 host's retry (tests shorten it).
@@ -122,7 +124,7 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
     if (!opts.logLevel) log.level = next.logLevel ?? 'info';
     pins.setPinned(pinnedOf(next), new Set(next.servers.map((s) => s.name)));
     // Rate-limit buckets of rules the reload leaves alone stay as drained as they are.
-    governance = createGovernance(next, pins, governance.limiter);
+    governance = createGovernance(next, pins, governance.limiter, shared);
     await router.reload(next, governance, plan);
   };
   return {
