@@ -115,13 +115,16 @@ async function serve(config, label) {
   return { child, base: new URL(m.url).origin, stop: () => stopTracked(child, { first: 'SIGTERM', graceMs: 8000 }) };
 }
 
-/** Until /readyz says the store is up (the daemon connects in the background). */
-async function storeUp(base) {
-  const deadline = Date.now() + 15_000;
+/** Until /readyz answers 200 (the upstream started) and, with a store, says it is up (it connects in the background). */
+async function ready(base, store) {
+  const deadline = Date.now() + 30_000;
   for (;;) {
-    const body = await fetch(`${base}/readyz`).then((r) => r.json(), () => ({}));
-    if (body.detail?.store === 'up') return;
-    if (Date.now() > deadline) throw new Error(`the daemon's store is not up after 15 s (/readyz: ${JSON.stringify(body)})`);
+    const { status, body } = await fetch(`${base}/readyz`).then(
+      async (r) => ({ status: r.status, body: await r.json() }),
+      () => ({ status: 0, body: {} }),
+    );
+    if (status === 200 && (!store || body.detail?.store === 'up')) return;
+    if (Date.now() > deadline) throw new Error(`the daemon is not ready after 30 s (/readyz: ${status} ${JSON.stringify(body)})`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -170,7 +173,7 @@ async function measureOne(config, label, o, { phase, redis }) {
   const d = await serve(config, `mcpmux serve (${label})`);
   const c = new HttpLight(`${d.base}/mcp`, { label });
   try {
-    if (redis) await storeUp(d.base);
+    await ready(d.base, redis !== undefined);
     await c.initialize();
     const tools = (await c.request('tools/list', {})).result?.tools ?? [];
     const tool = tools.map((t) => t.name).find((n) => /(^|[^a-z])echo$/.test(n));
