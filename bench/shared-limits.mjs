@@ -77,7 +77,7 @@ async function startRedis(bin) {
     async stats() {
       const text = await admin.info('commandstats');
       const calls = (name) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(text)?.[1] ?? 0);
-      return { scripts: calls('evalsha') + calls('eval'), inside: calls('time') + calls('hmget') + calls('hset') + calls('pexpire') };
+      return { scripts: calls('evalsha') + calls('eval'), inside: calls('time') + calls('mget') + calls('set') };
     },
     async stop() {
       admin.disconnect();
@@ -270,7 +270,7 @@ export function renderSharedLimits(L, s, o) {
   L.push(`| CPU/call of the mcpmux process, throughput phase (ms) | ${fmtSpread(spread(s.rounds.map((r) => r.memory?.tput.cpuMsPerCall)))} | ${fmtSpread(spread(s.rounds.map((r) => r.redis?.tput.cpuMsPerCall)))} | ${fmtRatio(s.rounds.map((r) => r.redis?.tput.cpuMsPerCall / r.memory?.tput.cpuMsPerCall))} | |`);
   L.push(`| CPU/call of redis-server (ms) | | ${fmtSpread(spread(s.rounds.map((r) => r.redis?.tput.redisCpuMsPerCall)))} | | |`);
   L.push(`| Redis round trips per limited call (script calls ÷ calls) | | ${fmtSpread(spread(s.rounds.map((r) => r.redis?.roundTripsPerCall)))} | | 1 |`);
-  L.push(`| commands the script runs inside Redis per call (TIME, HMGET, HSET, PEXPIRE) | | ${fmtSpread(spread(s.rounds.map((r) => r.redis?.commandsInsidePerCall)))} | | |`);
+  L.push(`| commands the script runs inside Redis per call (TIME, MGET, SET) | | ${fmtSpread(spread(s.rounds.map((r) => r.redis?.commandsInsidePerCall)))} | | |`);
   L.push('');
 }
 

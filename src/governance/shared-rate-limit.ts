@@ -27,23 +27,28 @@ import type { SharedStore } from '../store/store.js';
 import { compileRules, LIMITED_METHODS, refuse, type Refusal, type Rule } from './rate-limit.js';
 
 /**
- * KEYS: the call's buckets (hashes: t = tokens, a = when, in ms of Redis's clock).
+ * KEYS: the call's buckets, each a string "<tokens> <when, in ms of Redis's clock>".
  * ARGV[2i-1], ARGV[2i]: the burst and perMinute of bucket i's rule.
  * Returns {0, 0} when the call may pass (a token taken from every bucket), else {i, wait}: the
  * bucket with the longest wait (the first of equals), and the ms until it has a token.
- * A bucket that is not a hash of two numbers (someone wrote there) counts as full, and is replaced.
+ * Five commands inside Redis for three buckets (TIME, one MGET, a SET with its expiry each).
+ * A bucket that is not such a string (someone wrote there) counts as full, and is replaced:
+ * MGET reads any other type as nil, and SET overwrites it.
  */
 const TAKE_LUA = `
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
 local n = #KEYS
-local tokens, bad = {}, {}
+local held = redis.call('MGET', unpack(KEYS))
+local tokens = {}
 local refused, wait = 0, 0
 for i = 1, n do
   local burst, rate = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i]) / 60000
-  local b = redis.pcall('HMGET', KEYS[i], 't', 'a')
   local t, at
-  if b.err then bad[i] = true else t, at = tonumber(b[1]), tonumber(b[2]) end
+  if held[i] then
+    local a, b = string.match(held[i], '^(%S+) (%S+)$')
+    t, at = tonumber(a), tonumber(b)
+  end
   if t == nil or at == nil then t, at = burst, now end
   t = math.min(burst, t + math.max(0, now - at) * rate)
   tokens[i] = t
@@ -55,10 +60,8 @@ end
 if refused > 0 then return {refused, wait} end
 for i = 1, n do
   local burst, rate = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i]) / 60000
-  if bad[i] then redis.call('DEL', KEYS[i]) end
-  redis.call('HSET', KEYS[i], 't', tokens[i] - 1, 'a', now)
   local full = math.min(math.ceil((burst - tokens[i] + 1) / rate) + 1000, 1e12)
-  redis.call('PEXPIRE', KEYS[i], string.format('%d', full))
+  redis.call('SET', KEYS[i], string.format('%.17g %.17g', tokens[i] - 1, now), 'PX', string.format('%d', full))
 end
 return {0, 0}
 `;
