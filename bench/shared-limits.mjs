@@ -204,7 +204,7 @@ async function measureOne(config, label, o, { phase, redis }) {
   }
 }
 
-/** Every round: in memory, then in Redis. Returns {skipped} without redis-server. */
+/** Every round: in memory and in Redis, back to back. Returns {skipped} without redis-server. */
 export async function measureSharedLimits(o, { phase = (s) => process.stderr.write(`bench: ${s}\n`) } = {}) {
   const bin = which('redis-server');
   if (!bin) return { skipped: 'redis-server is not installed (Debian: apt-get install redis-server); governance with Redis was not measured' };
@@ -222,8 +222,13 @@ export async function measureSharedLimits(o, { phase = (s) => process.stderr.wri
       const r = {};
       out.rounds.push(r);
       try {
-        r.memory = await measureOne(memory, `limits in memory, round ${round}`, o, { phase });
-        r.redis = await measureOne(shared, `limits in Redis, round ${round}`, o, { phase, redis });
+        // Which goes first alternates, so that a machine getting busier or quieter does not favour one side.
+        const sides = [
+          ['memory', () => measureOne(memory, `limits in memory, round ${round}`, o, { phase })],
+          ['redis', () => measureOne(shared, `limits in Redis, round ${round}`, o, { phase, redis })],
+        ];
+        if (round % 2 === 0) sides.reverse();
+        for (const [side, measure] of sides) r[side] = await measure();
       } catch (e) {
         r.error = e.message;
         out.error ??= r.error;
