@@ -9,9 +9,9 @@
 //
 // Keys: `rl:<rule>:<length of client>:<client>:<server>:<tool>` under the store's prefix (a part
 // the rule's `per` leaves out is empty). <rule> is a digest of what the rule is (its globs,
-// figures and `per`, and which of identical rules), not of where it
-// sits in the list: a reload that leaves a rule alone leaves its buckets as drained as they are
-// (the adopt of the in-memory limiter, for free), and a changed rule starts with full buckets.
+// figures and `per`, and which of identical rules), not of where it sits in the list: a reload
+// that leaves a rule alone leaves its buckets as drained as they are (the in-memory limiter's
+// adopt, for free), and a changed rule starts with full buckets.
 // A bucket expires once it would be full again (a missing bucket is a full one), so Redis holds
 // only the buckets that are draining: no key cap is needed.
 //
@@ -69,6 +69,13 @@ return {0, 0}
 const COMMAND = 'mcpmuxRateLimit';
 type Take = (numKeys: number, ...keysAndArgs: (string | number)[]) => Promise<[number, number]>;
 
+/** A call's buckets: their keys, the script's ARGV (burst and perMinute of each), and their rules. */
+interface Buckets {
+  keys: string[];
+  args: number[];
+  rules: Rule[];
+}
+
 /** The script as a command of this connection (once per connection: a reload makes a new limiter). */
 function takeCommand(redis: Redis): Take {
   const r = redis as unknown as Record<string, Take | undefined>;
@@ -98,26 +105,28 @@ export class SharedRateLimiter {
     return this.rules.length > 0;
   }
 
-  /**
-   * One decision in Redis for every rule that applies: undefined when the call may pass (a
-   * token taken from each bucket), else the refusal with the longest wait. Rejects when the
-   * store cannot answer. No rule applies: undefined, and nothing is asked of Redis.
-   */
-  async decide(client: string, server: string, method: string, tool: string | undefined): Promise<Refusal | undefined> {
-    const keys: string[] = [];
-    const args: number[] = [];
-    const matched: Rule[] = [];
+  /** The buckets of the rules that apply to a call (none: undefined, and Redis is not asked). */
+  private bucketsOf(client: string, server: string, method: string, tool: string | undefined): Buckets | undefined {
+    let b: Buckets | undefined;
     for (const r of this.rules) {
       if (!r.client(client) || !r.server(server)) continue;
       if (r.tool ? tool === undefined || !r.tool(tool) : false) continue;
+      b ??= { keys: [], args: [], rules: [] };
       // The in-memory limiter's per-key, readable in redis-cli: a client name may hold any
       // character, so its length comes first; server names hold no ':'; the tool comes last.
       const who = r.perClient ? client : '';
-      keys.push(`${this.prefixes[r.index]}${who.length}:${who}:${r.perServer ? server : ''}:${r.perTool ? (tool ?? method) : ''}`);
-      args.push(r.burst, r.perMinute);
-      matched.push(r);
+      b.keys.push(`${this.prefixes[r.index]}${who.length}:${who}:${r.perServer ? server : ''}:${r.perTool ? (tool ?? method) : ''}`);
+      b.args.push(r.burst, r.perMinute);
+      b.rules.push(r);
     }
-    if (matched.length === 0) return undefined;
+    return b;
+  }
+
+  /**
+   * One decision in Redis for the buckets: undefined when the call may pass (a token taken from
+   * each), else the refusal with the longest wait. Rejects when the store cannot answer.
+   */
+  private async decide({ keys, args, rules }: Buckets): Promise<Refusal | undefined> {
     // Just started: wait for the first connection rather than refuse the first calls.
     if (this.store.health === 'connecting') await this.store.ready();
     // Known down: no command (it would fail anyway, or wait out a timeout).
@@ -125,7 +134,7 @@ export class SharedRateLimiter {
     const [index, wait] = await this.take(keys.length, ...keys, ...args);
     if (this.failing) this.failing = false;
     if (index === 0) return undefined;
-    const r = matched[index - 1]!;
+    const r = rules[index - 1]!;
     return { retryAfterMs: wait, rule: r.index, burst: r.burst, perMinute: r.perMinute };
   }
 
@@ -136,7 +145,9 @@ export class SharedRateLimiter {
       if (!session || !LIMITED_METHODS.has(call.method)) return next(call);
       const server = call.upstream.name;
       const tool = call.method === 'tools/call' ? target?.upstreamName : undefined;
-      return this.decide(session.client, server, call.method, tool).then(
+      const buckets = this.bucketsOf(session.client, server, call.method, tool);
+      if (!buckets) return next(call);
+      return this.decide(buckets).then(
         (refused) => (refused ? refuse(call, session, refused) : next(call)),
         (err: Error) => {
           this.failed(err);
