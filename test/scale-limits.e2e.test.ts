@@ -222,6 +222,30 @@ describe('shared rate limits while Redis is down', () => {
     }
   }, 120_000);
 
+  it('Redis down at start and killed mid-traffic: the daemon never crashes, answers each call as passed or -31007, and calls pass again once Redis is back', async () => {
+    const r = await startRedis();
+    await r.stop();
+    const file = await writeConfig({ mcpServers: { fx: fixture({ name: 'fx' }) }, rateLimits: [{ server: 'fx', perMinute: 1, burst: 30 }], store: store(r, 'closed') });
+    const d = await startDaemon(file);
+    await storeIs(d, 'down');
+    const h = await host(d);
+    expect(await call(h)).toMatchObject({ code: -31007 });
+
+    await r.restart();
+    await storeIs(d, 'up');
+    expect(await call(h)).toEqual({ passed: true });
+    // 20 calls in flight while Redis dies: each is answered, as passed (the script ran) or as -31007.
+    const outcomes = Promise.all(Array.from({ length: 20 }, () => call(h)));
+    await r.kill();
+    for (const o of await outcomes) {
+      if ('passed' in o) continue;
+      expect(o).toMatchObject({ code: -31007 });
+    }
+    expect(d.child.exitCode).toBeNull();
+    await r.restart();
+    await waitFor(async () => ('passed' in (await call(h)) ? true : undefined), { what: 'calls pass again', timeoutMs: WAIT_MS });
+  }, 120_000);
+
   it('onError "open": while Redis is down the limits are skipped and calls pass; once it is back the limit holds again', async () => {
     const r = await startRedis();
     const events = tempFile('ev.jsonl');
