@@ -252,7 +252,7 @@ export function renderSharedLimits(L, s, o) {
     L.push(`skipped: ${s.skipped}`, '');
     return;
   }
-  L.push(`The same \`mcpmux serve\` in front of the echo server with ${s.rules} rate-limit rules that apply to every call but never refuse, measured back to back in each round: the buckets in memory, then in Redis (\`store\`, a local redis-server on loopback). Light client over Streamable HTTP, ${o.inflight} in flight for calls/s.`);
+  L.push(`The same \`mcpmux serve\` in front of the echo server with ${s.rules} rate-limit rules that apply to every call but never refuse, measured back to back in each round (which goes first alternates): the buckets in memory, and in Redis (\`store\`, a local redis-server on loopback). Light client over Streamable HTTP, ${o.inflight} in flight for calls/s.`);
   L.push('');
   if (s.error) L.push(`**failed:** ${s.error.split('\n')[0]}\n`);
   L.push('| figure | in memory | in Redis | ratio Redis ÷ memory | target |');
