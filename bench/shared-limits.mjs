@@ -274,8 +274,8 @@ export function renderSharedLimits(L, s, o) {
   }
   L.push(`| CPU/call of the mcpmux process, throughput phase (ms) | ${fmtSpread(spread(s.rounds.map((r) => r.memory?.tput.cpuMsPerCall)))} | ${fmtSpread(spread(s.rounds.map((r) => r.redis?.tput.cpuMsPerCall)))} | ${fmtRatio(s.rounds.map((r) => r.redis?.tput.cpuMsPerCall / r.memory?.tput.cpuMsPerCall))} | |`);
   L.push(`| CPU/call of redis-server (ms) | | ${fmtSpread(spread(s.rounds.map((r) => r.redis?.tput.redisCpuMsPerCall)))} | | |`);
-  L.push(`| Redis round trips per limited call (script calls ÷ calls) | | ${fmtSpread(spread(s.rounds.map((r) => r.redis?.roundTripsPerCall)))} | | 1 |`);
-  L.push(`| commands the script runs inside Redis per call (TIME, MGET, SET) | | ${fmtSpread(spread(s.rounds.map((r) => r.redis?.commandsInsidePerCall)))} | | |`);
+  L.push(`| Redis round trips per limited call (script calls ÷ calls; calls that come while one is under way share the next) | | ${fmtSpread(spread(s.rounds.map((r) => r.redis?.roundTripsPerCall)))} | | ≤ 1 |`);
+  L.push(`| commands the scripts run inside Redis per call (TIME, MGET, SET) | | ${fmtSpread(spread(s.rounds.map((r) => r.redis?.commandsInsidePerCall)))} | | |`);
   L.push('');
 }
 

@@ -62,12 +62,13 @@ it('a minimal bench run measures every section, direct and through mcpmux, and l
     expect(round.auditLines, 'the governed side wrote audit lines').toBeGreaterThan(0);
   }
   // Governance with Redis vs in memory (redis-server is installed here and in CI): both sides
-  // measured, and one Redis round trip per limited call.
+  // measured, and at most one Redis round trip per limited call.
   expect(results.sharedLimits.skipped).toBeUndefined();
   expect(results.sharedLimits.error).toBeUndefined();
   for (const round of results.sharedLimits.rounds) {
     for (const side of ['memory', 'redis']) expect(round[side].tput.callsPerSec, side).toBeGreaterThan(0);
-    expect(round.redis.roundTripsPerCall).toBeCloseTo(1, 2);
+    expect(round.redis.roundTripsPerCall).toBeGreaterThan(0);
+    expect(round.redis.roundTripsPerCall).toBeLessThanOrEqual(1);
   }
   expect(stdout).toContain('## Governance with Redis vs in memory');
   expect(stdout).toContain('## stdio host → stdio upstream');
