@@ -16,6 +16,9 @@
 // A reload builds a new limiter that adopts the old one's buckets of every rule it did not
 // change (same globs, figures and `per`): a reload that leaves a rule alone leaves its drained
 // buckets drained. A new or changed rule starts with full buckets.
+//
+// With `store` in the config the buckets live in Redis instead, shared by every daemon
+// (shared-rate-limit.ts: the same rules, keys and answers); this file's limiter is then unused.
 
 import { performance } from 'node:perf_hooks';
 import { LRUCache } from 'lru-cache';
