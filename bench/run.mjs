@@ -7,7 +7,7 @@
 //   node bench/run.mjs [--quick] [--rounds N] [--duration S] [--calls N] [--warmup N]
 //                      [--inflight N] [--only stdio|http|ws[,..]] [--no-20x100] [--no-relay]
 //                      [--profile | --no-profile] [--http-mode json|sse] [--max-minutes M]
-//                      [--no-governance] [--no-surface]
+//                      [--no-governance] [--no-surface] [--no-shared-limits]
 
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -23,6 +23,7 @@ import { analyse, topTable } from './profile-top.mjs';
 import { fetchCorpus } from './surface/fetch-corpus.mjs';
 import { renderRecall, runRecall } from './surface/recall.mjs';
 import { renderTokenSurface, runTokenSurface } from './surface/token-surface.mjs';
+import { measureSharedLimits, renderSharedLimits } from './shared-limits.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
@@ -45,6 +46,7 @@ function parseOptions(argv) {
     twenty: true,
     relay: true,
     governance: true,
+    sharedLimits: true,
     surface: true,
     profile: undefined,
     httpMode: 'json',
@@ -66,14 +68,16 @@ function parseOptions(argv) {
       case '--warmup': o.warmup = Math.round(num(a, next())); break;
       case '--inflight': o.inflight = Math.round(num(a, next())); break;
       case '--only': {
-        // `--only governance`: no transport section, only governance on vs off.
+        // `--only governance`: no transport section, only governance on vs off (and with Redis).
         // `--only surface`: only the tool-search recall section (and it runs only when named).
+        // `--only shared-limits`: only governance with Redis vs in memory.
         const list = next().split(',').map((s) => s.trim()).filter(Boolean);
-        o.only = list.filter((s) => s !== 'governance' && s !== 'surface');
-        for (const t of o.only) if (!['stdio', 'http', 'ws'].includes(t)) usage(`--only takes stdio, http, ws, governance or surface, got ${t}`);
+        o.only = list.filter((s) => s !== 'governance' && s !== 'surface' && s !== 'shared-limits');
+        for (const t of o.only) if (!['stdio', 'http', 'ws'].includes(t)) usage(`--only takes stdio, http, ws, governance, shared-limits or surface, got ${t}`);
         o.surface = list.includes('surface');
-        if (o.surface && !list.includes('governance') && o.only.length === 0) {
+        if ((o.surface || list.includes('shared-limits')) && !list.includes('governance') && o.only.length === 0) {
           o.governance = false;
+          o.sharedLimits = list.includes('shared-limits');
           o.profile ??= false;
         }
         break;
@@ -81,6 +85,7 @@ function parseOptions(argv) {
       case '--no-20x100': o.twenty = false; break;
       case '--no-relay': o.relay = false; break;
       case '--no-governance': o.governance = false; break;
+      case '--no-shared-limits': o.sharedLimits = false; break;
       case '--no-surface': o.surface = false; break;
       case '--profile': o.profile = true; break;
       case '--no-profile': o.profile = false; break;
@@ -117,7 +122,7 @@ function parseOptions(argv) {
   o.twentyTools = 100;
   // Whole-run watchdog: generous, but a hang ends with a message instead of never.
   const perTransport = 4 * o.duration + 120;
-  const governance = o.governance ? 2 * (2 * o.duration + 60) : 0;
+  const governance = (o.governance ? 2 * (2 * o.duration + 60) : 0) + (o.sharedLimits ? 2 * (o.duration + 60) : 0);
   const surface = o.surface ? 20 * 60 : 0; // the first fetch of the corpus installs a few dozen packages
   o.maxMinutes ??= Math.ceil((o.rounds * (o.only.length * perTransport + governance) + 300 + surface + (o.profile ? o.duration + 60 : 0)) / 60) + 5;
   return o;
@@ -130,7 +135,7 @@ function usage(msg) {
 function readmeUsage() {
   return `usage: node bench/run.mjs [--quick] [--rounds N] [--duration S] [--calls N] [--warmup N] [--inflight N]
                         [--only stdio|http|ws[,..]] [--no-20x100] [--no-relay] [--profile|--no-profile]
-                        [--http-mode json|sse] [--max-minutes M] [--no-governance] [--no-surface]
+                        [--http-mode json|sse] [--max-minutes M] [--no-governance] [--no-surface] [--no-shared-limits]
        node bench/run.mjs --render bench/results/latest.json    (re-print a saved run's table)
 `;
 }
@@ -832,6 +837,7 @@ function renderMarkdown(results, o) {
     L.push('');
   }
   if (results.governance) renderGovernance(L, results.governance, o);
+  if (results.sharedLimits) renderSharedLimits(L, results.sharedLimits, o);
   if (results.surface) renderSurface(L, results.surface);
   if (results.twenty) {
     const t = results.twenty;
@@ -1060,6 +1066,17 @@ async function main() {
           process.stderr.write(`bench: governance failed: ${r.error}\n`);
         }
       }
+    }
+
+    // Governance with the rate-limit buckets in Redis vs in memory (bench/shared-limits.mjs).
+    if (o.sharedLimits) {
+      try {
+        results.sharedLimits = await measureSharedLimits(o, { phase });
+      } catch (e) {
+        results.sharedLimits = { rounds: [], error: errText(e) };
+        process.stderr.write(`bench: shared limits failed: ${results.sharedLimits.error}\n`);
+      }
+      if (results.sharedLimits.skipped) process.stderr.write(`bench: shared limits skipped: ${results.sharedLimits.skipped}\n`);
     }
 
     if (o.twenty && o.only.includes('stdio')) {

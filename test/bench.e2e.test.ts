@@ -24,14 +24,14 @@ const FIGURES = [
 it('a minimal bench run measures every section, direct and through mcpmux, and leaves nothing behind', async () => {
   const out = tempDir();
   // --no-surface: the tool-search section fetches real servers from the npm registry (no network in tests).
-  const args = ['--quick', '--no-20x100', '--no-profile', '--no-surface', '--duration', '0.5', '--calls', '50', '--warmup', '10', '--max-minutes', '4', '--out', out];
+  const args = ['--quick', '--no-20x100', '--no-profile', '--no-surface', '--duration', '0.5', '--calls', '50', '--warmup', '10', '--max-minutes', '5', '--out', out];
   const child = spawn(process.execPath, [path.join(ROOT, 'bench/run.mjs'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const code = await exitWithin(child, exited, 280_000);
+  const code = await exitWithin(child, exited, 340_000);
   expect(code, stderr.slice(-2000)).toBe(0);
 
   const results = JSON.parse(readFileSync(path.join(out, 'latest.json'), 'utf8'));
@@ -61,6 +61,16 @@ it('a minimal bench run measures every section, direct and through mcpmux, and l
     expect(round.on.scrapes, 'the governed side was scraped').toBeGreaterThan(0);
     expect(round.auditLines, 'the governed side wrote audit lines').toBeGreaterThan(0);
   }
+  // Governance with Redis vs in memory (redis-server is installed here and in CI): both sides
+  // measured, and at most one Redis round trip per limited call.
+  expect(results.sharedLimits.skipped).toBeUndefined();
+  expect(results.sharedLimits.error).toBeUndefined();
+  for (const round of results.sharedLimits.rounds) {
+    for (const side of ['memory', 'redis']) expect(round[side].tput.callsPerSec, side).toBeGreaterThan(0);
+    expect(round.redis.roundTripsPerCall).toBeGreaterThan(0);
+    expect(round.redis.roundTripsPerCall).toBeLessThanOrEqual(1);
+  }
+  expect(stdout).toContain('## Governance with Redis vs in memory');
   expect(stdout).toContain('## stdio host → stdio upstream');
   expect(stdout).toContain('## Governance on vs off');
-}, 300_000);
+}, 360_000);

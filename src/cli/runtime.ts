@@ -102,7 +102,9 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
   chooseLoginStore(config, store, log);
   const pinnedOf = (c: Config) => new Set(c.servers.filter((s) => s.pinTools).map((s) => s.name));
   const pins = new ToolPins({ file: path.join(stateDir(), 'tool-pins.json'), store, pinned: pinnedOf(config), log, onChange: () => router?.refreshTools() });
-  let governance = createGovernance(config, pins);
+  // With a store, rate-limit buckets live in it, shared by every daemon (governance/shared-rate-limit.ts).
+  const shared = store && { store, log: log.child({ component: 'rate-limit' }) };
+  let governance = createGovernance(config, pins, undefined, shared);
   router = new Router(config, log, governance);
   const serverInfo = { name: 'mcpmux', version: VERSION };
   // In a cluster, requestState tokens are signed with the shared key and name this daemon (parked.ts).
@@ -134,7 +136,7 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
     if (!opts.logLevel) log.level = next.logLevel ?? 'info';
     pins.setPinned(pinnedOf(next), new Set(next.servers.map((s) => s.name)));
     // Rate-limit buckets of rules the reload leaves alone stay as drained as they are.
-    governance = createGovernance(next, pins, governance.limiter);
+    governance = createGovernance(next, pins, governance.limiter, shared);
     await router.reload(next, governance, plan);
   };
   return {

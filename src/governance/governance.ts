@@ -5,6 +5,9 @@ import type { Config } from '../config/types.js';
 import type { Governance } from '../router/forward.js';
 import { Policy } from './policy.js';
 import { RateLimiter } from './rate-limit.js';
+import { SharedRateLimiter } from './shared-rate-limit.js';
+import type { Logger } from '../observe/logger.js';
+import type { SharedStore } from '../store/store.js';
 import type { ToolPins } from './pins.js';
 import { RpcError } from '../jsonrpc/message.js';
 import { MuxError, type Params } from '../protocol/mcp.js';
@@ -52,14 +55,19 @@ function pinsListings(pins: ToolPins): Interceptor {
 /**
  * `previous`: the rate limiter of the governance this one replaces (a reload), whose buckets of
  * unchanged rules carry over. The result's `limiter` is the one to pass at the next reload.
+ * `shared`: the store, when the config has one: the buckets live there, shared by every daemon
+ * (a reload needs no adopt: an unchanged rule names the same keys).
  */
 export function createGovernance(
   config: Pick<Config, 'policy' | 'servers' | 'rateLimits' | 'limits'>,
   pins?: ToolPins,
-  previous?: RateLimiter,
-): Governance & { readonly limiter: RateLimiter } {
+  previous?: RateLimiter | SharedRateLimiter,
+  shared?: { store: SharedStore; log: Logger },
+): Governance & { readonly limiter: RateLimiter | SharedRateLimiter } {
   const policy = new Policy(config);
-  const limiter = new RateLimiter(config.rateLimits, config.limits.maxRateLimitKeys).adopt(previous);
+  const limiter = shared
+    ? new SharedRateLimiter(config.rateLimits, shared.store, shared.log)
+    : new RateLimiter(config.rateLimits, config.limits.maxRateLimitKeys).adopt(previous instanceof RateLimiter ? previous : undefined);
   // Only a pinned server's tools can be held: with none, calls skip the check.
   const holds = pins !== undefined && config.servers.some((s) => s.pinTools);
   const interceptors = [policy.interceptor(), ...(holds ? [pinsInterceptor(pins)] : []), ...(limiter.active ? [limiter.interceptor()] : []), ...(pins ? [pinsListings(pins)] : [])];

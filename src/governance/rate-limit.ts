@@ -16,6 +16,9 @@
 // A reload builds a new limiter that adopts the old one's buckets of every rule it did not
 // change (same globs, figures and `per`): a reload that leaves a rule alone leaves its drained
 // buckets drained. A new or changed rule starts with full buckets.
+//
+// With `store` in the config the buckets live in Redis instead, shared by every daemon
+// (shared-rate-limit.ts: the same rules, keys and answers); this file's limiter is then unused.
 
 import { performance } from 'node:perf_hooks';
 import { LRUCache } from 'lru-cache';
@@ -23,13 +26,15 @@ import type { RateLimitRule } from '../config/types.js';
 import { RpcError } from '../jsonrpc/message.js';
 import { publishLimited } from '../observe/events.js';
 import { MuxError } from '../protocol/mcp.js';
-import type { Interceptor } from '../router/forward.js';
+import type { Result } from '../jsonrpc/endpoint.js';
+import type { Call, Interceptor } from '../router/forward.js';
+import type { SessionPort } from '../router/session-port.js';
 import { compileGlobs, type Matcher } from './glob.js';
 
 /** The methods a rate limit counts. */
 export const LIMITED_METHODS: ReadonlySet<string> = new Set(['tools/call', 'prompts/get', 'resources/read', 'resources/subscribe', 'completion/complete']);
 
-interface Rule {
+export interface Rule {
   index: number;
   /** What the rule is (its settings, and which of identical rules): a reload that keeps it keeps its buckets (adopt). */
   id: string;
@@ -59,6 +64,29 @@ export interface Refusal {
   perMinute: number;
 }
 
+/** The config's rules as the limiters match them (the in-memory one here, the shared one in shared-rate-limit.ts). */
+export function compileRules(rules: readonly RateLimitRule[]): Rule[] {
+  const seen = new Map<string, number>();
+  return rules.map((r, index) => {
+    const same = JSON.stringify([r.client, r.server, r.tool, r.perMinute, r.burst, r.per]);
+    const nth = seen.get(same) ?? 0;
+    seen.set(same, nth + 1);
+    return {
+      index,
+      id: `${same}#${nth}`,
+      client: compileGlobs([r.client]),
+      server: compileGlobs([r.server]),
+      tool: r.tool === '*' ? undefined : compileGlobs([r.tool]),
+      perClient: r.per.includes('client'),
+      perServer: r.per.includes('server'),
+      perTool: r.per.includes('tool'),
+      burst: r.burst,
+      rate: r.perMinute / 60_000,
+      perMinute: r.perMinute,
+    };
+  });
+}
+
 export class RateLimiter {
   private readonly rules: Rule[];
   private readonly buckets: LRUCache<string, Bucket>;
@@ -68,25 +96,7 @@ export class RateLimiter {
     maxKeys: number,
     private readonly now: () => number = () => performance.now(),
   ) {
-    const seen = new Map<string, number>();
-    this.rules = rules.map((r, index) => {
-      const same = JSON.stringify([r.client, r.server, r.tool, r.perMinute, r.burst, r.per]);
-      const nth = seen.get(same) ?? 0;
-      seen.set(same, nth + 1);
-      return {
-        index,
-        id: `${same}#${nth}`,
-        client: compileGlobs([r.client]),
-        server: compileGlobs([r.server]),
-        tool: r.tool === '*' ? undefined : compileGlobs([r.tool]),
-        perClient: r.per.includes('client'),
-        perServer: r.per.includes('server'),
-        perTool: r.per.includes('tool'),
-        burst: r.burst,
-        rate: r.perMinute / 60_000,
-        perMinute: r.perMinute,
-      };
-    });
+    this.rules = compileRules(rules);
     this.buckets = new LRUCache({ max: maxKeys });
   }
 
@@ -155,17 +165,28 @@ export class RateLimiter {
       const tool = call.method === 'tools/call' ? target?.upstreamName : undefined;
       const refused = this.take(session.client, server, call.method, tool);
       if (!refused) return next(call);
-      const { retryAfterMs } = refused;
-      publishLimited({ sessionId: session.id, client: session.client, server, method: call.method, tool, retryAfterMs, rule: refused.rule });
-      if (call.event) {
-        call.event.outcome = 'limited';
-        call.event.retryAfterMs = retryAfterMs;
-      }
-      const what = target ? `${target.name}` : `${call.method} on server "${server}"`;
-      const text = `Rate limit reached for ${what}: at most ${refused.burst} at once and ${refused.perMinute} per minute. Try again in ${(retryAfterMs / 1000).toFixed(1)} s.`;
-      // A tool result, so the model reads why and when, and can adapt; other methods get an error.
-      if (call.method === 'tools/call') return Promise.resolve({ content: [{ type: 'text', text }], isError: true, _meta: { retryAfterMs } });
-      return Promise.reject(new RpcError(MuxError.RateLimited, text, { retryAfterMs }));
+      return refuse(call, session, refused);
     };
   }
+}
+
+/**
+ * The answer to a limited call (both limiters give the same): counted, recorded on the call's
+ * event, and told to the host with how long to wait.
+ */
+export function refuse(call: Call, session: SessionPort, refused: Refusal): Promise<Result> {
+  const { target } = call;
+  const server = call.upstream.name;
+  const tool = call.method === 'tools/call' ? target?.upstreamName : undefined;
+  const { retryAfterMs } = refused;
+  publishLimited({ sessionId: session.id, client: session.client, server, method: call.method, tool, retryAfterMs, rule: refused.rule });
+  if (call.event) {
+    call.event.outcome = 'limited';
+    call.event.retryAfterMs = retryAfterMs;
+  }
+  const what = target ? `${target.name}` : `${call.method} on server "${server}"`;
+  const text = `Rate limit reached for ${what}: at most ${refused.burst} at once and ${refused.perMinute} per minute. Try again in ${(retryAfterMs / 1000).toFixed(1)} s.`;
+  // A tool result, so the model reads why and when, and can adapt; other methods get an error.
+  if (call.method === 'tools/call') return Promise.resolve({ content: [{ type: 'text', text }], isError: true, _meta: { retryAfterMs } });
+  return Promise.reject(new RpcError(MuxError.RateLimited, text, { retryAfterMs }));
 }
