@@ -107,12 +107,13 @@ describe('shared rate limits: 3 daemons, one Redis', () => {
 
   it('refill and retry-after are Redis-timed and shared: a token spent on A is missing on B until the wait B gave has passed, then C gets it; a refused prompt is -31005', async () => {
     const r = await startRedis();
-    // fx: one token a second. px: prompts count too (tool "*"), and a refused prompts/get is an error, not a tool result.
+    // fx: one token every 5 s (a margin no loaded machine eats between two calls). px: prompts
+    // count too (tool "*"), and a refused prompts/get is an error, not a tool result.
     const ds = await daemons(
       {
         mcpServers: { fx: fixture({ name: 'fx' }), px: fixture({ name: 'px', prompts: 1 }) },
         rateLimits: [
-          { server: 'fx', perMinute: 60, burst: 1, per: ['server'] },
+          { server: 'fx', perMinute: 12, burst: 1, per: ['server'] },
           { server: 'px', perMinute: 1, burst: 1, per: ['server'] },
         ],
         store: store(r),
@@ -133,7 +134,7 @@ describe('shared rate limits: 3 daemons, one Redis', () => {
     expect(refused).toMatchObject({ limited: expect.any(Number) });
     const wait = (refused as { limited: number }).limited;
     expect(wait).toBeGreaterThan(0);
-    expect(wait).toBeLessThanOrEqual(1_000);
+    expect(wait).toBeLessThanOrEqual(5_000);
     // Once the wait has passed, the token is back for whoever asks first, on any daemon.
     await new Promise((resolve) => setTimeout(resolve, wait + 400));
     expect(await call(c!)).toEqual({ passed: true });
@@ -199,8 +200,9 @@ describe('SharedRateLimiter on a real Redis (calls that go together in one scrip
     const store = new SharedStore({ redis: { url: r.url, keyPrefix: 'mcpmux:' }, onError: 'closed' }, createLogger('silent'));
     try {
       expect(await store.ready(WAIT_MS)).toBe('up');
-      // The in-memory limiter's own case (rate-limit.test.ts): rule 0, 3 per client over all servers; rule 1, servers slow*, 2 at once.
-      const rl = new SharedRateLimiter([rule({ perMinute: 600, burst: 3, per: ['client'] }), rule({ server: 'slow*', perMinute: 6, burst: 2 })], store, createLogger('silent'));
+      // The in-memory limiter's own case (rate-limit.test.ts): rule 0, 3 per client over all servers
+      // (a token a second: no pause between two script calls refills it); rule 1, servers slow*, 2 at once.
+      const rl = new SharedRateLimiter([rule({ perMinute: 60, burst: 3, per: ['client'] }), rule({ server: 'slow*', perMinute: 6, burst: 2 })], store, createLogger('silent'));
       // Asked in one go: the first goes to Redis at once, the other three together in the next script call.
       const answers = await Promise.all([
         rl.take('a', 'slowpoke', 'tools/call', 't'),
@@ -217,7 +219,7 @@ describe('SharedRateLimiter on a real Redis (calls that go together in one scrip
       expect(answers[2]!.retryAfterMs).toBeLessThanOrEqual(10_000);
       expect(answers[3]).toBeUndefined();
       expect(answers[4]).toMatchObject({ rule: 0 });
-      expect(answers[4]!.retryAfterMs).toBeLessThanOrEqual(100);
+      expect(answers[4]!.retryAfterMs).toBeLessThanOrEqual(1_000);
       // Two buckets, each written once, with its expiry; two script calls for the five.
       expect((await rlKeys(r)).length).toBe(2);
       const stats = await r.cli('INFO', 'commandstats');

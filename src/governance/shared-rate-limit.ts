@@ -39,6 +39,9 @@ import { compileRules, LIMITED_METHODS, refuse, type Refusal, type Rule } from '
  * MGET reads any other type as nil, and SET overwrites it.
  */
 const TAKE_LUA = `
+-- Redis 3.2/4 must be told that a script that read TIME may write (effects replication);
+-- from Redis 5 on this is the default and the call does nothing.
+if redis.replicate_commands then redis.replicate_commands() end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
 local held = redis.call('MGET', unpack(KEYS))
@@ -58,7 +61,8 @@ while a <= #ARGV do
         local x, y = string.match(held[k + i], '^(%S+) (%S+)$')
         t, at = tonumber(x), tonumber(y)
       end
-      if t == nil or at == nil then t, at = burst, now end
+      -- Not numbers, or not finite (inf, nan: someone wrote there): a full bucket.
+      if t == nil or at == nil or t ~= t or at ~= at or math.abs(t) == math.huge or math.abs(at) == math.huge then t, at = burst, now end
       s = {t, at}
       state[key] = s
     end
@@ -94,6 +98,12 @@ const COMMAND = 'mcpmuxRateLimits';
 type Take = (numKeys: number, ...keysAndArgs: (string | number)[]) => Promise<number[]>;
 /** At most this many keys in one script call (Lua's unpack has a bound of about 8 000). */
 const MAX_BATCH_KEYS = 2_000;
+/**
+ * Calls waiting for their decision at most. A Redis that hangs (the connection open, no answer)
+ * holds each script call for the command timeout; past this many waiting, a call is handled as
+ * if the store were down (store.onError) rather than queue without bound.
+ */
+const MAX_QUEUED = 10_000;
 
 /** A call's buckets: their keys, the script's ARGV (burst and perMinute of each), and their rules. */
 interface Buckets {
@@ -169,6 +179,7 @@ export class SharedRateLimiter {
    * So a lone call waits for nothing, and under load a daemon sends fewer, larger script calls.
    */
   private decide(buckets: Buckets): Promise<Refusal | undefined> {
+    if (this.queue.length >= MAX_QUEUED) return Promise.reject(new Error(`more than ${MAX_QUEUED} rate-limited calls waiting for the shared store`));
     return new Promise((resolve, reject) => {
       this.queue.push({ buckets, resolve, reject });
       if (!this.sending) void this.send();
@@ -191,7 +202,9 @@ export class SharedRateLimiter {
             p.resolve(r && { retryAfterMs: answer[2 * j + 1]!, rule: r.index, burst: r.burst, perMinute: r.perMinute });
           });
         } catch (err) {
-          for (const p of batch) p.reject(err as Error);
+          // The calls queued behind this one would meet the same failure (a timeout, a Redis
+          // gone): they are answered now, as store.onError says, instead of one timeout each.
+          for (const p of [...batch, ...this.queue.splice(0)]) p.reject(err as Error);
         }
       }
     } finally {
