@@ -34,10 +34,10 @@ export const HEADERS_TIMEOUT_ENV = 'MCPMUX_HEADERS_TIMEOUT_MS';
 export const REQUEST_TIMEOUT_ENV = 'MCPMUX_REQUEST_TIMEOUT_MS';
 /** Overrides how soon a session that said nothing after its initialize is closed (ms). */
 export const UNFINISHED_ENV = 'MCPMUX_UNFINISHED_SESSION_MS';
-/** How long past timeouts.maxMs a forwarded call's owner may take to start its answer (the hop, a loaded machine). */
-const FORWARD_GRACE_MS = 5_000;
 /** Overrides how long a Streamable HTTP session must be quiet to count as idle in /status and /metrics (ms). */
 export const IDLE_REPORT_ENV = 'MCPMUX_IDLE_REPORT_MS';
+/** How long past timeouts.maxMs a forwarded call's owner may take to start its answer (the hop, a loaded machine). */
+const FORWARD_GRACE_MS = 5_000;
 
 export async function runServe(opts: ServeOptions): Promise<number> {
   const port = opts.port === undefined ? undefined : parsePort(opts.port, '--port');
