@@ -236,9 +236,11 @@ describe('behind HAProxy: draining a daemon (SIGTERM)', () => {
     const outAfter = Date.now() - t0;
     expect(outAfter).toBeLessThan(DRAIN_MS);
 
-    // The open session still reaches it, through HAProxy, while it drains.
+    // The open session still reaches it, through HAProxy, while it drains. Until half of
+    // drainMs only (and twice at least): an echo started later could, on a loaded machine,
+    // still run when it exits.
     let n = 1;
-    while (Date.now() - t0 < DRAIN_MS - 1500) {
+    while (n <= 2 || Date.now() - t0 < DRAIN_MS / 2) {
       const tag = `held-${n++}`;
       await echo(held, tag);
       expect(await servedBy(cluster, tag)).toEqual([draining.name]);

@@ -44,6 +44,8 @@ export interface Runtime {
   store: SharedStore | undefined;
   /** This daemon's id and keys among the daemons of a cluster, when the config has `cluster`. */
   cluster: ClusterIdentity | undefined;
+  /** 2026-07-28 calls waiting for their host's retry (a draining daemon waits for them too). */
+  parked: ParkedCalls;
   /** A host session on a new host connection, with the config's limits (client: from its token). */
   /** `who`: the token's client and the session's toolset (both checked by the caller). */
   openSession(transport: Transport, kind: HostTransport, who?: SessionOwner, stateless?: boolean): HostSession;
@@ -148,6 +150,7 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
     pins,
     store,
     cluster,
+    parked,
     openSession,
     reconfigure,
   };

@@ -36,6 +36,8 @@ export const REQUEST_TIMEOUT_ENV = 'MCPMUX_REQUEST_TIMEOUT_MS';
 export const UNFINISHED_ENV = 'MCPMUX_UNFINISHED_SESSION_MS';
 /** Overrides how long a Streamable HTTP session must be quiet to count as idle in /status and /metrics (ms). */
 export const IDLE_REPORT_ENV = 'MCPMUX_IDLE_REPORT_MS';
+/** How long past timeouts.maxMs a forwarded call's owner may take to start its answer (the hop, a loaded machine). */
+const FORWARD_GRACE_MS = 5_000;
 
 export async function runServe(opts: ServeOptions): Promise<number> {
   const port = opts.port === undefined ? undefined : parsePort(opts.port, '--port');
@@ -49,7 +51,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   }
   const host = opts.host ?? config.listen.host;
   const runtime = createRuntime(config, opts);
-  const { log, router, pins, openSession } = runtime;
+  const { log, router, pins, parked, openSession } = runtime;
   // Approvals (`mcpmux tools --approve`) and logins (`mcpmux login`) by another process apply at once.
   pins.watch();
   const unwatchLogins = await watchLoginsFor(runtime);
@@ -58,7 +60,8 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   let started = false;
   // In a cluster: this daemon in Redis's list, and retries of calls other daemons hold sent there.
   const registry = runtime.cluster && runtime.store && new ClusterRegistry(runtime.store, runtime.cluster, log.child({ component: 'cluster' }));
-  const forward = registry && new ClusterForward({ self: registry.self, lookup: (id) => registry.lookup(id), log });
+  // A forwarded call may run as long as any call (timeouts.maxMs) before its answer starts.
+  const forward = registry && new ClusterForward({ self: registry.self, lookup: (id) => registry.lookup(id), answerWithinMs: () => runtime.config.timeouts.maxMs + FORWARD_GRACE_MS, log });
 
   const server = new HttpServer({
     host,
@@ -146,15 +149,17 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   onShutdownSignals(log, async (why) => {
     reloader.stop();
     unwatchLogins();
+    // The other daemons' /status says "draining" at once, not once the drain is over.
+    registry?.setState('draining');
     // A daemon of a cluster, stopped by its supervisor (SIGTERM), leaves its load balancer
-    // first: /readyz 503 at once, open sessions and calls served for cluster.drainMs (or until
-    // none is left); Ctrl-C (SIGINT) and a lone daemon stop as they always have.
+    // first: /readyz 503 at once, open sessions, calls and parked calls (their retries come
+    // forwarded) served for cluster.drainMs (or until none is left); Ctrl-C (SIGINT) and a
+    // lone daemon stop as they always have.
     if (config.cluster && why === 'SIGTERM') {
-      log.info({ why, sessions: server.registry.size, drainMs: config.cluster.drainMs }, 'leaving the load balancer: /readyz answers 503, open sessions are still served');
-      await server.drain(config.cluster.drainMs);
+      log.info({ why, sessions: server.registry.size, parked: parked.size, drainMs: config.cluster.drainMs }, 'leaving the load balancer: /readyz answers 503, open sessions and parked calls are still served');
+      await server.drain(config.cluster.drainMs, () => parked.size);
     }
     log.info({ why, sessions: server.registry.size }, 'draining');
-    registry?.setState('draining');
     await server.close();
     await registry?.stop();
     await router.close();

@@ -77,6 +77,11 @@ export class ParkedCalls {
     this.key = cluster?.key ?? randomBytes(32);
   }
 
+  /** How many calls wait for their host's retry now. */
+  get size(): number {
+    return this.entries.size;
+  }
+
   /** Parks `call` (or an upstream's state) until the host comes back; returns the token it must bring. */
   park(parked: Parked, client: string, method: string, target: string): string {
     const held = this.byClient.get(client);

@@ -160,9 +160,10 @@ export class HttpServer {
    * the load balancer sends new work elsewhere; a new session is refused with a 503 it may
    * retry on another daemon; the sessions open here and the requests in flight are served as
    * usual (their hosts keep sending, the balancer keeps sending them here). Resolves after
-   * `ms`, or sooner once no session is open and no request is in flight.
+   * `ms`, or sooner once no session is open, no request is in flight and `waiting()` (the
+   * calls parked for a 2026-07-28 host's retry, which comes here forwarded) is 0.
    */
-  drain(ms: number): Promise<void> {
+  drain(ms: number, waiting: () => number = () => 0): Promise<void> {
     if (this.stage !== 'serving') return Promise.resolve();
     this.stage = 'draining';
     this.registry.drain();
@@ -172,7 +173,7 @@ export class HttpServer {
         clearInterval(poll);
         resolve();
       };
-      const left = (): boolean => this.registry.size > 0 || this.inFlight > 0;
+      const left = (): boolean => this.registry.size > 0 || this.inFlight > 0 || waiting() > 0;
       const timer = setTimeout(done, ms);
       const poll = setInterval(() => left() || done(), DRAIN_POLL_MS);
       if (!left()) done();
