@@ -1,7 +1,8 @@
 // The shared store's own behaviour: the `store` and `cluster` keys refused with a clear error
 // when they cannot work, `check --probe` reporting a store it cannot reach, and a daemon whose
 // Redis is down at start: it starts, says so once (log and /readyz), and recovers when Redis
-// comes up, without a restart.
+// comes up, without a restart; and a Redis that hangs (SIGSTOP) counts as down within seconds
+// and as up again once it answers.
 
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
@@ -109,4 +110,29 @@ describe('a store that cannot be reached', () => {
     expect(await (await fetch(`${d.base}/metrics`)).text()).toMatch(/^mcpmux_store_up 1$/m);
     expect((await d.stop()).code).toBe(0);
   });
+
+  it('a Redis that hangs (SIGSTOP) is down in /readyz within seconds, and up again once it answers (SIGCONT)', async () => {
+    const redis = await startRedis();
+    const d = await startDaemon({ mcpServers: { a: fixture() }, store: { redis: { url: redis.url } } });
+    const readyz = async () => ((await (await fetch(`${d.base}/readyz`)).json()) as { detail: { store: string } }).detail.store;
+    await waitFor(async () => (await readyz()) === 'up', { what: 'store up' });
+    const pid = redis.child.pid!;
+    const stoppedAt = Date.now();
+    process.kill(pid, 'SIGSTOP');
+    try {
+      // The connection stays open (nothing closes it): only the watchdog's unanswered PING tells.
+      await waitFor(async () => (await readyz()) === 'down', { what: 'store down in /readyz', timeoutMs: 10_000 });
+      const downAfter = Date.now() - stoppedAt;
+      console.log(`[scale-store] a hung Redis seen down after ${downAfter} ms`);
+      expect(downAfter).toBeLessThan(10_000);
+      expect(d.stderr()).toMatch(/the shared store \(Redis\) is unreachable/);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    const contAt = Date.now();
+    await waitFor(async () => (await readyz()) === 'up', { what: 'store up again', timeoutMs: 15_000 });
+    console.log(`[scale-store] up again ${Date.now() - contAt} ms after SIGCONT`);
+    expect(d.stderr()).toContain('the shared store (Redis) is reachable again');
+    expect((await d.stop()).code).toBe(0);
+  }, 60_000);
 });
