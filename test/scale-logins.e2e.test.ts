@@ -269,6 +269,28 @@ describe('OAuth logins shared through Redis', () => {
     expect(refreshes(c.events).filter((e) => e.ok !== undefined).map((e) => e.ok)).toEqual([true, true]);
   }, 120_000);
 
+  it('a login sealed with another store key is an error on that daemon, said once, and never replaced by it', async () => {
+    const redis = await startRedis();
+    const c = await cluster(redis, 'keys:', await authServer());
+    const good = await daemon(c);
+    await login(c);
+    await hostOn(good);
+    const sealed = (await storedLogin(c)).sealed;
+    // A daemon whose store.secretEnv holds another value.
+    const other = await daemon(c, { MCPMUX_STORE_KEY: randomBytes(32).toString('hex') });
+    const said = 'the login stored for server secure was sealed with another store key: check store.secretEnv on every daemon';
+    await waitFor(() => other.stderr().includes(said), { what: 'the other key said', timeoutMs: WAIT_MS });
+    // Not "no login" (which a client-credentials server would answer with a token of its own, sealed with its key).
+    expect(await secureState(other)).not.toBe('ready');
+    const st = (await status(other)).upstreams.find((u: any) => u.name === 'secure');
+    expect(JSON.stringify(st)).toContain('sealed with another store key');
+    // Said once, however often it is asked; the good daemon's login is untouched.
+    await new Promise((r) => setTimeout(r, 1_500));
+    // (The upstream's own failures, retried with back-off, name it as their reason.)
+    expect(other.stderr().split('\n').filter((l) => l.includes(`"msg":"${said}`))).toHaveLength(1);
+    expect(await redis.cli('GET', 'keys:login:secure')).toBe(sealed);
+  }, 120_000);
+
   it('without store.secretEnv logins stay in each daemon\'s state folder, and the daemon says so once', async () => {
     const redis = await startRedis();
     const as = await authServer();
