@@ -35,7 +35,7 @@ afterAll(async () => {
 });
 
 /** The authorization server + protected MCP server; resolves to its MCP URL and its events file. */
-async function authServer(opts: { refreshDelayMs?: number; stallRefreshes?: number } = {}): Promise<{ url: string; events: string }> {
+async function authServer(opts: { refreshDelayMs?: number; stallRefreshes?: number; holdRefreshes?: number } = {}): Promise<{ url: string; events: string }> {
   const events = tempFile('oauth-events.jsonl');
   const child = spawn(process.execPath, [OAUTH, JSON.stringify({ events, ...opts })], { stdio: ['pipe', 'pipe', 'pipe'] });
   children.push(child);
@@ -73,7 +73,7 @@ async function login(c: Cluster): Promise<{ stdout: string; state: string }> {
 /** The login as Redis holds it, opened with the cluster's key (only the test does this). */
 async function storedLogin(c: Cluster): Promise<{ sealed: string; login: any }> {
   const sealed = await c.redis.cli('GET', `${c.prefix}login:secure`);
-  return { sealed, login: openLogin(loginKey(KEY), 'secure', sealed) };
+  return { sealed, login: openLogin(loginKey(KEY), c.prefix, 'secure', sealed) };
 }
 
 const fingerprint = async (token: string) => (await import('node:crypto')).createHash('sha256').update(token).digest('hex').slice(0, 12);
@@ -124,8 +124,8 @@ describe('OAuth logins shared through Redis', () => {
     expect(inRedis).toContain('mcpmux:login:secure');
     for (const t of tokens) expect(inRedis.includes(t)).toBe(false);
     expect(first.sealed).toMatch(/^v1\.[\w-]+\.[\w-]+\.[\w-]+$/);
-    expect(() => openLogin(loginKey(KEY), 'other', first.sealed)).toThrow();
-    expect(() => openLogin(loginKey(randomBytes(32).toString('hex')), 'secure', first.sealed)).toThrow();
+    expect(() => openLogin(loginKey(KEY), 'mcpmux:', 'other', first.sealed)).toThrow();
+    expect(() => openLogin(loginKey(randomBytes(32).toString('hex')), 'mcpmux:', 'secure', first.sealed)).toThrow();
 
     // 3. The access token stops working; both daemons call at once. One refresh reaches the
     //    authorization server (it takes a second: the other daemon finds the lock held and waits),
@@ -228,6 +228,67 @@ describe('OAuth logins shared through Redis', () => {
     expect(again).not.toBe(id);
     await waitFor(async () => (await whoami(hc).catch(() => '')) === again, { what: 'the closed daemon serves again', timeoutMs: WAIT_MS });
     expect(await whoami(ho)).toBe(again);
+  }, 120_000);
+
+  it('a refresh granted while Redis drops is kept, used, and written back when Redis returns: no new login needed', async () => {
+    const redis = await startRedis();
+    const c = await cluster(redis, 'drop:', await authServer({ holdRefreshes: 1 }), 'open');
+    const d = await daemon(c);
+    await login(c);
+    const host = await hostOn(d);
+    const before = await storedLogin(c);
+    const id = before.login.client.client_id;
+    expect(await whoami(host)).toBe(id);
+
+    // The access token stops working; the daemon's refresh reaches the authorization server,
+    // which holds it while Redis goes away, then grants it (and spends the old refresh token).
+    await fetch(new URL('/admin/revoke-access', c.url), { method: 'POST' });
+    const call = whoami(host).then((v) => v, (e: Error) => `error: ${e.message}`);
+    await waitForEvent(c.events, (e) => e.type === 'token' && e.held === true);
+    await redis.kill();
+    await waitFor(() => d.stderr().includes('the shared store (Redis) is unreachable'), { what: 'Redis seen down', timeoutMs: WAIT_MS });
+    await fetch(new URL('/admin/release-refreshes', c.url), { method: 'POST' });
+    // "open": the call goes on with the new token, kept in this daemon.
+    expect(await call).toBe(id);
+    const granted = refreshes(c.events).find((e) => e.ok === true);
+    expect(granted).toBeDefined();
+    expect(d.stderr()).toContain('the refreshed login for server secure could not be stored in the shared store');
+    expect(d.stderr()).not.toContain('the tokens are kept for the next try');
+
+    // Redis back (empty: no persistence in tests): the new login is written back, not the old one.
+    await redis.restart();
+    await waitFor(async () => (await redis.cli('EXISTS', 'drop:login:secure')) === '1', { what: 'the login written back', timeoutMs: WAIT_MS });
+    const after = await storedLogin(c);
+    expect(await fingerprint(after.login.tokens.access_token)).toBe(granted.access);
+    expect(after.login.tokens.refresh_token).not.toBe(before.login.tokens.refresh_token);
+    expect(after.login.client.client_id).toBe(id);
+    // No new login: calls go on, and the next refresh uses the new refresh token (the old one is spent).
+    expect(await whoami(host)).toBe(id);
+    await fetch(new URL('/admin/revoke-access', c.url), { method: 'POST' });
+    expect(await whoami(host)).toBe(id);
+    expect(refreshes(c.events).filter((e) => e.ok !== undefined).map((e) => e.ok)).toEqual([true, true]);
+  }, 120_000);
+
+  it('a login sealed with another store key is an error on that daemon, said once, and never replaced by it', async () => {
+    const redis = await startRedis();
+    const c = await cluster(redis, 'keys:', await authServer());
+    const good = await daemon(c);
+    await login(c);
+    await hostOn(good);
+    const sealed = (await storedLogin(c)).sealed;
+    // A daemon whose store.secretEnv holds another value.
+    const other = await daemon(c, { MCPMUX_STORE_KEY: randomBytes(32).toString('hex') });
+    const said = 'the login stored for server secure was sealed with another store key: check store.secretEnv on every daemon';
+    await waitFor(() => other.stderr().includes(said), { what: 'the other key said', timeoutMs: WAIT_MS });
+    // Not "no login" (which a client-credentials server would answer with a token of its own, sealed with its key).
+    expect(await secureState(other)).not.toBe('ready');
+    const st = (await status(other)).upstreams.find((u: any) => u.name === 'secure');
+    expect(JSON.stringify(st)).toContain('sealed with another store key');
+    // Said once, however often it is asked; the good daemon's login is untouched.
+    await new Promise((r) => setTimeout(r, 1_500));
+    // (The upstream's own failures, retried with back-off, name it as their reason.)
+    expect(other.stderr().split('\n').filter((l) => l.includes(`"msg":"${said}`))).toHaveLength(1);
+    expect(await redis.cli('GET', 'keys:login:secure')).toBe(sealed);
   }, 120_000);
 
   it('without store.secretEnv logins stay in each daemon\'s state folder, and the daemon says so once', async () => {

@@ -140,6 +140,33 @@ describe('tool pins shared through Redis', () => {
     expect(existsSync(path.join(cliState, 'tool-pins.json'))).toBe(false);
   }, 120_000);
 
+  it('first use ends once the server is recorded in Redis: a tool new after that is held on the daemon that saw the server first too', async () => {
+    const redis = await startRedis();
+    const defs = definitions([{ name: 'read', description: 'v1' }]);
+    const config = await storeConfig(redis, { srv: server(defs.file) });
+    const a = await daemon(config);
+    const ha = await host(a);
+    await waitFor(async () => lists(ha, 'srv__read'), { what: 'srv__read on A' });
+    await waitFor(async () => (await recorded(redis, 'read')) !== undefined, { what: 'the first-use record in Redis' });
+
+    // The server gains a tool: A saw the server first, but its first use is over (the record is
+    // shared: recording the tool now would approve it on every daemon).
+    defs.set([
+      { name: 'read', description: 'v1' },
+      { name: 'exfiltrate', description: 'new in v2' },
+    ]);
+    // (A host's listing is what has the daemon judge the new definitions.)
+    await waitFor(async () => (await names(ha)) && /"server":"srv","tool":"exfiltrate","changed":\["\(new tool\)"\],"held":true/.test(a.stderr()), { what: 'A holds the new tool' });
+    expect(await names(ha)).toEqual(['srv__read']);
+    expect(await callError(ha, 'srv__exfiltrate')).toMatchObject({ code: HELD });
+    expect(await recorded(redis, 'exfiltrate')).toBeUndefined();
+    // A daemon started now holds it too.
+    const b = await daemon(config);
+    const hb = await host(b);
+    await waitFor(async () => lists(hb, 'srv__read'), { what: 'srv__read on B' });
+    expect(await names(hb)).toEqual(['srv__read']);
+  }, 120_000);
+
   it('first use is race-free: three daemons starting at once with different definitions record one; the others hold theirs', async () => {
     const redis = await startRedis();
     const versions = ['from A', 'from B', 'from C'];
@@ -188,7 +215,9 @@ describe('tool pins shared through Redis', () => {
     // closed: a pinned server's tool cannot be judged, so it is refused, and says why.
     const refused = await callError(hc, 'srv__read');
     expect(refused?.code).toBe(STORE_UNAVAILABLE);
-    expect(refused?.message).toMatch(/Calling srv__read \(its server's tools are pinned\) needs mcpmux's shared store \(Redis\), which is unreachable now .*; try again shortly/);
+    expect(refused?.message).toMatch(/Calling srv__read \(its server's tools are pinned\) needs mcpmux's shared store \(Redis\), which is unreachable now; try again shortly$/);
+    // The reason (an address inside the network) stays in the daemon's log.
+    expect(refused?.message).not.toMatch(/ECONNREFUSED|127\.0\.0\.1/);
     expect(await callError(hc, 'loose__ping')).toBeUndefined();
     // open: the last pins seen: the approved tool answers, the held one stays held.
     expect(await callError(ho, 'srv__read')).toBeUndefined();

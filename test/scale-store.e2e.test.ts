@@ -1,13 +1,17 @@
 // The shared store's own behaviour: the `store` and `cluster` keys refused with a clear error
 // when they cannot work, `check --probe` reporting a store it cannot reach, and a daemon whose
 // Redis is down at start: it starts, says so once (log and /readyz), and recovers when Redis
-// comes up, without a restart.
+// comes up, without a restart; and a Redis that hangs (SIGSTOP) counts as down within seconds
+// and as up again once it answers.
 
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { ConfigError } from '../src/config/types.js';
+import { SharedStore } from '../src/store/store.js';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
-import { fixture, freePort, runMux, waitFor, writeConfig } from './helpers/harness.js';
+import { fixture, freePort, runMux, waitFor, WAIT_MS, writeConfig } from './helpers/harness.js';
 import { startRedis, stopAllRedis } from './helpers/redis.js';
 
 afterAll(async () => {
@@ -109,4 +113,101 @@ describe('a store that cannot be reached', () => {
     expect(await (await fetch(`${d.base}/metrics`)).text()).toMatch(/^mcpmux_store_up 1$/m);
     expect((await d.stop()).code).toBe(0);
   });
+
+  it('a Redis that hangs (SIGSTOP) is down in /readyz within seconds, and up again once it answers (SIGCONT)', async () => {
+    const redis = await startRedis();
+    const d = await startDaemon({ mcpServers: { a: fixture() }, store: { redis: { url: redis.url } } });
+    const readyz = async () => ((await (await fetch(`${d.base}/readyz`)).json()) as { detail: { store: string } }).detail.store;
+    await waitFor(async () => (await readyz()) === 'up', { what: 'store up' });
+    const pid = redis.child.pid!;
+    const stoppedAt = Date.now();
+    process.kill(pid, 'SIGSTOP');
+    try {
+      // The connection stays open (nothing closes it): only the watchdog's unanswered PING tells.
+      await waitFor(async () => (await readyz()) === 'down', { what: 'store down in /readyz', timeoutMs: 10_000 });
+      const downAfter = Date.now() - stoppedAt;
+      console.log(`[scale-store] a hung Redis seen down after ${downAfter} ms`);
+      expect(downAfter).toBeLessThan(10_000);
+      expect(d.stderr()).toMatch(/the shared store \(Redis\) is unreachable/);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    const contAt = Date.now();
+    await waitFor(async () => (await readyz()) === 'up', { what: 'store up again', timeoutMs: 15_000 });
+    console.log(`[scale-store] up again ${Date.now() - contAt} ms after SIGCONT`);
+    expect(d.stderr()).toContain('the shared store (Redis) is reachable again');
+    expect((await d.stop()).code).toBe(0);
+  }, 60_000);
+});
+
+/** A SharedStore in this process, its log lines collected. */
+function inProcess(url: string): { store: SharedStore; lines: () => any[] } {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      lines.push(...String(chunk).split('\n').filter(Boolean));
+      done();
+    },
+  });
+  const store = new SharedStore({ redis: { url, keyPrefix: 'unit:' }, onError: 'closed' }, pino({ level: 'debug' }, sink));
+  return { store, lines: () => lines.map((l) => JSON.parse(l)) };
+}
+
+describe('the store in this process', () => {
+  it('a handler or a health listener that throws is logged, never crashes; the subscriber coming back is announced (onSubscribed)', async () => {
+    const redis = await startRedis();
+    const { store, lines } = inProcess(redis.url);
+    try {
+      store.onHealth(() => {
+        throw new Error('listener bug');
+      });
+      expect(await store.ready(WAIT_MS)).toBe('up');
+      const got: string[] = [];
+      store.subscribe('ch', () => {
+        throw new Error('handler bug');
+      });
+      store.subscribe('ch', (m) => got.push(m));
+      let subscribed = 0;
+      store.onSubscribed(() => subscribed++);
+      await waitFor(() => subscribed >= 1, { what: 'first subscribe' });
+      await waitFor(async () => (await store.publish('ch', 'one'), got.includes('one')), { what: 'a message despite a throwing handler' });
+      // The subscriber connection alone is cut (the command connection stays up): it comes back and says so.
+      const before = subscribed;
+      await redis.cli('CLIENT', 'KILL', 'TYPE', 'pubsub');
+      await waitFor(() => subscribed > before, { what: 'resubscribed' });
+      await waitFor(async () => (await store.publish('ch', 'two'), got.includes('two')), { what: 'messages after it' });
+      expect(lines().some((l) => l.msg === 'a store health listener threw; ignored')).toBe(true);
+      expect(lines().some((l) => /a message on unit:ch threw; ignored/.test(l.msg))).toBe(true);
+    } finally {
+      await store.close();
+    }
+  }, 60_000);
+
+  it('a refusal by Redis (WRONGTYPE) is named as such, at warn once; an outage says "unreachable" with no address', async () => {
+    const redis = await startRedis();
+    const { store, lines } = inProcess(redis.url);
+    try {
+      expect(await store.ready(WAIT_MS)).toBe('up');
+      await redis.cli('SET', 'unit:str', 'x');
+      const err = await store.redis.hget('str', 'f').then(() => undefined, (e: Error) => e);
+      const a = store.failed('reading str', err);
+      const b = store.failed('reading str', err);
+      expect(a.code).toBe(-31007);
+      expect(a.message).toBe("reading str failed: mcpmux's shared store (Redis) refused it (WRONGTYPE); the daemon's log says why");
+      expect(b.message).toBe(a.message);
+      const warned = lines().filter((l) => l.level === 40 && /refused a command/.test(l.msg));
+      expect(warned).toHaveLength(1);
+      expect(warned[0].err).toMatch(/^WRONGTYPE/);
+      expect(store.health).toBe('up');
+
+      await redis.kill();
+      await waitFor(() => store.health === 'down', { what: 'down' });
+      const down = await store.redis.get('k').then(() => undefined, (e: Error) => e);
+      const c = store.failed('reading k', down);
+      expect(c.message).toBe("reading k needs mcpmux's shared store (Redis), which is unreachable now; try again shortly");
+      expect(store.reason).toBeDefined();
+    } finally {
+      await store.close();
+    }
+  }, 60_000);
 });

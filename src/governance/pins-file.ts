@@ -65,6 +65,11 @@ export class FilePins implements PinStorage {
     return true;
   }
 
+  /** One process per state folder: its first use lasts its run. */
+  sharedRecord(): boolean {
+    return false;
+  }
+
   refusal(): undefined {
     return undefined;
   }

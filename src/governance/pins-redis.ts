@@ -17,7 +17,7 @@
 
 import type { Redis } from 'ioredis';
 import type { RpcError } from '../jsonrpc/message.js';
-import type { SharedStore } from '../store/store.js';
+import { connectionError, type SharedStore } from '../store/store.js';
 import type { Pinned, PinsKeeper, PinStorage, ServerPins } from './pins.js';
 
 const CHANNEL = 'pins';
@@ -109,6 +109,8 @@ export class RedisPins implements PinStorage {
   private flushTimer: NodeJS.Timeout | undefined;
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly stops: (() => void)[] = [];
+  /** Refusals by Redis already said at warn, by message. */
+  private readonly refusals = new Set<string>();
 
   constructor(
     private readonly store: SharedStore,
@@ -126,7 +128,7 @@ export class RedisPins implements PinStorage {
     else this.pending.set(server, { ...tools });
     this.flushTimer ??= setTimeout(() => {
       this.flushTimer = undefined;
-      void this.flush().catch((err: Error) => this.keeper.log.debug({ err: err.message }, 'tool pins not written to the shared store yet'));
+      void this.flush().catch((err: Error) => this.failed(err, {}, 'tool pins not written to the shared store yet'));
     }, FLUSH_MS);
     this.flushTimer.unref();
   }
@@ -141,8 +143,7 @@ export class RedisPins implements PinStorage {
       const failed = done?.find(([err]) => err);
       if (!done || failed) throw failed?.[0] ?? new Error('transaction discarded');
     } catch (err) {
-      this.keeper.log.debug({ err: (err as Error).message }, 'approval not written');
-      throw this.store.unavailable(what);
+      throw this.store.failed(what, err);
     }
     Object.assign((this.servers[server] ??= {}), tools);
     this.stored.add(server);
@@ -166,7 +167,7 @@ export class RedisPins implements PinStorage {
     }
     Promise.resolve()
       .then(() => tx.incr(VERSION).exec())
-      .catch((err: Error) => this.keeper.log.warn({ err: err.message, servers }, 'servers no longer pinned are still recorded in the shared store (it is unreachable)'));
+      .catch((err: Error) => this.keeper.log.warn({ err: err.message, servers }, 'servers no longer pinned are still recorded in the shared store (it did not take their removal)'));
   }
 
   async ready(): Promise<string | undefined> {
@@ -184,6 +185,10 @@ export class RedisPins implements PinStorage {
     return this.read.has(server);
   }
 
+  sharedRecord(server: string): boolean {
+    return this.stored.has(server);
+  }
+
   refusal(server: string, what: string): RpcError | undefined {
     // Never read: nothing to judge by, whatever onError says. Read once: "open" goes by it.
     if (!this.read.has(server)) return this.store.unavailable(what);
@@ -192,10 +197,12 @@ export class RedisPins implements PinStorage {
   }
 
   watch(): void {
-    const resync = (why: string) => void this.refresh().then(() => this.flush()).catch((err: Error) => this.keeper.log.debug({ err: err.message, why }, 'tool pins not read from the shared store'));
+    const resync = (why: string) => void this.refresh().then(() => this.flush()).catch((err: Error) => this.failed(err, { why }, 'tool pins not read from the shared store'));
     this.stops.push(this.store.subscribe(CHANNEL, () => resync('message')));
     // Back after an outage: messages may have been missed, and the store may have lost pins.
     this.stops.push(this.store.onHealth((h) => h === 'up' && resync('reconnected')));
+    // The subscriber reconnects on its own: what was published before it was back was missed.
+    this.stops.push(this.store.onSubscribed(() => resync('resubscribed')));
     const poll = setInterval(() => {
       if (this.store.health !== 'up') return;
       // A server never read (the first read failed, or a reload pinned it), or records not written yet.
@@ -215,6 +222,16 @@ export class RedisPins implements PinStorage {
     clearTimeout(this.flushTimer);
     for (const stop of this.stops.splice(0)) stop();
     if (this.pending.size > 0 && this.store.health === 'up') await this.flush().catch(() => {});
+  }
+
+  /** A command failed: an outage is the store's to say (once); Redis refusing it (OOM, NOPERM, WRONGTYPE...) is said here. */
+  private failed(err: unknown, where: object, said: string): void {
+    const message = err instanceof Error ? err.message : String(err);
+    // Each refusal once (it comes back at every poll until someone fixes Redis).
+    if (connectionError(err) || this.refusals.has(message)) return this.keeper.log.debug({ err: message, ...where }, said);
+    if (this.refusals.size > 100) this.refusals.clear();
+    this.refusals.add(message);
+    this.keeper.log.warn({ err: message, ...where }, `${said}: the shared store (Redis) refused a command`);
   }
 
   /** Reads the records of every pinned server (once at a time; a request meanwhile reads again after). */
@@ -324,7 +341,7 @@ export class RedisPins implements PinStorage {
         await this.refresh();
       }
     } catch (err) {
-      this.keeper.log.debug({ err: (err as Error).message, server }, 'tool pins not swept');
+      this.failed(err, { server }, 'tool pins not swept');
     }
   }
 }

@@ -47,6 +47,11 @@ export interface PinStorage {
   readonly servers: Readonly<Record<string, ServerPins>>;
   /** Whether this server's records have been read (a file: at once; Redis: once it answered, and again for a server a reload pins). */
   isRead(server: string): boolean;
+  /**
+   * Whether the server's record is where other processes take it from (Redis: written or
+   * adopted): first use is over then, for this process too. A file: never (one process).
+   */
+  sharedRecord(server: string): boolean;
   /** Tools trusted on first use: recorded unless another process recorded them first (then its record is adopted). */
   record(server: string, tools: ServerPins): void;
   /** Approvals by an admin: recorded now (rejects when they cannot be). */
@@ -150,12 +155,14 @@ export class ToolPins {
     // first read rebuilds the lists.
     if (!this.storage.isRead(server)) return false;
     // Trust on first use: a server with no entry when this process started has its tools
-    // recorded as they are, all through this run (a changed one is still caught).
+    // recorded as they are, all through this run (a changed one is still caught); with the
+    // shared store only until its record is there, since every daemon adopts what it holds
+    // (a tool new after that is held, on this daemon as on the others).
     const known = this.storage.servers[server];
     if (!known) this.firstUse.add(server);
     const pin = known?.[name];
     if (!pin) {
-      if (this.firstUse.has(server)) {
+      if (this.trusting(server)) {
         this.storage.record(server, { [name]: { fields, approvedAt: now() } });
         return true;
       }
@@ -277,8 +284,16 @@ export class ToolPins {
   /** Whether a definition with these field hashes is the approved one (or needs no approval). */
   private approved(server: string, tool: string, fields: Record<string, string>): boolean {
     const pin = this.storage.servers[server]?.[tool];
-    if (!pin) return !this.storage.servers[server] || this.firstUse.has(server);
+    if (!pin) return !this.storage.servers[server] || this.trusting(server);
     return FIELDS.every((f) => pin.fields[f] === fields[f]);
+  }
+
+  /** Whether tools of `server` new to it are recorded as they are (first use), not held. */
+  private trusting(server: string): boolean {
+    if (!this.firstUse.has(server)) return false;
+    if (!this.storage.sharedRecord(server)) return true;
+    this.firstUse.delete(server);
+    return false;
   }
 
   private report(server: string, tool: string, changed: string[], fields: Record<string, string>, held: boolean): void {

@@ -10,6 +10,12 @@
 //
 // The store says whether it is up, once per change, in the log and to whoever listens
 // (`/readyz`, `/status`, metrics): a Redis that flaps must not fill the log.
+//
+// A Redis that hangs (stopped, or a network that drops packets without a reset) closes nothing:
+// ioredis stays "ready" while every command times out. So a command that times out, or a PING
+// the watchdog sends every second that does, marks the store down and drops the connection to
+// make a new one (which is ready only once Redis answers again); TCP keep-alive catches a peer
+// gone silent while idle.
 
 import { Redis, type RedisOptions } from 'ioredis';
 import type { StoreConfig } from '../config/types.js';
@@ -23,6 +29,15 @@ export type StoreHealth = 'connecting' | 'up' | 'down';
 const COMMAND_TIMEOUT_MS = 2_000;
 /** Reconnect back-off: 100 ms more per attempt, at most 2 s apart (a Redis back is seen within 2 s). */
 const retryStrategy = (attempt: number): number => Math.min(100 * attempt, 2_000);
+/** How often the watchdog pings a connection that says it is ready. */
+const WATCHDOG_MS = 1_000;
+/** TCP keep-alive's first probe after this long idle (ms). */
+const KEEPALIVE_MS = 10_000;
+
+/** Whether a command failed because of the connection (down, hung), not because Redis refused it (OOM, NOPERM, WRONGTYPE...). */
+export function connectionError(err: unknown): boolean {
+  return !(err instanceof Error && err.name === 'ReplyError');
+}
 
 export class SharedStore {
   /** Commands; keys are prefixed by ioredis (`keyPrefix`). */
@@ -31,9 +46,16 @@ export class SharedStore {
   private sub: Redis | undefined;
   private readonly handlers = new Map<string, Set<(message: string) => void>>();
   private readonly listeners = new Set<(health: StoreHealth) => void>();
+  private readonly subscribedListeners = new Set<() => void>();
   private state: StoreHealth = 'connecting';
   private why: string | undefined;
   private closed = false;
+  private readonly watchdog: NodeJS.Timeout;
+  private pinging = false;
+  /** Since when the connection has been made but not ready (a hung Redis accepts connections and never answers). */
+  private notReadySince: number | undefined;
+  /** Refusals (not outages) already logged at warn, by message: said once each. */
+  private readonly refusalsSaid = new Set<string>();
 
   constructor(
     readonly config: StoreConfig,
@@ -43,6 +65,8 @@ export class SharedStore {
     this.redis.on('ready', () => this.set('up'));
     this.redis.on('error', (err: Error) => this.set('down', describe(err)));
     this.redis.on('close', () => this.set('down', this.why ?? 'connection closed'));
+    this.watchdog = setInterval(() => this.watch(), WATCHDOG_MS);
+    this.watchdog.unref();
   }
 
   get health(): StoreHealth {
@@ -92,7 +116,36 @@ export class SharedStore {
    * what failed and that it is not the host's fault.
    */
   unavailable(what: string): RpcError {
-    return new RpcError(MuxError.StoreUnavailable, `${what} needs mcpmux's shared store (Redis), which is unreachable now${this.why ? ` (${this.why})` : ''}; try again shortly`);
+    // The reason (an address, say) is in the daemon's log, not in what a host sees.
+    return new RpcError(MuxError.StoreUnavailable, `${what} needs mcpmux's shared store (Redis), which is unreachable now; try again shortly`);
+  }
+
+  /**
+   * The error a call gets when a command for `what` failed with `err`: an outage is said as
+   * `unavailable` (the store logs it once itself; a timed-out command marks a hung Redis
+   * down), a refusal by Redis (OOM, NOPERM, WRONGTYPE...) is logged at warn once per message
+   * and named by its code, for it will not pass by waiting.
+   */
+  failed(what: string, err: unknown): RpcError {
+    if (connectionError(err)) {
+      if (err instanceof Error && /timed out/i.test(err.message)) this.hung(describe(err));
+      this.log.debug({ err: err instanceof Error ? describe(err) : String(err) }, `${what}: the shared store did not answer`);
+      return this.unavailable(what);
+    }
+    const message = describe(err as Error);
+    if (this.refusalsSaid.size > 100) this.refusalsSaid.clear();
+    if (!this.refusalsSaid.has(message)) {
+      this.refusalsSaid.add(message);
+      this.log.warn({ err: message }, `the shared store (Redis) refused a command (${what}): check its configuration (maxmemory-policy, ACL user)`);
+    }
+    const code = /^[A-Z]+/.exec(message)?.[0] ?? 'ERR';
+    return new RpcError(MuxError.StoreUnavailable, `${what} failed: mcpmux's shared store (Redis) refused it (${code}); the daemon's log says why`);
+  }
+
+  /** Calls `fn` each time the subscriber connection has (re)subscribed: messages sent while it was away were missed. Returns the function that stops it. */
+  onSubscribed(fn: () => void): () => void {
+    this.subscribedListeners.add(fn);
+    return () => this.subscribedListeners.delete(fn);
   }
 
   /** Publishes on a channel of this store's (prefixed). Rejects while the store is down. */
@@ -115,10 +168,16 @@ export class SharedStore {
       const sub = this.sub;
       sub.on('ready', () => {
         const channels = [...this.handlers.keys()];
-        if (channels.length > 0) sub.subscribe(...channels).catch(() => {});
+        if (channels.length === 0) return;
+        sub.subscribe(...channels).then(
+          () => {
+            for (const fn of [...this.subscribedListeners]) this.safely(fn, 'a catch-up after the subscriber reconnected');
+          },
+          () => {},
+        );
       });
       this.sub.on('message', (ch: string, msg: string) => {
-        for (const h of this.handlers.get(ch) ?? []) h(msg);
+        for (const h of this.handlers.get(ch) ?? []) this.safely(() => h(msg), `a message on ${ch}`);
       });
     }
     let set = this.handlers.get(full);
@@ -139,7 +198,9 @@ export class SharedStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.watchdog);
     this.listeners.clear();
+    this.subscribedListeners.clear();
     await Promise.allSettled([quit(this.redis), this.sub && quit(this.sub)]);
   }
 
@@ -150,6 +211,7 @@ export class SharedStore {
       commandTimeout: COMMAND_TIMEOUT_MS,
       connectTimeout: COMMAND_TIMEOUT_MS,
       retryStrategy,
+      keepAlive: KEEPALIVE_MS,
       // A NOAUTH or WRONGPASS is not going to fix itself by reconnecting faster; the back-off holds.
       lazyConnect: false,
     };
@@ -172,7 +234,49 @@ export class SharedStore {
           : 'the shared store (Redis) is unreachable: rate limits are skipped, pins and logins use the last values seen, until it is back (store.onError "open")',
       );
     }
-    for (const l of [...this.listeners]) l(health);
+    for (const l of [...this.listeners]) this.safely(() => l(health), 'a store health listener');
+  }
+
+  /** A handler that throws is logged, never let loose on the daemon (it runs from a socket's event). */
+  private safely(fn: () => void, what: string): void {
+    try {
+      fn();
+    } catch (err) {
+      this.log.error({ err: (err as Error)?.message ?? String(err) }, `${what} threw; ignored`);
+    }
+  }
+
+  /** Each second: a ready connection must answer PING; one made but never ready is made again. */
+  private watch(): void {
+    if (this.closed) return;
+    const status = this.redis.status;
+    if (status === 'ready') {
+      this.notReadySince = undefined;
+      if (this.pinging) return;
+      this.pinging = true;
+      this.redis
+        .ping()
+        .catch((err: Error) => {
+          if (connectionError(err) && /timed out/i.test(err.message)) this.hung(`no answer to PING within ${COMMAND_TIMEOUT_MS} ms`);
+        })
+        .finally(() => (this.pinging = false));
+    } else if (status === 'connect') {
+      // Connected, but the ready check (INFO) is not answered: the same hang.
+      this.notReadySince ??= Date.now();
+      if (Date.now() - this.notReadySince > 2 * COMMAND_TIMEOUT_MS) {
+        this.notReadySince = undefined;
+        this.redis.disconnect(true);
+      }
+    } else {
+      this.notReadySince = undefined;
+    }
+  }
+
+  /** Redis hangs: down now, and a new connection (ready once Redis answers again). */
+  private hung(why: string): void {
+    if (this.closed || this.redis.status !== 'ready') return;
+    this.set('down', why);
+    this.redis.disconnect(true);
   }
 }
 

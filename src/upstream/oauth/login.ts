@@ -29,7 +29,8 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
   const found = await discover(server.url, challenge);
   const { as, resource } = found;
   // Step-up: what a server asked for beyond the last login (403 insufficient_scope) is added.
-  const scope = mergeScopes(server.oauth?.scopes?.join(' ') || found.scope, (await readLogin(server.name))?.scopeNeeded);
+  // A stored login that cannot be read (sealed with another store key) is what this login replaces.
+  const scope = mergeScopes(server.oauth?.scopes?.join(' ') || found.scope, (await readLogin(server.name).catch(() => undefined))?.scopeNeeded);
 
   const state = oauth.generateRandomState();
   const callback = await loopback(server.oauth?.redirectPort ?? 0, () => state);
@@ -81,7 +82,8 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
 
 /** `mcpmux logout NAME`: revokes the tokens where the server can (RFC 7009); the caller deletes the file. */
 export async function revoke(serverName: string): Promise<boolean> {
-  const l = await readLogin(serverName);
+  // One that cannot be read (the store is down, or another key sealed it) is not revoked; the caller still deletes it.
+  const l = await readLogin(serverName).catch(() => undefined);
   const endpoint = l?.as.revocation_endpoint;
   if (!l || !endpoint || !l.tokens) return false;
   const as: oauth.AuthorizationServer = { issuer: l.as.issuer, revocation_endpoint: endpoint };

@@ -13,11 +13,20 @@
 // While Redis is down, a login is the last one this daemon read (store.onError "open", kept in
 // this process only, decrypted) or an error (-31007, "closed"). No refresh happens while it is
 // down, either way: with rotating refresh tokens, a refresh no other daemon can see would leave
-// them all holding a refresh token the authorization server has already replaced.
+// them all holding a refresh token the authorization server has already replaced. A refresh
+// whose grant succeeded but whose write failed (Redis dropped in between) is kept in this
+// process (the old refresh token is spent) and written back, under the lock, once the store
+// answers again.
+//
+// A blob that does not open is an error, never "no login": a daemon with another key would
+// otherwise get a client-credentials token of its own and overwrite the other daemons' login,
+// and they its, back and forth.
 
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../../config/types.js';
+import { RpcError } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
+import { MuxError } from '../../protocol/mcp.js';
 import type { SharedStore } from '../../store/store.js';
 import { loginKey, openLogin, sealLogin } from './seal.js';
 import { fileLogins, useLoginStore, type LoginChange, type LoginStore, type StoredLogin } from './store.js';
@@ -41,6 +50,9 @@ export class SharedLogins implements LoginStore {
   private readonly seen = new Map<string, StoredLogin | undefined>();
   /** Servers whose sealed login did not open: said once, not on every request. */
   private readonly unopened = new Set<string>();
+  /** Refreshed logins the store could not take (it was down): used here, written back when it is up; with the refresh token they replaced. */
+  private readonly unsaved = new Map<string, { login: StoredLogin; replaced: string | undefined }>();
+  private writingBack: Promise<void> | undefined;
 
   constructor(
     private readonly store: SharedStore,
@@ -51,6 +63,7 @@ export class SharedLogins implements LoginStore {
     const env = Number(process.env[REFRESH_LOCK_ENV]);
     this.lockMs = Number.isInteger(env) && env > 0 ? env : DEFAULT_LOCK_MS;
     if (!(store.redis as unknown as Unlocker).mcpmuxLoginUnlock) store.redis.defineCommand('mcpmuxLoginUnlock', { numberOfKeys: 1, lua: UNLOCK });
+    store.onHealth((h) => h === 'up' && this.writeBack());
   }
 
   async read(server: string): Promise<StoredLogin | undefined> {
@@ -58,9 +71,15 @@ export class SharedLogins implements LoginStore {
     try {
       sealed = await this.store.redis.get(`login:${server}`);
     } catch (err) {
-      this.log.debug({ server, err: (err as Error).message }, 'cannot read the login from the shared store');
+      const failed = this.store.failed(`the login for server ${server}`, err);
       if (this.store.onError === 'open' && this.seen.has(server)) return this.seen.get(server);
-      throw this.store.unavailable(`the login for server ${server}`);
+      throw failed;
+    }
+    // A refresh this process could not store yet is newer than what the store holds.
+    const unsaved = this.unsaved.get(server);
+    if (unsaved) {
+      this.writeBack();
+      return unsaved.login;
     }
     const login = sealed === null ? undefined : this.open(server, sealed);
     this.seen.set(server, login);
@@ -69,21 +88,62 @@ export class SharedLogins implements LoginStore {
 
   async write(server: string, login: StoredLogin, change: LoginChange): Promise<void> {
     try {
-      await this.store.redis.set(`login:${server}`, sealLogin(this.key, server, login));
-    } catch {
-      throw this.store.unavailable(`storing the login for server ${server}`);
+      await this.store.redis.set(`login:${server}`, sealLogin(this.key, this.store.config.redis.keyPrefix, server, login));
+    } catch (err) {
+      throw this.store.failed(`storing the login for server ${server}`, err);
     }
+    this.unsaved.delete(server);
     this.seen.set(server, login);
     if (change === 'login') await this.announce(server);
+  }
+
+  /**
+   * A refresh that the authorization server granted and the store could not take: the old
+   * refresh token is spent, so the new login is the only one that works. Used by this process
+   * (as the last login seen) and written back under the lock when the store answers, unless
+   * someone stored another login meanwhile (a new `mcpmux login`).
+   */
+  keepUnsaved(server: string, login: StoredLogin, replaced: string | undefined, err: unknown): void {
+    this.unsaved.set(server, { login, replaced });
+    this.seen.set(server, login);
+    this.log.warn(
+      { server, err: err instanceof Error ? err.message : String(err) },
+      `the refreshed login for server ${server} could not be stored in the shared store; this daemon uses it and stores it when the store answers again`,
+    );
+  }
+
+  /** Stores the refreshed logins the store could not take (once at a time). */
+  private writeBack(): void {
+    if (this.unsaved.size === 0 || this.writingBack || this.store.health !== 'up') return;
+    this.writingBack = (async () => {
+      for (const [server, { login, replaced }] of [...this.unsaved]) {
+        try {
+          await this.exclusive(server, async () => {
+            const sealed = await this.store.redis.get(`login:${server}`);
+            const current = sealed === null ? undefined : this.tryOpen(server, sealed);
+            // Redis lost it, or it still holds what the refresh replaced (or that with its tokens forgotten): ours is newer.
+            const ours = current === undefined || !current.tokens || current.tokens.refresh_token === replaced;
+            if (this.unsaved.get(server)?.login !== login) return;
+            if (ours) await this.store.redis.set(`login:${server}`, sealLogin(this.key, this.store.config.redis.keyPrefix, server, login));
+            this.unsaved.delete(server);
+            this.seen.set(server, ours ? login : current);
+            this.log.info({ server }, ours ? 'the refreshed login kept while the shared store was down is stored' : 'a newer login was stored meanwhile; the refreshed one kept while the shared store was down is dropped');
+          });
+        } catch (err) {
+          this.log.debug({ server, err: (err as Error).message }, 'the refreshed login is not stored yet');
+        }
+      }
+    })().finally(() => (this.writingBack = undefined));
   }
 
   async delete(server: string): Promise<boolean> {
     let removed: number;
     try {
       removed = await this.store.redis.del(`login:${server}`);
-    } catch {
-      throw this.store.unavailable(`removing the login for server ${server}`);
+    } catch (err) {
+      throw this.store.failed(`removing the login for server ${server}`, err);
     }
+    this.unsaved.delete(server);
     this.seen.delete(server);
     await this.announce(server);
     return removed > 0;
@@ -98,8 +158,8 @@ export class SharedLogins implements LoginStore {
       let got: string | null;
       try {
         got = await this.store.redis.set(lock, token, 'PX', this.lockMs, 'NX');
-      } catch {
-        throw this.store.unavailable(`refreshing the login for server ${server}`);
+      } catch (err) {
+        throw this.store.failed(`refreshing the login for server ${server}`, err);
       }
       if (got === 'OK') break;
       if (Date.now() > giveUp) throw new Error(`another daemon kept the refresh of the login for server ${server} for over ${this.lockMs} ms`);
@@ -127,18 +187,25 @@ export class SharedLogins implements LoginStore {
       }
       if (typeof m.server === 'string' && m.by !== this.id) onChange(m.server);
     });
-    // A login stored while this daemon could not hear it: every login it asked for may have changed.
+    // A login stored while this daemon could not hear it: every login it asked for may have
+    // changed. Heard from when the subscriber is back (pub/sub does not replay what it missed,
+    // and it reconnects on its own, not with the command connection).
+    const catchUp = () => {
+      for (const server of this.seen.keys()) onChange(server);
+    };
     let wasDown = false;
     const unhealth = this.store.onHealth((h) => {
       if (h === 'down') wasDown = true;
       else if (h === 'up' && wasDown) {
         wasDown = false;
-        for (const server of this.seen.keys()) onChange(server);
+        catchUp();
       }
     });
+    const unsubscribed = this.store.onSubscribed(catchUp);
     return () => {
       stop();
       unhealth();
+      unsubscribed();
     };
   }
 
@@ -150,23 +217,32 @@ export class SharedLogins implements LoginStore {
   private async announce(server: string): Promise<void> {
     try {
       await this.store.publish(CHANNEL, JSON.stringify({ server, by: this.id }));
-    } catch {
-      throw this.store.unavailable(`announcing the login for server ${server}`);
+    } catch (err) {
+      throw this.store.failed(`announcing the login for server ${server}`, err);
     }
   }
 
-  private open(server: string, sealed: string): StoredLogin | undefined {
+  private tryOpen(server: string, sealed: string): StoredLogin | undefined {
     try {
-      const login = openLogin(this.key, server, sealed);
-      this.unopened.delete(server);
-      return login;
+      return openLogin(this.key, this.store.config.redis.keyPrefix, server, sealed);
     } catch {
-      if (!this.unopened.has(server)) {
-        this.unopened.add(server);
-        this.log.warn({ server }, `the login stored for server ${server} does not open with this daemon's store key (does store.secretEnv hold the same value on every daemon?); run: mcpmux login ${server}`);
-      }
       return undefined;
     }
+  }
+
+  /** The login in a blob; throws (-31007) when it does not open: never taken as "no login". */
+  private open(server: string, sealed: string): StoredLogin {
+    const login = this.tryOpen(server, sealed);
+    if (login) {
+      this.unopened.delete(server);
+      return login;
+    }
+    const said = `the login stored for server ${server} was sealed with another store key: check store.secretEnv on every daemon (the same value everywhere), or run: mcpmux login ${server}`;
+    if (!this.unopened.has(server)) {
+      this.unopened.add(server);
+      this.log.warn({ server }, said);
+    }
+    throw new RpcError(MuxError.StoreUnavailable, said);
   }
 }
 

@@ -167,6 +167,11 @@ export interface LoginStore {
   watch(onChange: (server: string) => void, onError: (err: Error) => void): () => void;
   /** Where a login is kept, for what `mcpmux login` prints. */
   where(server: string): string;
+  /**
+   * A refreshed login `write` could not store (the shared store dropped between the grant and
+   * the write): kept and used by this process, stored when it can be. Files have no such case.
+   */
+  keepUnsaved?(server: string, login: StoredLogin, replaced: string | undefined, err: unknown): void;
 }
 
 /** How long a refresh (its token request) may take with files: as long as ever. */
@@ -195,6 +200,21 @@ export function readLogin(server: string): Promise<StoredLogin | undefined> {
 
 export function writeLogin(server: string, login: StoredLogin, change: LoginChange = 'update'): Promise<void> {
   return logins.write(server, login, change);
+}
+
+/**
+ * Stores the login a refresh got. The grant spent the old refresh token, so a write that fails
+ * must not lose the new one: where the store can, it keeps it (resolves false: not stored yet).
+ */
+export async function writeRefreshed(server: string, login: StoredLogin, replaced: string | undefined): Promise<boolean> {
+  try {
+    await logins.write(server, login, 'update');
+    return true;
+  } catch (err) {
+    if (!logins.keepUnsaved) throw err;
+    logins.keepUnsaved(server, login, replaced, err);
+    return false;
+  }
 }
 
 export function deleteLogin(server: string): Promise<boolean> {

@@ -10,7 +10,7 @@ import { clientCredentials } from './machine.js';
 import { bearerChallenge, canonicalResource, httpOptions } from './discover.js';
 import { clientAuth, mergeScopes } from './client-auth.js';
 import { describe, tokensOf } from './responses.js';
-import { exclusiveLogin, readLogin, writeChallenge, writeLogin, type StoredLogin } from './store.js';
+import { exclusiveLogin, readLogin, writeChallenge, writeLogin, writeRefreshed, type StoredLogin } from './store.js';
 
 /** Refresh this long before the access token expires (clock skew, the request's own time). */
 const EARLY_MS = 60_000;
@@ -138,6 +138,7 @@ export class OAuthTokens {
     const as: oauth.AuthorizationServer = { issuer: l.as.issuer, token_endpoint: l.as.token_endpoint };
     const client: oauth.Client = { client_id: l.client.client_id };
     const auth = clientAuth(l.client);
+    let refreshed: StoredLogin;
     try {
       const res = await oauth.refreshTokenGrantRequest(as, client, auth, refreshToken, {
         additionalParameters: { resource: l.resource },
@@ -145,9 +146,8 @@ export class OAuthTokens {
         signal,
       });
       const t = await oauth.processRefreshTokenResponse(as, client, res);
-      await writeLogin(this.server, { ...l, tokens: tokensOf(t, refreshToken) });
-      this.log.info('access token refreshed');
-      return true;
+      refreshed = { ...l, tokens: tokensOf(t, refreshToken) };
+      addRuntimeSecrets(this.log, `oauth:${this.server}`, [refreshed.tokens?.access_token, refreshed.tokens?.refresh_token, l.client.client_secret]);
     } catch (err) {
       // Refused (revoked, expired refresh token, or the client is no more): these tokens are
       // done, a new login is needed. A network error or an outage leaves them for next time.
@@ -158,5 +158,16 @@ export class OAuthTokens {
       this.log.warn({ err: describe(err) }, refused ? `the token refresh was refused; run: mcpmux login ${this.server}` : 'the token refresh failed; the tokens are kept for the next try');
       return false;
     }
+    // Granted: the old refresh token may be spent now. A store that cannot take the new login
+    // keeps it (and says so); it is never taken for a failed refresh.
+    let stored: boolean;
+    try {
+      stored = await writeRefreshed(this.server, refreshed, refreshToken);
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'the refreshed tokens could not be stored');
+      return false;
+    }
+    this.log.info(stored ? 'access token refreshed' : 'access token refreshed (not stored in the shared store yet)');
+    return true;
   }
 }
