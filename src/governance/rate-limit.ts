@@ -159,15 +159,20 @@ export class RateLimiter {
   /** Stands in front of the upstream (after policy: a denied call costs no token). */
   interceptor(): Interceptor {
     return (next) => (call) => {
-      const { session, target } = call;
-      if (!session || !LIMITED_METHODS.has(call.method)) return next(call);
-      const server = call.upstream.name;
-      const tool = call.method === 'tools/call' ? target?.upstreamName : undefined;
-      const refused = this.take(session.client, server, call.method, tool);
+      const limited = limitedCall(call);
+      if (!limited) return next(call);
+      const refused = this.take(limited.session.client, limited.server, call.method, limited.tool);
       if (!refused) return next(call);
-      return refuse(call, session, refused);
+      return refuse(call, limited.session, refused);
     };
   }
+}
+
+/** What both limiters look at in a call: undefined when its method is never limited (or no host sent it). */
+export function limitedCall(call: Call): { session: SessionPort; server: string; tool: string | undefined } | undefined {
+  const { session } = call;
+  if (!session || !LIMITED_METHODS.has(call.method)) return undefined;
+  return { session, server: call.upstream.name, tool: call.method === 'tools/call' ? call.target?.upstreamName : undefined };
 }
 
 /**

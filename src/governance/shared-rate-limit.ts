@@ -25,7 +25,7 @@ import type { RateLimitRule } from '../config/types.js';
 import type { Logger } from '../observe/logger.js';
 import type { Interceptor } from '../router/forward.js';
 import type { SharedStore } from '../store/store.js';
-import { compileRules, LIMITED_METHODS, refuse, type Refusal, type Rule } from './rate-limit.js';
+import { compileRules, limitedCall, refuse, type Refusal, type Rule } from './rate-limit.js';
 
 /**
  * One batch of calls' decisions, each all or nothing, in the order given.
@@ -232,12 +232,12 @@ export class SharedRateLimiter {
   /** Stands where the in-memory limiter would (after policy and pins: a refused call costs no token). */
   interceptor(): Interceptor {
     return (next) => (call) => {
-      const { session, target } = call;
-      if (!session || !LIMITED_METHODS.has(call.method)) return next(call);
-      const server = call.upstream.name;
-      const tool = call.method === 'tools/call' ? target?.upstreamName : undefined;
-      const buckets = this.bucketsOf(session.client, server, call.method, tool);
+      const limited = limitedCall(call);
+      if (!limited) return next(call);
+      const { session, server } = limited;
+      const buckets = this.bucketsOf(session.client, server, call.method, limited.tool);
       if (!buckets) return next(call);
+      const { target } = call;
       return this.decide(buckets).then(
         (refused) => (refused ? refuse(call, session, refused) : next(call)),
         (err: Error) => {
