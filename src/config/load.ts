@@ -20,6 +20,8 @@ import { selfReferenceIssues } from './self-reference.js';
 import {
   ANONYMOUS_CLIENT,
   NO_CLIENT,
+  OIDC_ALGORITHMS,
+  OIDC_CLIENT,
   ConfigError,
   DEFAULTS,
   type ClientToken,
@@ -30,6 +32,7 @@ import {
   type GlobList,
   type ItemLists,
   type OAuthSettings,
+  type OidcSettings,
   type RateLimitRule,
   type ServerConfig,
   type SurfaceConfig,
@@ -74,7 +77,10 @@ interface RawConfig {
   namespace?: { separator?: string; maxNameLength?: number };
   listen?: {
     host?: string; port?: number; allowedOrigins?: string[]; adminPort?: number; adminHost?: string;
-    auth?: { tokens?: { client: string; tokenEnv: string; admin?: boolean; toolset?: string }[] };
+    auth?: {
+      tokens?: { client: string; tokenEnv: string; admin?: boolean; toolset?: string }[];
+      oidc?: { issuer: string; audience: string | string[]; jwksUrl?: string; clientClaim?: string; clients?: Record<string, string>; algorithms?: string[] };
+    };
   };
   policy?: { tools?: RawGlobList; prompts?: RawGlobList; resources?: RawGlobList; clients?: Record<string, RawClientPolicy> };
   surface?: Partial<SurfaceConfig>;
@@ -206,6 +212,9 @@ function toIssue(e: ErrorObject, secrets: string[]): ConfigIssue {
     case 'propertyNames': {
       // Server names and toolset names.
       const key = String(p.propertyName);
+      if (e.instancePath === '/listen/auth/oidc/clients') {
+        return { path: `${e.instancePath}/${pointerSegment(key)}`, message: 'a claim value is 1 to 256 visible ASCII characters (no spaces): other values are refused at sign-in' };
+      }
       const toolset = e.instancePath === '/toolsets';
       return {
         path: `${e.instancePath}/${pointerSegment(key)}`,
@@ -321,6 +330,7 @@ function build(
   }
 
   // -- listen and tokens --
+  const oidcAsked = isObject(raw.listen?.auth?.oidc);
   const tokens: ClientToken[] = [];
   const tokenOwners = new Map<string, string>(); // token value -> path of its first user
   arrayOf(raw.listen?.auth?.tokens).forEach((t, i) => {
@@ -340,6 +350,12 @@ function build(
       issue(`${at}/client`, `"${t.client}" is the name of ${what}; give this client another name`);
       return;
     }
+    // `oidc:<value>` is an unmapped OIDC host, and `oidc` their settings: a token named so would
+    // share them (or be taken over by a JWT whose claim says its name).
+    if (t.client.startsWith(`${OIDC_CLIENT}:`) || (t.client === OIDC_CLIENT && oidcAsked)) {
+      issue(`${at}/client`, `"${OIDC_CLIENT}" and names beginning "${OIDC_CLIENT}:" are for hosts signed in through listen.auth.oidc; give this client another name`);
+      return;
+    }
     if (t.toolset !== undefined && !Object.hasOwn(toolsets, t.toolset)) {
       issue(`${at}/toolset`, unknownToolset(t.toolset, toolsets));
       return;
@@ -347,11 +363,14 @@ function build(
     tokens.push({ client: t.client, tokenEnv: t.tokenEnv, token, admin: t.admin === true, ...(t.toolset !== undefined && { toolset: t.toolset }) });
   });
   // A client name in a policy or a rate limit must name a client that can exist.
-  const clients = new Set([ANONYMOUS_CLIENT, ...arrayOf(raw.listen?.auth?.tokens).map((t) => t?.client)]);
+  const tokenClients = new Set(arrayOf(raw.listen?.auth?.tokens).map((t) => t?.client));
+  const clients = new Set([ANONYMOUS_CLIENT, ...tokenClients, ...(oidcAsked ? [OIDC_CLIENT] : [])]);
   // (Only when the token list itself is sound: a broken one is reported once, there.)
   const knownClient = (p: string, name: string): void => {
-    if (clean('/listen') && !clients.has(name)) issue(p, `no client named ${JSON.stringify(name)}: clients are the names in listen.auth.tokens, and "${ANONYMOUS_CLIENT}" for sessions without a token`);
+    const oidc = oidcAsked ? `, "${OIDC_CLIENT}" for hosts signed in through listen.auth.oidc whose claim is not mapped` : '';
+    if (clean('/listen') && !clients.has(name)) issue(p, `no client named ${JSON.stringify(name)}: clients are the names in listen.auth.tokens${oidc}, and "${ANONYMOUS_CLIENT}" for sessions without a token`);
   };
+  const oidc = clean('/listen/auth/oidc') ? oidcSettings(raw.listen?.auth?.oidc, tokenClients, issue) : undefined;
   for (const name of Object.keys(isObject(raw.policy?.clients) ? raw.policy!.clients! : {})) {
     if (clean(jsonPointer(['policy', 'clients', name]))) knownClient(jsonPointer(['policy', 'clients', name]), name);
   }
@@ -407,7 +426,7 @@ function build(
       host: raw.listen?.host ?? DEFAULTS.host,
       port,
       allowedOrigins: raw.listen?.allowedOrigins ?? [],
-      auth: { tokens },
+      auth: { tokens, ...(oidc && { oidc }) },
       ...(adminPort !== undefined ? { adminPort } : {}),
       adminHost: raw.listen?.adminHost ?? DEFAULTS.adminHost,
     },
@@ -440,6 +459,50 @@ function build(
     store,
     cluster,
     secrets: [],
+  };
+}
+
+/** `listen.auth.oidc` with its defaults; URLs and client names checked (the schema checked the shapes). */
+function oidcSettings(
+  raw: NonNullable<NonNullable<RawConfig['listen']>['auth']>['oidc'],
+  tokenClients: ReadonlySet<string>,
+  issue: (path: string, message: string) => void,
+): OidcSettings | undefined {
+  if (!raw) return undefined;
+  const at = '/listen/auth/oidc';
+  // Keys are fetched from these URLs: over plain http a network attacker could hand in their own.
+  const checkUrl = (p: string, value: string, what: string): void => {
+    let u: URL;
+    try {
+      u = new URL(value);
+    } catch {
+      return issue(p, `is not a URL: ${JSON.stringify(value)}`);
+    }
+    if (u.protocol !== 'https:' && !(u.protocol === 'http:' && plainHttpAllowed(u))) {
+      issue(p, `must be an https:// URL (plain http only on a loopback address): the ${what} decides which keys sign hosts' tokens`);
+    } else if (u.search || u.hash || u.username || u.password) {
+      issue(p, 'must have no query, fragment or credentials');
+    }
+  };
+  checkUrl(`${at}/issuer`, raw.issuer, 'issuer');
+  if (raw.jwksUrl !== undefined) checkUrl(`${at}/jwksUrl`, raw.jwksUrl, 'JWKS');
+  const clients: Record<string, string> = {};
+  for (const [value, client] of Object.entries(raw.clients ?? {})) {
+    if (value === '__proto__') {
+      issue(jsonPointer(['listen', 'auth', 'oidc', 'clients', value]), 'this claim value cannot be mapped (JavaScript treats it as an object\'s prototype)');
+    } else if (!tokenClients.has(client)) {
+      issue(jsonPointer(['listen', 'auth', 'oidc', 'clients', value]), `no client named ${JSON.stringify(client)} in listen.auth.tokens: a claim value maps to a configured client (unmapped ones are "${OIDC_CLIENT}:<value>" anyway)`);
+    } else {
+      clients[value] = client;
+    }
+  }
+  return {
+    issuer: raw.issuer,
+    audience: Array.isArray(raw.audience) ? raw.audience : [raw.audience],
+    ...(raw.jwksUrl !== undefined && { jwksUrl: raw.jwksUrl }),
+    clientClaim: raw.clientClaim ?? 'sub',
+    clients,
+    algorithms: raw.algorithms ?? [...OIDC_ALGORITHMS],
   };
 }
 

@@ -125,6 +125,48 @@ export interface ClientToken {
 }
 
 /**
+ * `listen.auth.oidc`: hosts that present a JWT from the organisation's identity provider
+ * (transport/http/oidc.ts checks it). Applies on reload, like the tokens.
+ */
+export interface OidcSettings {
+  /** The `iss` the JWTs carry (https, or http on loopback). */
+  issuer: string;
+  /** Accepted `aud` values (one must match). */
+  audience: string[];
+  /** The issuer's JWKS; undefined: discovered (`jwks_uri` of `<issuer>/.well-known/openid-configuration`). */
+  jwksUrl?: string;
+  /** The claim (a string) that names the host. Default `sub`. */
+  clientClaim: string;
+  /** Claim value -> a client of `listen.auth.tokens`. Other values are `oidc:<value>` (see settingsClient). */
+  clients: Record<string, string>;
+  /** The JWS algorithms accepted: asymmetric only. */
+  algorithms: string[];
+}
+
+/** Every asymmetric JWS algorithm jose verifies: `none` and the HMAC ones (a shared secret, or a public key misused as one) never. */
+export const OIDC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'] as const;
+
+/**
+ * The client whose settings (policy.clients, rate limits) an unmapped OIDC host gets, and the
+ * only name such hosts have in metrics labels. Their own client name is `oidc:<claim value>`.
+ */
+export const OIDC_CLIENT = 'oidc';
+const OIDC_PREFIX = `${OIDC_CLIENT}:`;
+
+/** The client name of a host whose claim value `listen.auth.oidc.clients` does not map. */
+export function oidcClient(claimValue: string): string {
+  return OIDC_PREFIX + claimValue;
+}
+
+/**
+ * The name a client's settings and metrics labels go under: `oidc` for every unmapped OIDC host
+ * (`oidc:<value>`), else the client itself. No token client may be named `oidc:...` (load.ts).
+ */
+export function settingsClient(client: string): string {
+  return client.startsWith(OIDC_PREFIX) ? OIDC_CLIENT : client;
+}
+
+/**
  * How a session's tools are offered (src/surface/README in docs/surface.md): `all` lists every
  * tool; `search` lists a few plus the search and call meta-tools; `auto` picks per session.
  */
@@ -175,7 +217,7 @@ export interface Config {
     host: string;
     port: number;
     allowedOrigins: string[];
-    auth: { tokens: ClientToken[] };
+    auth: { tokens: ClientToken[]; oidc?: OidcSettings };
     /** A separate listener for the operator routes (0 or undefined: served on `port`). */
     adminPort?: number;
     /** The address the admin listener binds to (loopback by default, whatever `host` is). */
