@@ -31,6 +31,8 @@ import { VERSION } from '../version.js';
 export interface SessionOwner {
   client?: string;
   toolset?: string;
+  /** An OIDC host's latest validated JWT (SessionPort.hostToken). */
+  hostToken?: () => string | undefined;
 }
 
 export interface Runtime {
@@ -128,6 +130,7 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
       transport: kind,
       ...(who.client !== undefined && { client: who.client }),
       ...(who.toolset !== undefined && { toolset: who.toolset }),
+      ...(who.hostToken !== undefined && { hostToken: who.hostToken }),
     });
   const reconfigure = async (next: Config, plan: ReloadPlan): Promise<void> => {
     const before = config;

@@ -70,6 +70,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     adminHost: config.listen.adminHost,
     allowedOrigins: config.listen.allowedOrigins,
     tokens: config.listen.auth.tokens,
+    ...(config.listen.auth.oidc && { oidc: config.listen.auth.oidc }),
     toolsets: config.toolsets,
     maxMessageBytes: config.limits.maxMessageBytes,
     maxSessions: config.limits.maxSessions,
@@ -80,7 +81,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     requestTimeoutMs: envMs(REQUEST_TIMEOUT_ENV),
     log,
     ...(forward && { cluster: forward }),
-    open: (transport, { kind, client, toolset, stateless }) => openSession(transport, TRANSPORT[kind], { client, toolset }, stateless),
+    open: (transport, { kind, client, toolset, stateless, hostToken }) => openSession(transport, TRANSPORT[kind], { client, toolset, hostToken }, stateless),
     // Counts only: /healthz and /readyz need no token, so they name nothing of the config
     // (/status, which names servers, pids and errors, needs one when tokens are configured).
     readiness: () => {
@@ -99,7 +100,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     },
   });
   const reloader = reloaderFor(runtime, observers, (next) =>
-    server.reconfigure({ ...next.listen, tokens: next.listen.auth.tokens, toolsets: next.toolsets, maxSessions: next.limits.maxSessions, maxSessionsPerClient: next.limits.maxSessionsPerClient }),
+    server.reconfigure({ ...next.listen, tokens: next.listen.auth.tokens, oidc: next.listen.auth.oidc, toolsets: next.toolsets, maxSessions: next.limits.maxSessions, maxSessionsPerClient: next.limits.maxSessionsPerClient }),
   );
   // Sessions a host never DELETEd linger until the idle expiry: reported as idle, not as active.
   const idleReportMs = envMs(IDLE_REPORT_ENV) ?? IDLE_REPORT_MS;

@@ -6,7 +6,7 @@
 // `clientAllows`), and a request that names it fails with -31002, which says "policy": the
 // interceptor below stands in front of the upstream for every call that names an item.
 
-import type { Config, GlobList, ItemLists } from '../config/types.js';
+import { settingsClient, type Config, type GlobList, type ItemLists } from '../config/types.js';
 import { RpcError } from '../jsonrpc/message.js';
 import { publishDenied } from '../observe/events.js';
 import { MuxError } from '../protocol/mcp.js';
@@ -40,7 +40,8 @@ export class Policy {
     if (!this.restricts[kind]) return true;
     const global = this.global[kind];
     if (global && !global(name)) return false;
-    const own = this.perClient.get(client)?.[kind];
+    // An unmapped OIDC host (`oidc:<value>`) has the lists of `policy.clients.oidc`.
+    const own = this.perClient.get(settingsClient(client))?.[kind];
     return own ? own(name) : true;
   }
 
@@ -78,7 +79,7 @@ export class Policy {
     if (!this.restricts[t.kind]) return undefined;
     const global = this.global[t.kind];
     if (global && !global(t.name)) return '';
-    const own = this.perClient.get(client)?.[t.kind];
+    const own = this.perClient.get(settingsClient(client))?.[t.kind];
     return own && !own(t.name) ? ` for client "${client}"` : undefined;
   }
 }

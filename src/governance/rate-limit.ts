@@ -22,7 +22,7 @@
 
 import { performance } from 'node:perf_hooks';
 import { LRUCache } from 'lru-cache';
-import type { RateLimitRule } from '../config/types.js';
+import { settingsClient, type RateLimitRule } from '../config/types.js';
 import { RpcError } from '../jsonrpc/message.js';
 import { publishLimited } from '../observe/events.js';
 import { MuxError } from '../protocol/mcp.js';
@@ -64,6 +64,16 @@ export interface Refusal {
   perMinute: number;
 }
 
+/**
+ * A rule's client glob. An unmapped OIDC host (`oidc:<value>`) is matched by its own name
+ * (`oidc:*` globs) and by `oidc`, whose settings it has; with `per` client each such host still
+ * gets a bucket of its own.
+ */
+function clientMatcher(glob: string): (client: string) => boolean {
+  const own = compileGlobs([glob]);
+  return (client) => own(client) || (settingsClient(client) !== client && own(settingsClient(client)));
+}
+
 /** The config's rules as the limiters match them (the in-memory one here, the shared one in shared-rate-limit.ts). */
 export function compileRules(rules: readonly RateLimitRule[]): Rule[] {
   const seen = new Map<string, number>();
@@ -74,7 +84,7 @@ export function compileRules(rules: readonly RateLimitRule[]): Rule[] {
     return {
       index,
       id: `${same}#${nth}`,
-      client: compileGlobs([r.client]),
+      client: clientMatcher(r.client),
       server: compileGlobs([r.server]),
       tool: r.tool === '*' ? undefined : compileGlobs([r.tool]),
       perClient: r.per.includes('client'),

@@ -1,13 +1,14 @@
 // Prometheus metrics (prom-client), fed only by the events on the bus (events.ts): nothing on
 // the data path calls this file. Label values are bounded: methods outside MCP's own become
 // "other", clients are the configured token names (and `anonymous`; `none` for an upstream's
-// own request no host session could take), servers are config names,
+// own request no host session could take; `oidc` for every unmapped OIDC host, whose own name
+// `oidc:<claim value>` is one per person), servers are config names,
 // and tool names appear only with `metrics.toolLabel`, capped. No session id, argument or
 // URI ever becomes a label. The metric table is in the README.
 
 import dc from 'node:diagnostics_channel';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { NO_CLIENT } from '../config/types.js';
+import { NO_CLIENT, settingsClient } from '../config/types.js';
 import { MODERN_METHODS } from '../protocol/modern.js';
 import {
   CHANNEL,
@@ -136,7 +137,7 @@ export class Metrics {
       registers,
       collect: () => {
         surfaceSessions.reset();
-        for (const c of this.surfaces()) surfaceSessions.inc({ mode: c.mode, client: c.client, toolset: c.toolset ?? '' }, c.sessions);
+        for (const c of this.surfaces()) surfaceSessions.inc({ mode: c.mode, client: settingsClient(c.client), toolset: c.toolset ?? '' }, c.sessions);
       },
     });
     const surfaceTokens: Gauge = new Gauge({
@@ -149,8 +150,9 @@ export class Metrics {
         const most = new Map<string, SurfaceCount>();
         for (const c of this.surfaces()) {
           if (c.tokens === null) continue;
-          const key = `${c.client}\0${c.toolset ?? ''}`;
-          if ((most.get(key)?.tokens ?? -1) < c.tokens) most.set(key, c);
+          const client = settingsClient(c.client);
+          const key = `${client}\0${c.toolset ?? ''}`;
+          if ((most.get(key)?.tokens ?? -1) < c.tokens) most.set(key, { ...c, client });
         }
         for (const c of most.values()) surfaceTokens.set({ client: c.client, toolset: c.toolset ?? '' }, c.tokens!);
       },
@@ -252,8 +254,8 @@ export class Metrics {
     this.on(CHANNEL.upstreamState, (ev: UpstreamStateEvent) => this.upstreamState(ev));
     this.on(CHANNEL.toolChanged, (ev: ToolChangedEvent) => this.toolChanges.inc({ server: ev.server, held: String(ev.held) }));
     this.on(CHANNEL.upstreamProtocolError, (ev: UpstreamProtocolErrorEvent) => this.protocolErrors.inc({ server: ev.server, kind: ev.kind }));
-    this.on(CHANNEL.policyDenied, (ev: DeniedEvent) => this.denials.inc({ server: ev.server, kind: ev.kind, client: ev.client }));
-    this.on(CHANNEL.rateLimited, (ev: LimitedEvent) => this.limited.inc({ server: ev.server, client: ev.client }));
+    this.on(CHANNEL.policyDenied, (ev: DeniedEvent) => this.denials.inc({ server: ev.server, kind: ev.kind, client: settingsClient(ev.client) }));
+    this.on(CHANNEL.rateLimited, (ev: LimitedEvent) => this.limited.inc({ server: ev.server, client: settingsClient(ev.client) }));
     this.on(CHANNEL.auditError, (ev: AuditErrorEvent) => this.auditErrors.inc(ev.lines));
     this.on(CHANNEL.configReload, (ev: ConfigReloadEvent) => this.reloads.inc({ result: ev.result }));
     this.on(CHANNEL.hostBacklog, (ev: HostBacklogEvent) => {
@@ -293,7 +295,7 @@ export class Metrics {
     const server = ev.server ?? '';
     const outcome = ev.outcome ?? 'error';
     const tool = this.opts.toolLabel ? this.toolOf(ev) : undefined;
-    this.requests.at(m, server, outcome, ev.client ?? NO_CLIENT, tool).value++;
+    this.requests.at(m, server, outcome, settingsClient(ev.client ?? NO_CLIENT), tool).value++;
     this.duration.observe(ev.durationMs / 1000, m, server, outcome, tool);
     if (ev.direction === 'host-to-server') {
       this.bytes.at(m, server, 'in').value += ev.bytesIn;

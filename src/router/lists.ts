@@ -12,6 +12,7 @@ import { wrapId } from './ids.js';
 import { toolViewUris } from '../protocol/apps.js';
 import { wrapToolView, wrapUri, type NameIndex, type NamedKind } from './naming.js';
 import { Walks, type WalkFailure } from './walks.js';
+import { settingsClient } from '../config/types.js';
 
 export type ListName = 'tools' | 'prompts' | 'resources' | 'templates' | 'tasks';
 
@@ -72,7 +73,7 @@ export class Lists {
     const key = list === 'resources' ? 'uri' : list === 'templates' ? 'uriTemplate' : 'name';
     // Keyed by client and toolset: a memoised page must never be served to a session that may see less.
     const visible = (it: Params): boolean => (!policy || gov.clientAllows(client, item, it[key] as string)) && (!toolset || toolset.allows(it[key] as string));
-    return this.catalogue.list(kind, ups, params, signal, visible, `client:${client}${toolset ? `\0toolset:${toolset.name}` : ''}`);
+    return this.catalogue.list(kind, ups, params, signal, visible, `client:${settingsClient(client)}${toolset ? `\0toolset:${toolset.name}` : ''}`);
   }
 
   /**
@@ -83,7 +84,8 @@ export class Lists {
   clientSees(client: string, up: Upstream): boolean {
     const gov = this.governance();
     if (!gov.filtersClients('tools') && !gov.filtersClients('prompts')) return true;
-    const key = `${client}\0${up.name}`;
+    // Every unmapped OIDC host sees what `oidc` sees: one entry for them all, not one per person.
+    const key = `${settingsClient(client)}\0${up.name}`;
     const hit = this.seen.get(key);
     if (hit && hit.gov === gov && hit.version === this.names.version) return hit.value;
     let known = false;

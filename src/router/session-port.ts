@@ -11,7 +11,11 @@ import type { ProtocolVersion } from '../protocol/versions.js';
 
 export interface SessionPort {
   readonly id: string;
-  /** The client its bearer token names, or `anonymous` (policy, rate limits, audit). */
+  /**
+   * The client its bearer token names, or `anonymous` (policy, rate limits, audit): a static
+   * token's client, a mapped OIDC claim's client, or `oidc:<claim value>` for an unmapped one
+   * (whose settings are those of `oidc`: config/types.ts settingsClient).
+   */
   readonly client: string;
   readonly transport: HostTransport;
   readonly protocolVersion: ProtocolVersion;
@@ -33,6 +37,8 @@ export interface SessionPort {
   notify(method: string, params?: Params, related?: JsonRpcId, server?: string): void;
   /** The host's request `hostRequestId` was sent on to upstream `server` (its call's server). */
   routed?(hostRequestId: JsonRpcId, server: string): void;
+  /** OIDC sessions: the host's latest validated JWT (compact JWS), updated by every authenticated HTTP request of the session; undefined for static-token and stdio sessions. Never logged. */
+  hostToken?(): string | undefined;
   /** A server-initiated request to the host (sampling, elicitation, roots). */
   request(method: string, params: Params | undefined, signal: CancelSignal, related?: JsonRpcId): Promise<Result>;
 }

@@ -16,7 +16,7 @@
 
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import type { Config, ToolsetConfig } from '../config/types.js';
+import { settingsClient, type Config, type ToolsetConfig } from '../config/types.js';
 import { Canceller, cancelledError, NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError } from '../jsonrpc/message.js';
@@ -229,7 +229,8 @@ export class Surfaces {
     const ups = this.deps.live(session);
     const kind = this.deps.lists.kinds.tools;
     const versions = ups.map((u) => `${this.idOf(u)}.${this.deps.lists.catalogue.version(kind, u)}`).join(',');
-    const family = `${session.client}\0${ts?.name ?? ''}\0${ups.map((u) => this.idOf(u)).join(',')}`;
+    // Keyed by whose policy applies: every unmapped OIDC host shares `oidc`'s views.
+    const family = `${settingsClient(session.client)}\0${ts?.name ?? ''}\0${ups.map((u) => this.idOf(u)).join(',')}`;
     const key = `${family}\0${versions}`;
     const hit = this.views.get(key);
     if (hit) {

@@ -45,6 +45,8 @@ export interface HostSessionOptions {
   client?: string;
   /** Its toolset (a name in `toolsets`, checked by whoever chose it). */
   toolset?: string;
+  /** An OIDC host's latest validated JWT (the HTTP front renews it at each request of the session). */
+  hostToken?: () => string | undefined;
   transport: HostTransport;
   /** Calls of 2026-07-28 hosts waiting for their retry, daemon-wide (a retry may come on another connection). */
   parked: ParkedCalls;
@@ -135,6 +137,10 @@ export class HostSession implements SessionPort {
 
   close(): Promise<void> {
     return this.endpoint.close();
+  }
+
+  hostToken(): string | undefined {
+    return this.opts.hostToken?.();
   }
 
   // ---- SessionPort: the router's way back to this host --------------------------------

@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { ErrorCode } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
-import type { AuthResult, Guard } from './guard.js';
+import { afterAuth, type Authenticated, type Guard } from './guard.js';
 import { HttpRpcCode, sendError, sendJson } from './respond.js';
 import { httpOptions } from './timeouts.js';
 import { pathOf } from './url.js';
@@ -49,19 +49,25 @@ export class OperatorRoutes {
    * that need a token are checked with `authenticate` (the listener's guard) first, on every
    * listener: an admin port is no reason to trust whoever reaches it.
    */
-  serve(path: string, req: IncomingMessage, res: ServerResponse, authenticate: (req: IncomingMessage) => AuthResult): boolean {
+  serve(path: string, req: IncomingMessage, res: ServerResponse, authenticate: (req: IncomingMessage) => Authenticated): boolean {
     const handler = this.routes.get(path);
     if (!handler) return false;
-    let caller = NOBODY;
-    if (this.guarded.has(path)) {
-      const auth = authenticate(req);
-      if (!auth.ok) {
-        sendError(res, auth.status, HttpRpcCode.Transport, auth.message, { 'www-authenticate': auth.challenge });
-        return true;
-      }
-      caller = { client: auth.client, admin: auth.admin };
+    if (!this.guarded.has(path)) {
+      runRoute((rq, rs) => handler(rq, rs, NOBODY), req, res, this.log);
+      return true;
     }
-    runRoute((rq, rs) => handler(rq, rs, caller), req, res, this.log);
+    afterAuth(
+      authenticate(req),
+      (auth) => {
+        if (!auth.ok) return sendError(res, auth.status, HttpRpcCode.Transport, auth.message, { 'www-authenticate': auth.challenge });
+        const caller: Caller = { client: auth.client, admin: auth.admin };
+        runRoute((rq, rs) => handler(rq, rs, caller), req, res, this.log);
+      },
+      (err) => {
+        this.log.error({ err: (err as Error)?.message ?? String(err) }, 'HTTP handler failed');
+        sendError(res, 500, ErrorCode.InternalError, 'Internal error');
+      },
+    );
     return true;
   }
 }

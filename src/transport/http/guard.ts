@@ -1,5 +1,6 @@
 // Who may talk to the daemon: the Host and Origin checks against DNS rebinding and cross-site
-// browsers (403), and bearer tokens per client (401). Shared by every HTTP route and the
+// browsers (403), and bearer tokens per client (401): static tokens, checked at once, and JWTs
+// of the organisation's identity provider (`listen.auth.oidc`, oidc.ts), checked asynchronously. Shared by every HTTP route and the
 // WebSocket upgrade. Everything that can be precomputed is computed once, in the constructor.
 // It also says which toolset a new session gets (`?toolset=`, else the token client's): not an
 // authorization (a toolset only narrows), but it is read from the same request and the same
@@ -10,6 +11,7 @@ import { isIPv4 } from 'node:net';
 import type { IncomingMessage } from 'node:http';
 import type { ClientToken } from '../../config/types.js';
 import { unknownToolset } from '../../config/suggest.js';
+import { looksLikeJwt, type HostJwt, type OidcVerifier } from './oidc.js';
 
 export type Verdict = { ok: true } | { ok: false; status: 403; message: string };
 export type AuthResult =
@@ -17,8 +19,17 @@ export type AuthResult =
    * `admin`: may take operator actions (its token is marked `admin`, or no tokens are configured).
    * `toolset`: the one its token client's sessions get unless the URL names another.
    */
-  | { ok: true; client: string | undefined; admin: boolean; toolset: string | undefined }
+  | { ok: true; client: string | undefined; admin: boolean; toolset: string | undefined; jwt?: HostJwt }
   | { ok: false; status: 401; message: string; challenge: string };
+
+/** Static tokens (and no auth at all) are answered at once; only a JWT waits for its check. */
+export type Authenticated = AuthResult | Promise<AuthResult>;
+
+/** Runs `then` with the verdict: in the same tick when there is one already (static tokens). */
+export function afterAuth(auth: Authenticated, then: (auth: AuthResult) => void, failed: (err: unknown) => void): void {
+  if (auth instanceof Promise) auth.then(then).catch(failed);
+  else then(auth);
+}
 
 /**
  * Who a request on an MCP route is for: its token's client, and the toolset a session it opens
@@ -28,6 +39,8 @@ export interface Who {
   client: string | undefined;
   toolset: string | undefined;
   asked: string | undefined;
+  /** The host's validated JWT, when it signed in through listen.auth.oidc. */
+  jwt?: HostJwt;
 }
 export type WhoResult = ({ ok: true } & Who) | { ok: false; status: 400; message: string };
 
@@ -44,6 +57,8 @@ export interface GuardOptions {
   /** Origins allowed in addition to loopback ones; `"*"` allows any origin. */
   allowedOrigins: readonly string[];
   tokens: readonly ClientToken[];
+  /** Checks JWTs (listen.auth.oidc); undefined: only static tokens let anyone in. */
+  oidc?: OidcVerifier;
   /** The config's toolsets (only their names matter here); none: `?toolset=` names nothing. */
   toolsets?: Readonly<Record<string, unknown>>;
 }
@@ -76,6 +91,7 @@ export class Guard {
   private readonly originCache = new Map<string, boolean>();
   private tokens: { client: string; admin: boolean; toolset: string | undefined; digest: Buffer }[] = [];
   private toolsets: Readonly<Record<string, unknown>> = {};
+  private oidc: OidcVerifier | undefined;
 
   constructor(opts: GuardOptions) {
     const bound = opts.host.toLowerCase();
@@ -88,12 +104,13 @@ export class Guard {
   }
 
   /** Who is let in from now on (a reload): origins, tokens and toolsets. The bound address stays. */
-  admit(opts: Pick<GuardOptions, 'allowedOrigins' | 'tokens' | 'toolsets'>): void {
+  admit(opts: Pick<GuardOptions, 'allowedOrigins' | 'tokens' | 'toolsets' | 'oidc'>): void {
     this.anyOrigin = opts.allowedOrigins.includes('*');
     this.origins = new Set(opts.allowedOrigins.map(normalizeOrigin));
     this.originCache.clear();
     this.tokens = opts.tokens.map((t) => ({ client: t.client, admin: t.admin, toolset: t.toolset, digest: digest(t.token) }));
     this.toolsets = opts.toolsets ?? {};
+    this.oidc = opts.oidc;
   }
 
   /** Host header (DNS rebinding) and Origin header (cross-site browsers). */
@@ -126,13 +143,15 @@ export class Guard {
   }
 
   /**
-   * The client a bearer token belongs to. Without configured tokens everyone is anonymous (and,
-   * there being no one to tell apart, an operator too: such a daemon is for one user's loopback).
-   * Every token is compared (no early exit) in constant time over sha256 digests, so neither
-   * the length nor the position of a match leaks through timing.
+   * The client a bearer token belongs to. Without configured tokens (or OIDC) everyone is
+   * anonymous (and, there being no one to tell apart, an operator too: such a daemon is for one
+   * user's loopback). Every token is compared (no early exit) in constant time over sha256
+   * digests, so neither the length nor the position of a match leaks through timing. A token
+   * that matches none and has a JWT's shape goes to the OIDC check (a Promise); a static token
+   * is answered synchronously, as before OIDC existed.
    */
-  authenticate(req: IncomingMessage): AuthResult {
-    if (this.tokens.length === 0) return { ok: true, client: undefined, admin: true, toolset: undefined };
+  authenticate(req: IncomingMessage): Authenticated {
+    if (this.tokens.length === 0 && !this.oidc) return { ok: true, client: undefined, admin: true, toolset: undefined };
     const header = req.headers.authorization;
     if (header === undefined) {
       return { ok: false, status: 401, message: 'Unauthorized: a bearer token is required', challenge: 'Bearer realm="mcpmux"' };
@@ -144,15 +163,21 @@ export class Guard {
       if (timingSafeEqual(given, t.digest) && match === undefined) match = t;
     }
     const client = match?.client;
-    if (client === undefined || token === '') {
-      return {
-        ok: false,
-        status: 401,
-        message: 'Unauthorized: invalid bearer token',
-        challenge: 'Bearer realm="mcpmux", error="invalid_token"',
-      };
-    }
-    return { ok: true, client, admin: match!.admin, toolset: match!.toolset };
+    if (client !== undefined && token !== '') return { ok: true, client, admin: match!.admin, toolset: match!.toolset };
+    if (this.oidc && looksLikeJwt(token)) return this.viaOidc(this.oidc, token);
+    return invalidToken();
+  }
+
+  /**
+   * A JWT's client: a mapped claim value is that token client, with its admin flag and toolset;
+   * an unmapped one is `oidc:<value>`, no operator, no toolset of its own (its claim may equal a
+   * token client's name: it is still `oidc:<value>`, never that client).
+   */
+  private async viaOidc(oidc: OidcVerifier, token: string): Promise<AuthResult> {
+    const r = await oidc.verify(token);
+    if (!r.ok) return invalidToken(r.reason);
+    const own = r.mapped ? this.tokens.find((t) => t.client === r.client) : undefined;
+    return { ok: true, client: r.client, admin: own?.admin ?? false, toolset: own?.toolset, jwt: r.jwt };
   }
 
   /**
@@ -161,7 +186,7 @@ export class Guard {
    * 400, answered before any session exists. Call after `authenticate`: the message lists the
    * toolsets, which only a client let in may learn.
    */
-  who(query: string, auth: { client: string | undefined; toolset: string | undefined }, existingSession = false): WhoResult {
+  who(query: string, auth: { client: string | undefined; toolset: string | undefined; jwt?: HostJwt }, existingSession = false): WhoResult {
     // Most requests carry no query at all: nothing to parse.
     const named = query === '' ? NO_NAMES : new URLSearchParams(query).getAll(TOOLSET_PARAM);
     if (named.length > 1) return { ok: false, status: 400, message: `Bad Request: name one toolset, not ${named.length} (?${TOOLSET_PARAM}=)` };
@@ -171,8 +196,18 @@ export class Guard {
     if (asked !== undefined && !existingSession && !Object.hasOwn(this.toolsets, asked)) {
       return { ok: false, status: 400, message: `${UNKNOWN_TOOLSET_REFUSAL}${unknownToolset(asked, this.toolsets)}` };
     }
-    return { ok: true, client: auth.client, toolset: asked ?? auth.toolset, asked };
+    return { ok: true, client: auth.client, toolset: asked ?? auth.toolset, asked, ...(auth.jwt && { jwt: auth.jwt }) };
   }
+}
+
+/** The 401 for a token that names no client (`why`: an OIDC refusal's reason, which the host may read). */
+function invalidToken(why?: string): AuthResult {
+  return {
+    ok: false,
+    status: 401,
+    message: `Unauthorized: invalid bearer token${why === undefined ? '' : ` (${why})`}`,
+    challenge: 'Bearer realm="mcpmux", error="invalid_token"',
+  };
 }
 
 function digest(s: string): Buffer {

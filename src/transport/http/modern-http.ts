@@ -91,7 +91,8 @@ export class ModernHttp {
     const post = new ModernPost(res, id, maxBacklogBytes(this.opts.maxMessageBytes), this.opts.registry.keepaliveMs, this.opts.log);
     this.open.add(post);
     this.perClient.add(client);
-    this.opts.open(post, { kind: 'streamable', client, ...(toolset !== undefined && { toolset }), stateless: true });
+    const jwt = who.jwt?.token;
+    this.opts.open(post, { kind: 'streamable', client, ...(toolset !== undefined && { toolset }), stateless: true, ...(jwt !== undefined && { hostToken: () => jwt }) });
     const closed = post.onclose;
     post.onclose = (reason) => {
       this.open.delete(post);

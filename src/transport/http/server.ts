@@ -7,14 +7,15 @@
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { DEFAULTS, type ClientToken } from '../../config/types.js';
+import { DEFAULTS, type ClientToken, type OidcSettings } from '../../config/types.js';
 import type { Logger } from '../../observe/logger.js';
 import { AdminListener, addHealthRoutes, closeServer, listenOn, OperatorRoutes, runRoute, type RouteHandler } from './admin.js';
 import { pathOf, splitTarget } from './url.js';
 import { httpOptions } from './timeouts.js';
 import { bodyBudgetFor } from './body-budget.js';
 import type { ClusterForward } from './cluster-forward.js';
-import { Guard } from './guard.js';
+import { OidcVerifier } from './oidc.js';
+import { afterAuth, Guard, type AuthResult } from './guard.js';
 import { HttpRpcCode, sendError } from './respond.js';
 import { DEFAULT_IDLE_SESSION_MS, DEFAULT_KEEPALIVE_MS, SessionRegistry, type OpenSession } from './sessions.js';
 import { LegacySse, MESSAGES_PATH } from './sse.js';
@@ -30,6 +31,8 @@ export interface HttpServerOptions {
   adminHost?: string;
   allowedOrigins: readonly string[];
   tokens: readonly ClientToken[];
+  /** Hosts may present a JWT of this identity provider (listen.auth.oidc). */
+  oidc?: OidcSettings;
   /** The config's toolsets: `?toolset=` must name one of them (only the names matter here). */
   toolsets: Readonly<Record<string, unknown>>;
   maxMessageBytes: number;
@@ -85,12 +88,15 @@ export class HttpServer {
   /** /healthz, /readyz and what the caller adds (/metrics open, /status with a token). */
   readonly adminRoutes: OperatorRoutes;
   private stage: Stage = 'serving';
+  /** Checks hosts' JWTs for both guards (one JWKS cache); replaced only when listen.auth.oidc changes. */
+  private oidc: OidcVerifier | undefined;
   /** Requests on the MCP routes not answered yet (listen streams and session streams included). */
   private inFlight = 0;
 
   constructor(private readonly opts: HttpServerOptions) {
     const { log } = opts;
-    this.guard = new Guard({ host: opts.host, allowedOrigins: opts.allowedOrigins, tokens: opts.tokens, toolsets: opts.toolsets });
+    this.oidc = opts.oidc && new OidcVerifier(opts.oidc, log.child({ component: 'oidc' }));
+    this.guard = new Guard({ host: opts.host, allowedOrigins: opts.allowedOrigins, tokens: opts.tokens, oidc: this.oidc, toolsets: opts.toolsets });
     this.registry = new SessionRegistry({
       maxSessions: opts.maxSessions,
       maxSessionsPerClient: opts.maxSessionsPerClient,
@@ -122,7 +128,7 @@ export class HttpServer {
     // No 'clientError' listener: Node's own answers malformed requests with 400, oversized
     // headers with 431 and slow ones with 408, then closes the connection.
     if (opts.adminPort) {
-      this.adminGuard = new Guard({ host: this.adminHost, allowedOrigins: opts.allowedOrigins, tokens: opts.tokens });
+      this.adminGuard = new Guard({ host: this.adminHost, allowedOrigins: opts.allowedOrigins, tokens: opts.tokens, oidc: this.oidc });
       this.admin = new AdminListener(this.adminHost, opts.adminPort, this.adminRoutes, this.adminGuard);
     }
   }
@@ -132,13 +138,15 @@ export class HttpServer {
   }
 
   /**
-   * A reload: origins, tokens, toolsets and session quotas apply to requests from now on.
-   * Sessions already open stay (a request with a token no longer configured is refused, 401),
-   * with the toolset they were opened with.
+   * A reload: origins, tokens, OIDC, toolsets and session quotas apply to requests from now on.
+   * Sessions already open stay (a request with a token no longer configured is refused, 401;
+   * one whose JWT now names another client, 403), with the toolset they were opened with.
    */
-  reconfigure(opts: Pick<HttpServerOptions, 'allowedOrigins' | 'tokens' | 'toolsets' | 'maxSessions' | 'maxSessionsPerClient'>): void {
-    this.guard.admit(opts);
-    this.adminGuard?.admit(opts);
+  reconfigure(opts: Pick<HttpServerOptions, 'allowedOrigins' | 'tokens' | 'oidc' | 'toolsets' | 'maxSessions' | 'maxSessionsPerClient'>): void {
+    // The same settings keep their verifier, and with it the keys already fetched.
+    if (JSON.stringify(opts.oidc) !== JSON.stringify(this.oidc?.settings)) this.oidc = opts.oidc && new OidcVerifier(opts.oidc, this.opts.log.child({ component: 'oidc' }));
+    this.guard.admit({ ...opts, oidc: this.oidc });
+    this.adminGuard?.admit({ ...opts, oidc: this.oidc });
     this.registry.setQuotas(opts.maxSessions, opts.maxSessionsPerClient);
   }
 
@@ -208,12 +216,19 @@ export class HttpServer {
     }
     if (this.cors(req, res)) return;
     if (this.stage === 'closed') return sendError(res, 503, HttpRpcCode.Transport, 'Service Unavailable: shutting down', { connection: 'close' });
-    const auth = this.guard.authenticate(req);
+    afterAuth(this.guard.authenticate(req), (auth) => this.mcp(req, res, path, query, auth), (err) => {
+      this.opts.log.error({ err: (err as Error)?.message ?? String(err) }, 'HTTP handler failed');
+      sendError(res, 500, HttpRpcCode.Transport, 'Internal error');
+    });
+  }
+
+  /** An MCP route's request once its token is checked (at once for static tokens, later for a JWT). */
+  private mcp(req: IncomingMessage, res: ServerResponse, path: string, query: string, auth: AuthResult): void {
     if (!auth.ok) return sendError(res, auth.status, HttpRpcCode.Transport, auth.message, { 'www-authenticate': auth.challenge });
     this.inFlight++;
     res.once('close', () => this.inFlight--);
     // /messages belongs to a session /sse opened (with its toolset); it names none itself.
-    if (path === MESSAGES_PATH) return this.run((rq, rs) => this.sse.post(rq, rs, auth.client, query), req, res);
+    if (path === MESSAGES_PATH) return this.run((rq, rs) => this.sse.post(rq, rs, auth, query), req, res);
     const who = this.guard.who(query, auth, path === '/mcp' && req.headers['mcp-session-id'] !== undefined);
     if (!who.ok) return sendError(res, who.status, HttpRpcCode.Transport, who.message);
 

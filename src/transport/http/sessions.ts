@@ -5,6 +5,7 @@ import type { Logger } from '../../observe/logger.js';
 import type { Wire } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { FrameError, Transport } from '../transport.js';
+import type { HostJwt } from './oidc.js';
 
 /**
  * Idle expiry: a Streamable HTTP session with no request in flight and no open stream for this
@@ -44,6 +45,8 @@ export interface RegisteredSession extends Transport {
   readonly kind: SessionKind;
   /** The host session on top of this transport (set by `SessionRegistry.open`). */
   host: HostHandle;
+  /** Who signed in for it through OIDC, and with which JWT last (set by `SessionRegistry.open`). */
+  credential: HostCredential;
   /** When the session became idle, or undefined while it is busy or connected. */
   idleSince(): number | undefined;
   /**
@@ -92,6 +95,39 @@ export class ClientCounts {
     const n = this.get(client) - 1;
     if (n > 0) this.counts.set(client, n);
     else this.counts.delete(client);
+  }
+}
+
+/**
+ * What an OIDC host proved for one session: who signed in (the JWT's subject) and the latest
+ * JWT validated for it, which upstream grants exchange (SessionPort.hostToken). A static-token
+ * or anonymous session has neither.
+ */
+export class HostCredential {
+  private token: string | undefined;
+  private readonly principal: string | undefined;
+
+  constructor(jwt: HostJwt | undefined) {
+    this.token = jwt?.token;
+    this.principal = jwt?.principal;
+  }
+
+  /**
+   * Whether a later request (already of the session's client) may act in it: the same person,
+   * and a JWT where the session began with one (a session never changes hands, nor moves
+   * between a static token and a JWT). Refused like another client's request (403).
+   */
+  admits(jwt: HostJwt | undefined): boolean {
+    return this.principal === jwt?.principal;
+  }
+
+  /** A later request's JWT, validated: the freshest is the one upstream grants get. */
+  renew(jwt: HostJwt | undefined): void {
+    if (jwt) this.token = jwt.token;
+  }
+
+  current(): string | undefined {
+    return this.token;
   }
 }
 
@@ -163,7 +199,9 @@ export class SessionRegistry {
    */
   open<S extends RegisteredSession>(session: S, open: OpenSession, who: SessionFor, onClosed?: () => void): HostHandle {
     const { client, toolset } = who;
-    const host = open(session, { kind: session.kind, client, ...(toolset !== undefined && { toolset }) });
+    const credential = new HostCredential(who.jwt);
+    session.credential = credential;
+    const host = open(session, { kind: session.kind, client, ...(toolset !== undefined && { toolset }), ...(who.jwt && { hostToken: () => credential.current() }) });
     session.host = host;
     this.add(session);
     this.perClient.add(client);
@@ -233,12 +271,16 @@ export class SessionRegistry {
  * How a transport gets its HostSession (built by `mcpmux serve`, which owns the router and the
  * options). The transport sets `onclose` on the returned session to forget it.
  */
-export type OpenSession = (transport: Transport, info: { kind: SessionKind; client: string | undefined; toolset?: string; stateless?: boolean }) => HostHandle;
+export type OpenSession = (
+  transport: Transport,
+  info: { kind: SessionKind; client: string | undefined; toolset?: string; stateless?: boolean; hostToken?: () => string | undefined },
+) => HostHandle;
 
-/** Whom a new session is for: its token's client, and the toolset chosen for it (guard.ts `who`). */
+/** Whom a new session is for: its token's client, the toolset chosen for it (guard.ts `who`), and its JWT if any. */
 export interface SessionFor {
   client: string | undefined;
   toolset: string | undefined;
+  jwt?: HostJwt;
 }
 
 /**
@@ -251,6 +293,7 @@ export abstract class ConnectionSession implements RegisteredSession {
   onframeerror?: (err: FrameError) => void;
   onclose?: (reason: string) => void;
   host!: HostHandle;
+  credential!: HostCredential;
   protected closed = false;
 
   abstract send(msg: Incoming): Wire | undefined;

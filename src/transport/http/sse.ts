@@ -13,6 +13,7 @@ import type { BodyBudget } from './body-budget.js';
 import { HttpRpcCode, readJsonBody, sendBehind, sendError, sendOverloaded } from './respond.js';
 import { ConnectionSession, type OpenSession, type SessionRegistry } from './sessions.js';
 import type { Who } from './guard.js';
+import type { HostJwt } from './oidc.js';
 import { SseWriter } from './sse-writer.js';
 import { carriesRequest, maxBacklogBytes, UNREAD_ANSWERS_BYTES } from '../backlog.js';
 
@@ -95,13 +96,14 @@ export class LegacySse {
   }
 
   /** POST /messages?sessionId=... */
-  async post(req: IncomingMessage, res: ServerResponse, client: string | undefined, query: string): Promise<void> {
+  async post(req: IncomingMessage, res: ServerResponse, from: { client: string | undefined; jwt?: HostJwt }, query: string): Promise<void> {
     if (req.method !== 'POST') return sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'POST' });
     const sid = new URLSearchParams(query).get('sessionId');
     if (!sid) return sendError(res, 400, HttpRpcCode.Transport, 'Bad Request: the sessionId query parameter is required');
     const session = this.sessions.get(sid);
     if (!session) return sendError(res, 404, HttpRpcCode.SessionNotFound, 'Session not found');
-    if (session.client !== client) return sendError(res, 403, HttpRpcCode.Transport, 'Forbidden: the session belongs to another client');
+    if (session.client !== from.client || !session.credential.admits(from.jwt)) return sendError(res, 403, HttpRpcCode.Transport, 'Forbidden: the session belongs to another client');
+    session.credential.renew(from.jwt);
     const body = await readJsonBody(req, res, this.opts.maxMessageBytes, this.opts.bodies);
     if (!body) return;
     // A host that does not read its stream gets no more answers queued until it does (backlog.ts).

@@ -20,7 +20,7 @@ import { queuedLength, UNREAD_ANSWERS_BYTES } from '../backlog.js';
 import { watchAnswer, type Unread } from './answer-watch.js';
 import type { FrameError, Transport } from '../transport.js';
 import type { ReplayBudget } from './replay-budget.js';
-import type { HostHandle, RegisteredSession } from './sessions.js';
+import type { HostCredential, HostHandle, RegisteredSession } from './sessions.js';
 import { sendWire } from './respond.js';
 import { SseWriter, type SseBacklog } from './sse-writer.js';
 
@@ -80,6 +80,7 @@ export class StreamableSession implements Transport, RegisteredSession {
   onclose?: (reason: string) => void;
   /** Set right after construction (the HostSession needs this transport first). */
   host!: HostHandle;
+  credential!: HostCredential;
   private readonly streams = new Map<number, Stream>();
   private readonly byRequest = new Map<JsonRpcId, Stream>();
   private readonly detached: Stream[] = [];

@@ -232,7 +232,8 @@ export class StreamableHttp {
       sendError(res, 404, HttpRpcCode.SessionNotFound, 'Session not found');
       return undefined;
     }
-    if (session.client !== client) {
+    // Another client's token, or (OIDC) another person's JWT, or a JWT where a static token opened it.
+    if (session.client !== client || !session.credential.admits(who.jwt)) {
       sendError(res, 403, HttpRpcCode.Transport, 'Forbidden: the session belongs to another client');
       return undefined;
     }
@@ -249,6 +250,7 @@ export class StreamableHttp {
         return undefined;
       }
     }
+    session.credential.renew(who.jwt);
     return session;
   }
 }

@@ -10,7 +10,7 @@ import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { wireBytes, type Wire } from '../../jsonrpc/framing.js';
 import type { Incoming } from '../../jsonrpc/message.js';
 import type { Logger } from '../../observe/logger.js';
-import type { Guard } from './guard.js';
+import { afterAuth, type AuthResult, type Guard } from './guard.js';
 import { HttpRpcCode } from './respond.js';
 import { splitTarget } from './url.js';
 import { parseWsMessage, sendOverWs, WS_CLOSE_GRACE_MS, WS_SUBPROTOCOL } from '../ws-frames.js';
@@ -117,7 +117,15 @@ export class WsEndpoint {
     const { guard, registry } = this.opts;
     const verdict = guard.check(req);
     if (!verdict.ok) return refuse(socket, 403, verdict.message);
-    const auth = guard.authenticate(req);
+    // A JWT is checked asynchronously: ws drops the upgrade itself if the socket is gone by then.
+    afterAuth(guard.authenticate(req), (auth) => this.admitted(req, socket, head, auth), (err) => {
+      this.opts.log.error({ err: (err as Error)?.message ?? String(err) }, 'websocket upgrade failed');
+      socket.destroy();
+    });
+  }
+
+  private admitted(req: IncomingMessage, socket: Duplex, head: Buffer, auth: AuthResult): void {
+    const { guard, registry } = this.opts;
     if (!auth.ok) return refuse(socket, 401, auth.message, { 'www-authenticate': auth.challenge });
     // The upgrade URL's `?toolset=` (else the token's) is the session's, for its whole life.
     const who = guard.who(splitTarget(req.url ?? '/').query, auth);
