@@ -3,73 +3,28 @@
 // real SDK clients sending `Authorization: Bearer <JWT>`. One daemon serves the whole file.
 
 import { createHmac, randomUUID } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { exportJWK, exportSPKI, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
+import { exportSPKI } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
 import { fixture, freePort, tempFile, waitFor } from './helpers/harness.js';
 import { parseProm } from './helpers/prom.js';
+import { makeKey, OidcIssuer, type IssuerKey } from './helpers/oidc-issuer.js';
 
 const AUDIENCE = 'mcpmux-test';
 const CI_TOKEN = 'ci-static-token-0123456789';
 
-interface Key { kid: string; alg: string; privateKey: CryptoKey; publicKey: CryptoKey; jwk: JWK }
-
-async function makeKey(kid: string, alg: 'RS256' | 'ES256'): Promise<Key> {
-  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
-  return { kid, alg, privateKey, publicKey, jwk: { ...(await exportJWK(publicKey)), kid, alg, use: 'sig' } };
-}
-
-/** A local identity provider: its discovery document and JWKS, which keys it publishes, and how often the JWKS was fetched. */
-class Issuer {
-  published: JWK[] = [];
-  jwksFetches = 0;
-  /** While true the JWKS answers nothing (the connection is cut): an unreachable IdP. */
-  down = false;
-  url = '';
-  private server: Server | undefined;
-
-  async start(): Promise<void> {
-    this.server = createServer((req, res) => {
-      if (req.url === '/.well-known/openid-configuration') {
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ issuer: this.url, jwks_uri: `${this.url}/jwks` }));
-      } else if (req.url === '/jwks') {
-        this.jwksFetches++;
-        if (this.down) return void req.socket.destroy();
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: this.published }));
-      } else {
-        res.writeHead(404).end();
-      }
-    });
-    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise((r) => this.server?.close(r));
-  }
-}
-
-const issuer = new Issuer();
-let k1: Key; // published from the start
-let k2: Key; // published later: a rotation
-let stranger: Key; // never published
+const issuer = new OidcIssuer();
+let k1: IssuerKey; // published from the start
+let k2: IssuerKey; // published later: a rotation
+let stranger: IssuerKey; // never published
 let daemon: Daemon;
 const audit = tempFile('oidc-audit.jsonl');
 
-interface Claims { sub?: unknown; iss?: string; aud?: string; exp?: number; nbf?: number; [k: string]: unknown }
-
-/** A JWT signed with `key` (header kid = key's unless `kid` says otherwise), valid for a minute by default. */
-async function jwt(claims: Claims, key: Key = k1, kid: string = key.kid): Promise<string> {
-  const now = Math.floor(Date.now() / 1000);
-  const body = { iss: issuer.url, aud: AUDIENCE, iat: now, exp: now + 60, ...claims };
-  return new SignJWT(body as Record<string, unknown>).setProtectedHeader({ alg: key.alg, kid, typ: 'JWT' }).sign(key.privateKey);
-}
+/** A JWT of the test issuer for mcpmux's audience, signed with `key` (k1 by default). */
+const jwt = (claims: Record<string, unknown>, key: IssuerKey = k1, kid?: string) => issuer.sign(key, AUDIENCE, claims, kid);
 
 const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
 
@@ -79,7 +34,7 @@ async function host(token: string): Promise<Client> {
   return client;
 }
 
-/** An initialize POST with this bearer token: the raw HTTP answer. */
+/** An initialize POST with this bearer token (a ping when it names a session): the raw HTTP answer. */
 async function initialize(token: string, sessionId?: string): Promise<Response> {
   return fetch(daemon.url, {
     method: 'POST',
