@@ -109,7 +109,6 @@ describe('listen.auth.oidc: who a JWT makes a host', () => {
     const denied = await c.callTool({ name: 'fx__tool_2', arguments: {} }).catch((e: Error) => e);
     expect(String((denied as Error).message ?? JSON.stringify(denied))).toMatch(/policy/);
     await c.close();
-
     const line = await waitFor(() => auditLines().find((l) => l.method === 'tools/call' && l.arguments === undefined && l.client === 'oidc:bob'), { what: 'audit line of bob' });
     expect(line).toMatchObject({ client: 'oidc:bob', server: 'fx', outcome: 'ok' });
     const text = await (await fetch(`${daemon.base}/metrics`)).text();
@@ -239,7 +238,7 @@ describe('listen.auth.oidc: the issuer\'s keys', () => {
   it('an issuer whose JWKS never answers (jwksUrl on a closed port): 401 with the reason, the daemon serves on', async () => {
     const closed = await freePort();
     const d = await startDaemon({
-      mcpServers: { fx: fixture({ name: 'fx' }) },
+      mcpServers: {},
       listen: { auth: { oidc: { issuer: issuer.url, audience: AUDIENCE, jwksUrl: `http://127.0.0.1:${closed}/jwks` } } },
     });
     const token = await jwt({ sub: 'gina' });

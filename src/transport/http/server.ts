@@ -215,7 +215,6 @@ export class HttpServer {
       return sendError(res, 404, HttpRpcCode.Transport, `Not Found: ${path}`);
     }
     if (this.cors(req, res)) return;
-    if (this.stage === 'closed') return sendError(res, 503, HttpRpcCode.Transport, 'Service Unavailable: shutting down', { connection: 'close' });
     afterAuth(this.guard.authenticate(req), (auth) => this.mcp(req, res, path, query, auth), (err) => {
       this.opts.log.error({ err: (err as Error)?.message ?? String(err) }, 'HTTP handler failed');
       sendError(res, 500, HttpRpcCode.Transport, 'Internal error');
@@ -224,6 +223,11 @@ export class HttpServer {
 
   /** An MCP route's request once its token is checked (at once for static tokens, later for a JWT). */
   private mcp(req: IncomingMessage, res: ServerResponse, path: string, query: string, auth: AuthResult): void {
+    // A host that hung up while its JWT was checked: nothing to answer, and no 'close' to come
+    // that would count it out of inFlight again.
+    if (res.destroyed) return;
+    // Checked here, not before the token: a shutdown may have begun while a JWT was checked.
+    if (this.stage === 'closed') return sendError(res, 503, HttpRpcCode.Transport, 'Service Unavailable: shutting down', { connection: 'close' });
     if (!auth.ok) return sendError(res, auth.status, HttpRpcCode.Transport, auth.message, { 'www-authenticate': auth.challenge });
     this.inFlight++;
     res.once('close', () => this.inFlight--);
