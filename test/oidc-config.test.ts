@@ -4,6 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { planReload } from '../src/config/diff.js';
 import { ConfigError, OIDC_ALGORITHMS, settingsClient, type ConfigIssue } from '../src/config/types.js';
+import { RateLimiter } from '../src/governance/rate-limit.js';
+import { Policy } from '../src/governance/policy.js';
 
 const servers = { mcpServers: { a: { command: 'x' } } };
 const env = { CI_TOKEN: 'ci-secret-value', OPS_TOKEN: 'ops-secret-value' };
@@ -77,5 +79,29 @@ describe('listen.auth.oidc', () => {
     const a = load({ issuer: 'https://idp.example.com', audience: 'm' });
     const b = load({ issuer: 'https://idp.example.com', audience: 'other', clients: { alice: 'ci' } });
     expect(planReload(a, b).needsRestart).toEqual([]);
+  });
+});
+
+describe('the "oidc" defaults of unmapped hosts (oidc:<value>)', () => {
+  it('a rate limit for client "oidc" limits each unmapped host in a bucket of its own, and no token client', () => {
+    const rl = new RateLimiter([{ client: 'oidc', server: '*', tool: '*', perMinute: 1, burst: 1, per: ['client'] }], 100, () => 0);
+    expect(rl.take('oidc:alice', 'fx', 'tools/call', 'echo')).toBeUndefined();
+    expect(rl.take('oidc:alice', 'fx', 'tools/call', 'echo')).toBeDefined();
+    expect(rl.take('oidc:bob', 'fx', 'tools/call', 'echo')).toBeUndefined();
+    expect(rl.take('ci', 'fx', 'tools/call', 'echo')).toBeUndefined();
+    expect(rl.take('ci', 'fx', 'tools/call', 'echo')).toBeUndefined();
+    // A glob on the full name matches them too.
+    const glob = new RateLimiter([{ client: 'oidc:*', server: '*', tool: '*', perMinute: 1, burst: 1, per: ['client'] }], 100, () => 0);
+    expect(glob.take('oidc:carol', 'fx', 'tools/call', 'echo')).toBeUndefined();
+    expect(glob.take('oidc:carol', 'fx', 'tools/call', 'echo')).toBeDefined();
+  });
+
+  it('policy.clients.oidc is the lists of every unmapped host, and of no token client', () => {
+    const c = load({ issuer: 'https://idp.example.com', audience: 'm' }, { policy: { clients: { oidc: { deny: ['a__secret'] } } } });
+    const p = new Policy(c);
+    expect(p.clientAllows('oidc:alice', 'tools', 'a__secret')).toBe(false);
+    expect(p.clientAllows('oidc:ci', 'tools', 'a__secret')).toBe(false);
+    expect(p.clientAllows('ci', 'tools', 'a__secret')).toBe(true);
+    expect(p.clientAllows('oidc:alice', 'tools', 'a__other')).toBe(true);
   });
 });
