@@ -3,13 +3,13 @@
 // real SDK clients sending `Authorization: Bearer <JWT>`. One daemon serves the whole file.
 
 import { createHmac, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { exportSPKI } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { fixture, freePort, tempFile, waitFor } from './helpers/harness.js';
+import { fixture, freePort, tempFile, waitFor, writeConfig } from './helpers/harness.js';
 import { parseProm } from './helpers/prom.js';
 import { makeKey, OidcIssuer, type IssuerKey } from './helpers/oidc-issuer.js';
 
@@ -35,8 +35,8 @@ async function host(token: string): Promise<Client> {
 }
 
 /** An initialize POST with this bearer token (a ping when it names a session): the raw HTTP answer. */
-async function initialize(token: string, sessionId?: string): Promise<Response> {
-  return fetch(daemon.url, {
+async function initialize(token: string, sessionId?: string, d: Daemon = daemon): Promise<Response> {
+  return fetch(d.url, {
     method: 'POST',
     headers: {
       authorization: `Bearer ${token}`,
@@ -235,21 +235,32 @@ describe('listen.auth.oidc: the issuer\'s keys', () => {
     await after.text();
   });
 
-  it('an issuer whose JWKS never answers (jwksUrl on a closed port): 401 with the reason, the daemon serves on', async () => {
+  it('an issuer whose JWKS never answers (jwksUrl on a closed port): 401 with the reason, the daemon serves on; a reload to the right jwksUrl lets the JWT in', async () => {
     const closed = await freePort();
-    const d = await startDaemon({
+    const cfg = (jwksUrl: string) => ({
       mcpServers: {},
-      listen: { auth: { oidc: { issuer: issuer.url, audience: AUDIENCE, jwksUrl: `http://127.0.0.1:${closed}/jwks` } } },
+      listen: { auth: { tokens: [{ client: 'ops', tokenEnv: 'OIDC_TEST_OPS_TOKEN' }], oidc: { issuer: issuer.url, audience: AUDIENCE, jwksUrl } } },
     });
+    const file = await writeConfig(cfg(`http://127.0.0.1:${closed}/jwks`));
+    const d = await startDaemon(file, { OIDC_TEST_OPS_TOKEN: CI_TOKEN });
     const token = await jwt({ sub: 'gina' });
-    const r = await fetch(d.url, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } }),
-    });
+    const r = await initialize(token, undefined, d);
     expect(r.status).toBe(401);
     expect(((await r.json()) as { error: { message: string } }).error.message).toBe("Unauthorized: invalid bearer token (the issuer's JWKS is unreachable)");
     expect((await fetch(`${d.base}/healthz`)).status).toBe(200);
+
+    const status = async () => (await (await fetch(`${d.base}/status`, { headers: { authorization: `Bearer ${CI_TOKEN}` } })).json()) as any;
+    const before = (await status()).lastReload?.at;
+    writeFileSync(file, JSON.stringify(cfg(`${issuer.url}/jwks`)));
+    d.child.kill('SIGHUP');
+    const last = await waitFor(async () => {
+      const l = (await status()).lastReload;
+      return l && l.at !== before && l;
+    }, { what: 'the reload applied' });
+    expect(last).toMatchObject({ result: 'applied', needsRestart: [] });
+    const again = await initialize(token, undefined, d);
+    expect(again.status).toBe(200);
+    await again.text();
     expect(d.stderr()).not.toContain(token);
     await d.stop();
   });
