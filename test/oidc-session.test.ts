@@ -95,6 +95,17 @@ describe('SessionPort.hostToken()', () => {
     const other = await post(await jwt('dave'), { jsonrpc: '2.0', id: 3, method: 'ping' }, sid);
     expect(other.status).toBe(403);
     expect(carol.hostToken()).toBe(second);
+
+    // Overlapping requests: a JWT that expires sooner, arriving later, does not replace a newer one.
+    const now = Math.floor(Date.now() / 1000);
+    const longer = await jwt('carol', { jti: 'c', exp: now + 600 });
+    const shorter = await jwt('carol', { jti: 'd', exp: now + 300 });
+    for (const [i, t] of [longer, shorter].entries()) {
+      const r = await post(t, { jsonrpc: '2.0', id: 10 + i, method: 'ping' }, sid);
+      expect(r.status).toBe(200);
+      await r.text();
+    }
+    expect(carol.hostToken()).toBe(longer);
   });
 
   it('a static-token session has none', async () => {

@@ -1,7 +1,7 @@
 // Who may talk to the daemon: the Host and Origin checks against DNS rebinding and cross-site
 // browsers (403), and bearer tokens per client (401): static tokens, checked at once, and JWTs
-// of the organisation's identity provider (`listen.auth.oidc`, oidc.ts), checked asynchronously. Shared by every HTTP route and the
-// WebSocket upgrade. Everything that can be precomputed is computed once, in the constructor.
+// of the organisation's identity provider (`listen.auth.oidc`, oidc.ts), checked
+// asynchronously. Shared by every HTTP route and the WebSocket upgrade. Everything that can be precomputed is computed once, in the constructor.
 // It also says which toolset a new session gets (`?toolset=`, else the token client's): not an
 // authorization (a toolset only narrows), but it is read from the same request and the same
 // token table, and a reload replaces both at once.
@@ -103,7 +103,7 @@ export class Guard {
     this.admit(opts);
   }
 
-  /** Who is let in from now on (a reload): origins, tokens and toolsets. The bound address stays. */
+  /** Who is let in from now on (a reload): origins, tokens, OIDC and toolsets. The bound address stays. */
   admit(opts: Pick<GuardOptions, 'allowedOrigins' | 'tokens' | 'toolsets' | 'oidc'>): void {
     this.anyOrigin = opts.allowedOrigins.includes('*');
     this.origins = new Set(opts.allowedOrigins.map(normalizeOrigin));

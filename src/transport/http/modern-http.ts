@@ -91,8 +91,9 @@ export class ModernHttp {
     const post = new ModernPost(res, id, maxBacklogBytes(this.opts.maxMessageBytes), this.opts.registry.keepaliveMs, this.opts.log);
     this.open.add(post);
     this.perClient.add(client);
-    const jwt = who.jwt?.token;
-    this.opts.open(post, { kind: 'streamable', client, ...(toolset !== undefined && { toolset }), stateless: true, ...(jwt !== undefined && { hostToken: () => jwt }) });
+    const jwt = who.jwt;
+    const hostToken = jwt && ((): string | undefined => (Date.now() < jwt.expiresAt ? jwt.token : undefined));
+    this.opts.open(post, { kind: 'streamable', client, ...(toolset !== undefined && { toolset }), stateless: true, ...(hostToken && { hostToken }) });
     const closed = post.onclose;
     post.onclose = (reason) => {
       this.open.delete(post);

@@ -19,6 +19,8 @@ export interface HostJwt {
   token: string;
   /** Who signed in (`sub`, else the client claim's value): a session stays this person's. */
   principal: string;
+  /** Its `exp`, in milliseconds since the epoch. */
+  expiresAt: number;
 }
 
 export type OidcResult =
@@ -86,7 +88,9 @@ export class OidcVerifier {
       if (value.length > MAX_CLAIM_CHARS || !CLAIM_CHARS.test(value)) throw new Refusal(`claim "${s.clientClaim}" is not 1 to ${MAX_CLAIM_CHARS} visible ASCII characters`);
       const mapped = Object.hasOwn(s.clients, value) ? s.clients[value] : undefined;
       const principal = typeof payload.sub === 'string' && payload.sub !== '' ? payload.sub : value;
-      return { ok: true, client: mapped ?? oidcClient(value), mapped: mapped !== undefined, jwt: { token, principal } };
+      // (`exp` is required above, so it is a number here)
+      const jwt = { token, principal, expiresAt: (payload.exp as number) * 1000 };
+      return { ok: true, client: mapped ?? oidcClient(value), mapped: mapped !== undefined, jwt };
     } catch (err) {
       const reason = reasonOf(err);
       this.log.info({ reason }, 'host JWT refused');

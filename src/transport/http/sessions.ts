@@ -104,11 +104,11 @@ export class ClientCounts {
  * or anonymous session has neither.
  */
 export class HostCredential {
-  private token: string | undefined;
+  private jwt: HostJwt | undefined;
   private readonly principal: string | undefined;
 
   constructor(jwt: HostJwt | undefined) {
-    this.token = jwt?.token;
+    this.jwt = jwt;
     this.principal = jwt?.principal;
   }
 
@@ -121,13 +121,17 @@ export class HostCredential {
     return this.principal === jwt?.principal;
   }
 
-  /** A later request's JWT, validated: the freshest is the one upstream grants get. */
+  /**
+   * A later request's JWT, validated: the one that expires last is kept (requests of a session
+   * may overlap, and an older token arriving last must not replace a newer one).
+   */
   renew(jwt: HostJwt | undefined): void {
-    if (jwt) this.token = jwt.token;
+    if (jwt && (!this.jwt || jwt.expiresAt >= this.jwt.expiresAt)) this.jwt = jwt;
   }
 
+  /** The JWT upstream grants may exchange: none once it has expired (the host sends a new one with its next request). */
   current(): string | undefined {
-    return this.token;
+    return this.jwt && Date.now() < this.jwt.expiresAt ? this.jwt.token : undefined;
   }
 }
 

@@ -114,7 +114,7 @@ export class WsEndpoint {
 
   /** The http server's 'upgrade' for `/ws`. */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    const { guard, registry } = this.opts;
+    const { guard } = this.opts;
     const verdict = guard.check(req);
     if (!verdict.ok) return refuse(socket, 403, verdict.message);
     // A JWT is checked asynchronously: ws drops the upgrade itself if the socket is gone by then.
