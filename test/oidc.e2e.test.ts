@@ -166,7 +166,7 @@ describe('listen.auth.oidc: who a JWT makes a host', () => {
 });
 
 describe('listen.auth.oidc: bad JWTs are 401 and only the reason is logged', () => {
-  it('bad signature, alg none, unknown kid, wrong aud or iss, expired, not yet valid, HS256 with the public key, a non-string claim', async () => {
+  it('bad signature, alg none, unknown kid, wrong aud or iss, expired, not yet valid, HS256 with the public key, a claim that is no string or no safe name', async () => {
     const now = Math.floor(Date.now() / 1000);
     const good = await jwt({ sub: 'eve' });
     const [h, p] = good.split('.');
@@ -183,6 +183,8 @@ describe('listen.auth.oidc: bad JWTs are 401 and only the reason is logged', () 
       ['nbf in the future', await jwt({ sub: 'eve', nbf: now + 600 }), 'not valid yet (nbf)'],
       ['HS256 with the public key', `${hsHeader}.${hsPayload}.${createHmac('sha256', pem).update(`${hsHeader}.${hsPayload}`).digest('base64url')}`, 'algorithm not allowed'],
       ['a claim that is no string', await jwt({ sub: 42 }), 'claim "sub" is not a non-empty string'],
+      ['a claim too long', await jwt({ sub: 'x'.repeat(257) }), 'claim "sub" is not 1 to 256 visible ASCII characters'],
+      ['a claim with a line break', await jwt({ sub: 'bob\n{"msg":"forged"}' }), 'claim "sub" is not 1 to 256 visible ASCII characters'],
       ['a tampered payload', `${h}.${b64({ sub: 'alice', iss: issuer.url, aud: AUDIENCE, exp: now + 60 })}.${good.split('.')[2]}`, 'bad signature'],
     ];
     for (const [what, token, reason] of cases) {
