@@ -1,7 +1,7 @@
 // SessionPort.hostToken() (issue 22): the real HTTP front and the real host sessions of
 // `mcpmux serve` (createRuntime + HttpServer, in this process so the sessions can be asked),
 // a local OIDC issuer on loopback. Each authenticated request of a session renews its JWT, on
-// Streamable HTTP, legacy SSE (/sse then /messages) and WebSocket alike; static-token sessions
+// Streamable HTTP, legacy SSE (/sse then /messages), WebSocket and 2026-07-28 requests alike; static-token sessions
 // have none; another person's JWT on the session is refused and renews nothing.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -106,6 +106,21 @@ describe('SessionPort.hostToken()', () => {
       await r.text();
     }
     expect(carol.hostToken()).toBe(longer);
+  });
+
+  it('a 2026-07-28 request (no session): its own JWT', async () => {
+    const token = await jwt('hana');
+    const envelope = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' } };
+    const r = await fetch(`${base}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/list' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: envelope } }),
+    });
+    expect(r.status).toBe(200);
+    await r.text();
+    const hana = newest();
+    expect([hana.client, hana.stateless]).toEqual(['oidc:hana', true]);
+    expect(hana.hostToken()).toBe(token);
   });
 
   it('a static-token session has none', async () => {
