@@ -166,4 +166,25 @@ describe('SessionPort.hostToken()', () => {
     const status = await new Promise<number>((resolve) => refused.once('unexpected-response', (_req, res) => resolve(res.statusCode!)));
     expect(status).toBe(401);
   });
+
+  it('limits.maxSessionsPerClient counts each unmapped person as the client oidc:<value>', async () => {
+    const tight = new HttpServer({
+      host: '127.0.0.1', port: 0, allowedOrigins: [], tokens: [], oidc: runtime.config.listen.auth.oidc, toolsets: {},
+      maxMessageBytes: 1 << 20, maxSessions: 16, maxSessionsPerClient: 1, log: runtime.log, readiness: () => ({ ready: true }),
+      open: (transport, { client, toolset, stateless, hostToken }) => runtime.openSession(transport, 'http', { client, toolset, hostToken }, stateless),
+    });
+    const at = `http://127.0.0.1:${(await tight.listen()).port}/mcp`;
+    try {
+      const status = async (sub: string) => {
+        const r = await fetch(at, { method: 'POST', headers: { authorization: `Bearer ${await jwt(sub)}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify(INIT) });
+        await r.text();
+        return r.status;
+      };
+      expect(await status('ivy')).toBe(200);
+      expect(await status('ivy')).toBe(503);
+      expect(await status('jack')).toBe(200);
+    } finally {
+      await tight.close();
+    }
+  });
 });
