@@ -1,8 +1,9 @@
 // SessionPort.hostToken() (issue 22): the real HTTP front and the real host sessions of
 // `mcpmux serve` (createRuntime + HttpServer, in this process so the sessions can be asked),
 // a local OIDC issuer on loopback. Each authenticated request of a session renews its JWT, on
-// Streamable HTTP, legacy SSE (/sse then /messages), WebSocket and 2026-07-28 requests alike; static-token sessions
-// have none; another person's JWT on the session is refused and renews nothing.
+// Streamable HTTP, legacy SSE (/sse then /messages), WebSocket and 2026-07-28 requests alike;
+// static-token sessions have none; another person's JWT on the session is refused and renews
+// nothing.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
