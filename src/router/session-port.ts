@@ -33,6 +33,8 @@ export interface SessionPort {
   notify(method: string, params?: Params, related?: JsonRpcId, server?: string): void;
   /** The host's request `hostRequestId` was sent on to upstream `server` (its call's server). */
   routed?(hostRequestId: JsonRpcId, server: string): void;
+  /** OIDC sessions: the host's latest validated JWT (compact JWS), updated by every authenticated HTTP request of the session; undefined for static-token and stdio sessions. Never logged. */
+  hostToken?(): string | undefined;
   /** A server-initiated request to the host (sampling, elicitation, roots). */
   request(method: string, params: Params | undefined, signal: CancelSignal, related?: JsonRpcId): Promise<Result>;
 }
