@@ -1,0 +1,175 @@
+// Per-client upstream logins (issue 22, point 1): a server with "oauth": {"perClient": true}
+// keeps one login per host client of listen.auth.tokens, and one connection per client that only
+// that client's sessions use. Real `mcpmux serve`, real SDK hosts for two clients (ci, ops), and
+// the OAuth fixture (test/fixtures/oauth-upstream.mjs: authorization server and protected MCP
+// server) logging every request with a fingerprint of the bearer token it carried, and whose
+// `whoami` tool answers the OAuth client its token was issued to: each `mcpmux login` registers
+// its own client, so an answer names whose login made the call.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
+import { awaitJsonLine, fixture, readEvents, ROOT, runMux, tempDir, tempFile, waitFor, writeConfig } from './helpers/harness.js';
+
+const OAUTH = path.join(ROOT, 'test/fixtures/oauth-upstream.mjs');
+const BROWSER = `${process.execPath} ${path.join(ROOT, 'test/fixtures/headless-browser.mjs')}`;
+const TOKENS = { MUX_T_CI: 'perclient-ci-token-1', MUX_T_OPS: 'perclient-ops-token-2' };
+
+let server: ChildProcess;
+let url: string;
+let events: string;
+let state: string;
+let config: string;
+let d: Daemon;
+const hosts: Client[] = [];
+
+beforeAll(async () => {
+  events = tempFile('perclient.jsonl');
+  server = spawn(process.execPath, [OAUTH, JSON.stringify({ events })], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let err = '';
+  server.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
+  const exited = new Promise<void>((resolve) => server.once('exit', () => resolve()));
+  url = await awaitJsonLine(server.stdout!, exited, (j) => j.url as string | undefined, { ms: 15_000, what: 'the OAuth fixture URL', log: () => err });
+  state = tempDir();
+  config = await writeConfig({
+    mcpServers: { s: { url, oauth: { perClient: true } }, fx: fixture({ name: 'fx' }) },
+    listen: { auth: { tokens: [{ client: 'ci', tokenEnv: 'MUX_T_CI' }, { client: 'ops', tokenEnv: 'MUX_T_OPS' }] } },
+  });
+  // A short idle grace: the test sees ci's connection close soon after its last session.
+  d = await startDaemon(config, { MCPMUX_STATE_DIR: state, MCPMUX_PER_CLIENT_IDLE_MS: '300', ...TOKENS });
+});
+
+afterAll(async () => {
+  await Promise.allSettled(hosts.map((h) => h.close()));
+  await stopAllDaemons();
+  server?.kill('SIGKILL');
+});
+
+const cli = (args: string[]) => runMux([...args, '--config', config], { env: { MCPMUX_STATE_DIR: state, BROWSER, ...TOKENS } });
+const status = async () => (await fetch(`${d.base}/status`, { headers: { authorization: `Bearer ${TOKENS.MUX_T_OPS}` } })).json() as Promise<any>;
+/** The per-client connections to `s`, by client. */
+const conns = async (): Promise<Record<string, any[]>> => {
+  const out: Record<string, any[]> = {};
+  for (const u of (await status()).upstreams) if (u.name === 's') (out[u.client ?? '(shared)'] ??= []).push(u);
+  return out;
+};
+const stateOf = async (client: string) => (await conns())[client]?.map((u) => u.state).join(',');
+const fp = (token: string) => createHash('sha256').update(token).digest('hex').slice(0, 12);
+const loginFile = (client: string) => path.join(state, 'oauth', 'clients', client, 's.json');
+const stored = (client: string) => JSON.parse(readFileSync(loginFile(client), 'utf8'));
+
+const transports = new Map<Client, StreamableHTTPClientTransport>();
+async function host(token: string): Promise<Client> {
+  const c = new Client({ name: 'host', version: '0' });
+  const t = new StreamableHTTPClientTransport(new URL(d.url), { requestInit: { headers: { authorization: `Bearer ${token}` } } });
+  await c.connect(t);
+  hosts.push(c);
+  transports.set(c, t);
+  return c;
+}
+/** Ends the host's session at the daemon (DELETE), as a host that is done does. */
+async function leave(c: Client): Promise<void> {
+  await transports.get(c)!.terminateSession();
+  await c.close();
+}
+const names = async (c: Client) => (await c.listTools()).tools.map((t) => t.name);
+const whoami = async (c: Client) => ((await c.callTool({ name: 's__whoami', arguments: {} })).content as any)[0].text as string;
+
+describe('perClient OAuth upstreams', () => {
+  it('login refuses a perClient server without --client, and a client the config does not have', async () => {
+    const bare = await cli(['login', 's', '--no-browser']);
+    expect(bare.status).toBe(2);
+    expect(bare.stderr).toBe('mcpmux: server s keeps one login per client: run mcpmux login s --client C, with C one of: ci, ops, anonymous\n');
+    const typo = await cli(['login', 's', '--client', 'cj', '--no-browser']);
+    expect(typo.status).toBe(2);
+    expect(typo.stderr).toBe('mcpmux: no client named "cj" (did you mean "ci"?); clients: ci, ops, anonymous\n');
+    const notPer = await runMux(['login', 'plain', '--client', 'ci', '--config', await writeConfig({ mcpServers: { plain: { url } } })], { env: { MCPMUX_STATE_DIR: state } });
+    expect(notPer.status).toBe(2);
+    expect(notPer.stderr).toMatch(/server plain has one login for all clients/);
+  }, 60_000);
+
+  it("each client's calls carry only its own token; a client without a login sees the server as needing one for itself alone", async () => {
+    const ci = await host(TOKENS.MUX_T_CI);
+    const ops = await host(TOKENS.MUX_T_OPS);
+    // 1. No login yet: each client has its own connection, each needs a login, said per client.
+    await waitFor(async () => (await stateOf('ci')) === 'needs-login' && (await stateOf('ops')) === 'needs-login', { what: 'ci and ops needs-login', timeoutMs: 15_000 });
+    expect((await conns())['ci']![0].lastError).toBe('needs a login for client ci: run mcpmux login s --client ci');
+    expect((await conns())['(shared)']).toBeUndefined();
+
+    // 2. ci logs in (the browser step done headlessly): stored under oauth/clients/ci/, 0600 in 0700.
+    const login = await cli(['login', 's', '--client', 'ci']);
+    expect(login.status, login.stderr).toBe(0);
+    expect(login.stdout).toBe(`logged in to s for client ci (scope: mcp:tools); the login is stored in ${loginFile('ci')}\n`);
+    expect(statSync(loginFile('ci')).mode & 0o777).toBe(0o600);
+    expect(statSync(path.dirname(loginFile('ci'))).mode & 0o777).toBe(0o700);
+    expect(statSync(path.join(state, 'oauth', 'clients')).mode & 0o777).toBe(0o700);
+    const ciLogin = stored('ci');
+
+    // 3. The daemon restarts ci's connection only: ci sees and calls the tools, as its own OAuth client.
+    await waitFor(async () => (await stateOf('ci')) === 'ready', { what: "ci's connection ready", timeoutMs: 15_000 });
+    await waitFor(async () => (await names(ci)).includes('s__whoami'), { what: 'ci lists s__whoami' });
+    expect(await whoami(ci)).toBe(ciLogin.client.client_id);
+    // ops: still needs a login, the tool is not in its list, a call by name says what to run.
+    expect(await stateOf('ops')).toBe('needs-login');
+    const opsNames = await names(ops);
+    expect(opsNames).toContain('fx__echo');
+    expect(opsNames).not.toContain('s__whoami');
+    const refused = await ops.callTool({ name: 's__whoami', arguments: {} }).then(
+      () => 'answered',
+      (e: Error) => e.message,
+    );
+    expect(refused).toMatch(/needs a login for client ops: run mcpmux login s --client ops/);
+
+    // 4. ops logs in: its own login, its own connection, its own OAuth client.
+    const opsIn = await cli(['login', 's', '--client', 'ops']);
+    expect(opsIn.status, opsIn.stderr).toBe(0);
+    await waitFor(async () => (await stateOf('ops')) === 'ready', { what: "ops's connection ready", timeoutMs: 15_000 });
+    const opsLogin = stored('ops');
+    expect(opsLogin.client.client_id).not.toBe(ciLogin.client.client_id);
+    await waitFor(async () => (await names(ops)).includes('s__whoami'), { what: 'ops lists s__whoami' });
+    expect(await whoami(ops)).toBe(opsLogin.client.client_id);
+    expect(await whoami(ci)).toBe(ciLogin.client.client_id);
+
+    // 5. The upstream's own record: every call carried the caller's token, never the other's.
+    // (The fixture writes its line as its answer finishes: perhaps a moment after the host has it.)
+    const callsSeen = () => readEvents(events).filter((e) => e.type === 'mcp' && e.method === 'tools/call' && e.auth === 'ok');
+    await waitFor(() => callsSeen().length === 3, { what: 'three calls in the upstream record' });
+    const calls = callsSeen();
+    const ciFp = fp(ciLogin.tokens.access_token);
+    const opsFp = fp(opsLogin.tokens.access_token);
+    expect(calls.map((c) => c.token)).toEqual([ciFp, opsFp, ciFp]);
+
+    // 6. A second ci session shares ci's connection: no new connection, no second initialize with ci's token.
+    const ci2 = await host(TOKENS.MUX_T_CI);
+    expect(await whoami(ci2)).toBe(ciLogin.client.client_id);
+    expect((await conns())['ci']).toHaveLength(1);
+    expect(readEvents(events).filter((e) => e.type === 'mcp' && e.method === 'initialize' && e.token === ciFp)).toHaveLength(1);
+
+    // 7. A refresh for ci touches ci's login only: ops's stored tokens are byte for byte the same.
+    const opsBefore = readFileSync(loginFile('ops'), 'utf8');
+    await fetch(new URL('/admin/revoke-access', url), { method: 'POST' });
+    expect(await whoami(ci)).toBe(ciLogin.client.client_id);
+    await waitFor(() => readEvents(events).filter((e) => e.type === 'token' && e.grant === 'refresh_token' && e.ok).length === 1, { what: "ci's refresh" });
+    expect(stored('ci').tokens.access_token).not.toBe(ciLogin.tokens.access_token);
+    expect(readFileSync(loginFile('ops'), 'utf8')).toBe(opsBefore);
+
+    // 8. No token in anything mcpmux wrote or answered.
+    const written = [d.stderr(), login.stdout, login.stderr, opsIn.stdout, opsIn.stderr, JSON.stringify(await status())];
+    for (const t of [ciLogin.tokens.access_token, ciLogin.tokens.refresh_token, opsLogin.tokens.access_token, stored('ci').tokens.access_token]) {
+      for (const text of written) expect(text.includes(t)).toBe(false);
+    }
+
+    // 9. ci's last session ends: ci's connection closes (after the idle grace); ops's stays.
+    await leave(ci);
+    expect((await conns())['ci']).toHaveLength(1);
+    await leave(ci2);
+    await waitFor(async () => (await conns())['ci'] === undefined, { what: "ci's connection closed", timeoutMs: 15_000 });
+    expect(await stateOf('ops')).toBe('ready');
+    expect(await whoami(ops)).toBe(opsLogin.client.client_id);
+  }, 120_000);
+});
