@@ -14,7 +14,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { awaitJsonLine, fixture, readEvents, ROOT, runMux, tempDir, tempFile, waitFor, writeConfig } from './helpers/harness.js';
+import { awaitJsonLine, fixture, readEvents, ROOT, runMux, startMux, tempDir, tempFile, waitFor, writeConfig } from './helpers/harness.js';
 
 const OAUTH = path.join(ROOT, 'test/fixtures/oauth-upstream.mjs');
 const BROWSER = `${process.execPath} ${path.join(ROOT, 'test/fixtures/headless-browser.mjs')}`;
@@ -124,6 +124,11 @@ describe('perClient OAuth upstreams', () => {
       (e: Error) => e.message,
     );
     expect(refused).toMatch(/needs a login for client ops: run mcpmux login s --client ops/);
+    // mcpmux status: a row per client's connection, each with its state.
+    const shown = await runMux(['status', '--url', d.base], { env: { MCPMUX_TOKEN: TOKENS.MUX_T_CI } });
+    expect(shown.status, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(/^s \(client ci\) +ready /m);
+    expect(shown.stdout).toMatch(/^s \(client ops\) +needs-login .*needs a login for client ops: run mcpmux login s --client ops$/m);
 
     // 4. ops logs in: its own login, its own connection, its own OAuth client.
     const opsIn = await cli(['login', 's', '--client', 'ops']);
@@ -172,4 +177,21 @@ describe('perClient OAuth upstreams', () => {
     expect(await stateOf('ops')).toBe('ready');
     expect(await whoami(ops)).toBe(opsLogin.client.client_id);
   }, 120_000);
+
+  it('in stdio every session is the client anonymous: one connection, with the login of plain mcpmux login', async () => {
+    const home = tempDir();
+    const file = await writeConfig({ mcpServers: { s: { url, oauth: { perClient: true } } } });
+    const env = { MCPMUX_STATE_DIR: home, BROWSER };
+    // No client in the config: no --client needed, and the login is the server's plain one.
+    const login = await runMux(['login', 's', '--config', file], { env });
+    expect(login.status, login.stderr).toBe(0);
+    expect(login.stdout).toBe(`logged in to s (scope: mcp:tools); the login is stored in ${path.join(home, 'oauth', 's.json')}\n`);
+    const mux = await startMux(file, { env });
+    try {
+      const text = ((await mux.client.callTool({ name: 's__whoami', arguments: {} })).content as any)[0].text;
+      expect(text).toBe(JSON.parse(readFileSync(path.join(home, 'oauth', 's.json'), 'utf8')).client.client_id);
+    } finally {
+      await mux.close();
+    }
+  }, 60_000);
 });

@@ -297,12 +297,14 @@ export class Router {
     for (const up of this.pool.all()) if (up.needsLogin && loginKey(up.name, up.client) === key) void up.restart();
   }
 
-  /** Restarts a shared upstream now (an admin's `mcpmux restart`); false if there is none of that name. */
+  /**
+   * Restarts a shared upstream now (an admin's `mcpmux restart`), or every client's connection
+   * to a perClient one; false if there is none of that name.
+   */
   restart(name: string): boolean {
-    const up = this.pool.sharedList().find((u) => u.name === name);
-    if (!up) return false;
-    void up.restart();
-    return true;
+    const ups = this.pool.all().filter((u) => u.name === name && !this.pool.ownerOf(u));
+    for (const up of ups) void up.restart();
+    return ups.length > 0;
   }
 
   attach(session: SessionPort): void {
