@@ -8,7 +8,7 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -194,4 +194,40 @@ describe('perClient OAuth upstreams', () => {
       await mux.close();
     }
   }, 60_000);
+
+  it('a reload that adds a perClient server opens it for the clients connected; one that removes it closes theirs', async () => {
+    // The same state folder: ci's login from the test above is there.
+    const base = { mcpServers: { fx: fixture({ name: 'fx' }) }, listen: { auth: { tokens: [{ client: 'ci', tokenEnv: 'MUX_T_CI' }, { client: 'ops', tokenEnv: 'MUX_T_OPS' }] } } };
+    const file = await writeConfig(base);
+    const r = await startDaemon(file, { MCPMUX_STATE_DIR: state, ...TOKENS });
+    const st = async () => (await fetch(`${r.base}/status`, { headers: { authorization: `Bearer ${TOKENS.MUX_T_CI}` } })).json() as Promise<any>;
+    const reload = async (cfg: object) => {
+      const before = (await st()).lastReload?.at;
+      writeFileSync(file, JSON.stringify(cfg, null, 2));
+      r.child.kill('SIGHUP');
+      const last = await waitFor(async () => {
+        const l = (await st()).lastReload;
+        return l && l.at !== before && l;
+      }, { what: 'the reload done', timeoutMs: 20_000 });
+      expect(last).toMatchObject({ result: 'applied' });
+    };
+    const c = new Client({ name: 'host', version: '0' });
+    const t = new StreamableHTTPClientTransport(new URL(r.url), { requestInit: { headers: { authorization: `Bearer ${TOKENS.MUX_T_CI}` } } });
+    await c.connect(t);
+    hosts.push(c);
+    try {
+      await reload({ ...base, mcpServers: { ...base.mcpServers, s: { url, oauth: { perClient: true } } } });
+      await waitFor(async () => (await st()).upstreams.some((u: any) => u.name === 's' && u.client === 'ci' && u.state === 'ready'), { what: "ci's connection after the reload", timeoutMs: 15_000 });
+      // Only ci has a session: ops gets no connection of its own until it comes.
+      expect((await st()).upstreams.filter((u: any) => u.name === 's').map((u: any) => u.client)).toEqual(['ci']);
+      await waitFor(async () => (await names(c)).includes('s__whoami'), { what: 'ci lists s__whoami after the reload' });
+      expect(await whoami(c)).toBe(stored('ci').client.client_id);
+      await reload(base);
+      await waitFor(async () => !(await st()).upstreams.some((u: any) => u.name === 's'), { what: "ci's connection closed by the reload" });
+    } finally {
+      await t.terminateSession().catch(() => {});
+      await c.close();
+      await r.stop();
+    }
+  }, 90_000);
 });

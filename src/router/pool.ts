@@ -113,7 +113,8 @@ export class UpstreamPool {
     const own = session.stateless || this.perSession.has(session) ? [] : this.enabled.filter((c) => scopeOf(c) === 'session');
     const perClient = this.enabled.filter((c) => scopeOf(c) === 'client');
     const theirs = this.perClient.get(session.client);
-    const opening = theirs ? [] : perClient;
+    // All of them for a client's first session; later, only those it went without (a reload past the limit).
+    const opening = perClient.filter((c) => !theirs?.has(c.name));
     if (own.length === 0 && perClient.length === 0) return [];
     // Each host session (and client) forks its own copies: without a bound, any local process
     // could make mcpmux start maxSessions x N children.
@@ -138,7 +139,7 @@ export class UpstreamPool {
     }
     if (perClient.length > 0) {
       this.hold(session);
-      const conns = theirs ?? this.openClient(session.client, opening);
+      const conns = this.openClient(session.client, opening);
       // Those still starting are waited for like a session's own (start() is the same promise).
       for (const up of conns.values()) starting.push(up.start());
     }
@@ -218,17 +219,22 @@ export class UpstreamPool {
     // limits.maxSessionUpstreams, none (the same bound a session's initialize meets): oldest first.
     const max = this.config.limits.maxSessionUpstreams;
     let running = this.sessionConnections();
-    // Each client with per-client connections open (or in their idle grace) gets the new per-client servers, within the same bound.
+    // Each client with per-client connections open (or in their idle grace), or with a greeted
+    // session, gets the new per-client servers, within the same bound; its sessions hold them.
     const perClient = fresh.filter((c) => scopeOf(c) === 'client');
+    const greeted = [...sessions];
     if (perClient.length > 0) {
       let without = 0;
-      for (const client of this.perClient.keys()) {
+      const clients = new Set([...this.perClient.keys(), ...greeted.map((s) => s.client)]);
+      for (const client of clients) {
         if (running + perClient.length > max) {
           without++;
           continue;
         }
         running += perClient.length;
-        for (const up of this.openClient(client, perClient).values()) if (perClient.some((c) => c.name === up.name)) starting.push(up.start());
+        const conns = this.openClient(client, perClient);
+        for (const c of perClient) starting.push(conns.get(c.name)!.start());
+        for (const s of greeted) if (s.client === client) this.hold(s);
       }
       if (without > 0) {
         this.log.warn(
@@ -240,7 +246,7 @@ export class UpstreamPool {
     const own = fresh.filter((c) => scopeOf(c) === 'session');
     if (own.length > 0) {
       let without = 0;
-      for (const session of sessions) {
+      for (const session of greeted) {
         if (running + own.length > max) {
           without++;
           continue;
