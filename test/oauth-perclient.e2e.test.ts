@@ -12,6 +12,7 @@ import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
 import { awaitJsonLine, fixture, readEvents, ROOT, runMux, startMux, tempDir, tempFile, waitFor, writeConfig } from './helpers/harness.js';
@@ -19,6 +20,7 @@ import { awaitJsonLine, fixture, readEvents, ROOT, runMux, startMux, tempDir, te
 const OAUTH = path.join(ROOT, 'test/fixtures/oauth-upstream.mjs');
 const BROWSER = `${process.execPath} ${path.join(ROOT, 'test/fixtures/headless-browser.mjs')}`;
 const TOKENS = { MUX_T_CI: 'perclient-ci-token-1', MUX_T_OPS: 'perclient-ops-token-2' };
+const IDLE_MS = 3_000;
 
 let server: ChildProcess;
 let url: string;
@@ -30,7 +32,8 @@ const hosts: Client[] = [];
 
 beforeAll(async () => {
   events = tempFile('perclient.jsonl');
-  server = spawn(process.execPath, [OAUTH, JSON.stringify({ events })], { stdio: ['pipe', 'pipe', 'pipe'] });
+  // Stateful: sessions, a GET stream, and a tool that asks its client for a sampling unprompted.
+  server = spawn(process.execPath, [OAUTH, JSON.stringify({ events, stateful: true })], { stdio: ['pipe', 'pipe', 'pipe'] });
   let err = '';
   server.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
   const exited = new Promise<void>((resolve) => server.once('exit', () => resolve()));
@@ -40,8 +43,9 @@ beforeAll(async () => {
     mcpServers: { s: { url, oauth: { perClient: true } }, fx: fixture({ name: 'fx' }) },
     listen: { auth: { tokens: [{ client: 'ci', tokenEnv: 'MUX_T_CI' }, { client: 'ops', tokenEnv: 'MUX_T_OPS' }] } },
   });
-  // A short idle grace: the test sees ci's connection close soon after its last session.
-  d = await startDaemon(config, { MCPMUX_STATE_DIR: state, MCPMUX_PER_CLIENT_IDLE_MS: '300', ...TOKENS });
+  // A short idle grace: the test sees ci's connection close soon after its last session (and
+  // long enough for what the upstream asks meanwhile).
+  d = await startDaemon(config, { MCPMUX_STATE_DIR: state, MCPMUX_PER_CLIENT_IDLE_MS: String(IDLE_MS), ...TOKENS });
 });
 
 afterAll(async () => {
@@ -64,8 +68,15 @@ const loginFile = (client: string) => path.join(state, 'oauth', 'clients', clien
 const stored = (client: string) => JSON.parse(readFileSync(loginFile(client), 'utf8'));
 
 const transports = new Map<Client, StreamableHTTPClientTransport>();
+/** Sampling requests each host was asked (every host can take them: a misrouted one would be answered). */
+const sampled = new Map<Client, number>();
 async function host(token: string): Promise<Client> {
-  const c = new Client({ name: 'host', version: '0' });
+  const c = new Client({ name: 'host', version: '0' }, { capabilities: { sampling: {} } });
+  sampled.set(c, 0);
+  c.setRequestHandler(CreateMessageRequestSchema, async () => {
+    sampled.set(c, sampled.get(c)! + 1);
+    return { role: 'assistant', content: { type: 'text', text: `answered by ${token === TOKENS.MUX_T_CI ? 'ci' : 'ops'}` }, model: 'test' };
+  });
   const t = new StreamableHTTPClientTransport(new URL(d.url), { requestInit: { headers: { authorization: `Bearer ${token}` } } });
   await c.connect(t);
   hosts.push(c);
@@ -169,10 +180,25 @@ describe('perClient OAuth upstreams', () => {
       for (const text of written) expect(text.includes(t)).toBe(false);
     }
 
-    // 9. ci's last session ends: ci's connection closes (after the idle grace); ops's stays.
+    // 9. What ci's connection asks unprompted goes to ci's sessions only: with one ci session
+    // left (and ops's open too), to that one.
     await leave(ci);
     expect((await conns())['ci']).toHaveLength(1);
+    const asked = () => readEvents(events).filter((e) => e.type === 'asked');
+    await ci2.callTool({ name: 's__askLater', arguments: { delayMs: 200 } });
+    await waitFor(() => asked().length === 1, { what: 'the first unprompted sampling answered' });
+    expect(asked()[0]).toMatchObject({ token: fp(stored('ci').tokens.access_token), ok: true, text: 'answered by ci' });
+    expect([sampled.get(ci2), sampled.get(ops)]).toEqual([1, 0]);
+
+    // 10. ci's last session ends while ci's connection has a question on the way: nobody of ci's
+    // is there to take it, and ops (now the only session) is never asked: refused.
+    await ci2.callTool({ name: 's__askLater', arguments: { delayMs: 1_000 } });
     await leave(ci2);
+    expect(asked(), 'ci2 left before the question came').toHaveLength(1);
+    await waitFor(() => asked().length === 2, { what: 'the second unprompted sampling refused' });
+    expect(asked()[1]).toMatchObject({ ok: false });
+    expect(sampled.get(ops)).toBe(0);
+    // The connection closes after the idle grace; ops's stays.
     await waitFor(async () => (await conns())['ci'] === undefined, { what: "ci's connection closed", timeoutMs: 15_000 });
     expect(await stateOf('ops')).toBe('ready');
     expect(await whoami(ops)).toBe(opsLogin.client.client_id);
