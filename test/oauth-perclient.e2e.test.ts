@@ -256,4 +256,27 @@ describe('perClient OAuth upstreams', () => {
       await r.stop();
     }
   }, 90_000);
+
+  it('per-client connections count against limits.maxSessionUpstreams: a client whose first session would pass it is refused, later sessions of a client that has its connection are not', async () => {
+    const file = await writeConfig({
+      mcpServers: { s: { url, oauth: { perClient: true } } },
+      listen: { auth: { tokens: [{ client: 'ci', tokenEnv: 'MUX_T_CI' }, { client: 'ops', tokenEnv: 'MUX_T_OPS' }] } },
+      limits: { maxSessionUpstreams: 1 },
+    });
+    const l = await startDaemon(file, { MCPMUX_STATE_DIR: state, ...TOKENS });
+    const open = async (token: string) => {
+      const c = new Client({ name: 'host', version: '0' });
+      hosts.push(c);
+      await c.connect(new StreamableHTTPClientTransport(new URL(l.url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      return c;
+    };
+    try {
+      await open(TOKENS.MUX_T_CI);
+      await open(TOKENS.MUX_T_CI);
+      const refused = await open(TOKENS.MUX_T_OPS).then(() => 'connected', (e: Error) => e.message);
+      expect(refused).toMatch(/Too many per-session upstream connections: 1 running, this session needs 1 \(limits.maxSessionUpstreams = 1; per-client connections count too\)/);
+    } finally {
+      await l.stop();
+    }
+  }, 60_000);
 });
