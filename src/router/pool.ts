@@ -215,8 +215,6 @@ export class UpstreamPool {
       this.shared.set(c.name, up);
       starting.push(up.start());
     }
-    // Each greeted session gets all of the new `session` servers or, past
-    // limits.maxSessionUpstreams, none (the same bound a session's initialize meets): oldest first.
     const max = this.config.limits.maxSessionUpstreams;
     let running = this.sessionConnections();
     // Each client with per-client connections open (or in their idle grace), or with a greeted
@@ -239,10 +237,12 @@ export class UpstreamPool {
       if (without > 0) {
         this.log.warn(
           { servers: perClient.map((c) => c.name), clients: without, running, limit: max },
-          'limits.maxSessionUpstreams reached: clients connected before the reload go without these per-client upstream connections until their sessions end',
+          'limits.maxSessionUpstreams reached: clients connected before the reload go without these per-client upstream connections (a new session of theirs opens them, within the limit)',
         );
       }
     }
+    // Each greeted session gets all of the new `session` servers or, past
+    // limits.maxSessionUpstreams, none (the same bound a session's initialize meets): oldest first.
     const own = fresh.filter((c) => scopeOf(c) === 'session');
     if (own.length > 0) {
       let without = 0;
