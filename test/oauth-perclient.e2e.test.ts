@@ -8,7 +8,7 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -202,6 +202,15 @@ describe('perClient OAuth upstreams', () => {
     await waitFor(async () => (await conns())['ci'] === undefined, { what: "ci's connection closed", timeoutMs: 15_000 });
     expect(await stateOf('ops')).toBe('ready');
     expect(await whoami(ops)).toBe(opsLogin.client.client_id);
+
+    // 11. ops logs out: its login is revoked and gone, ci's stays; ops needs a login again.
+    const out = await cli(['logout', 's', '--client', 'ops']);
+    expect(out.status, out.stderr).toBe(0);
+    expect(out.stdout).toBe('logged out of s for client ops (tokens revoked)\n');
+    expect(existsSync(loginFile('ops'))).toBe(false);
+    expect(existsSync(loginFile('ci'))).toBe(true);
+    await ops.callTool({ name: 's__whoami', arguments: {} }).catch(() => {});
+    await waitFor(async () => (await stateOf('ops')) === 'needs-login', { what: 'ops needs a login again', timeoutMs: 15_000 });
   }, 120_000);
 
   it('in stdio every session is the client anonymous: one connection, with the login of plain mcpmux login', async () => {
