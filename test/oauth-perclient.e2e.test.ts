@@ -15,6 +15,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
+import { startRedis, stopAllRedis } from './helpers/redis.js';
+import { loginKey as sealKey, openLogin } from '../src/upstream/oauth/seal.js';
 import { awaitJsonLine, fixture, readEvents, ROOT, runMux, startMux, tempDir, tempFile, waitFor, writeConfig } from './helpers/harness.js';
 
 const OAUTH = path.join(ROOT, 'test/fixtures/oauth-upstream.mjs');
@@ -52,6 +54,7 @@ afterAll(async () => {
   await Promise.allSettled(hosts.map((h) => h.close()));
   await stopAllDaemons();
   server?.kill('SIGKILL');
+  await stopAllRedis();
 });
 
 const cli = (args: string[]) => runMux([...args, '--config', config], { env: { MCPMUX_STATE_DIR: state, BROWSER, ...TOKENS } });
@@ -286,6 +289,37 @@ describe('perClient OAuth upstreams', () => {
       expect(refused).toMatch(/Too many per-session upstream connections: 1 running, this session needs 1 \(limits.maxSessionUpstreams = 1; per-client connections count too\)/);
     } finally {
       await l.stop();
+    }
+  }, 60_000);
+
+  it('with the shared store, each client\'s login is its own sealed Redis entry, and a daemon uses it for that client only', async () => {
+    const redis = await startRedis();
+    const KEY = 'k'.repeat(40);
+    const file = await writeConfig({
+      mcpServers: { s: { url, oauth: { perClient: true } } },
+      listen: { auth: { tokens: [{ client: 'ci', tokenEnv: 'MUX_T_CI' }, { client: 'ops', tokenEnv: 'MUX_T_OPS' }] } },
+      store: { redis: { url: redis.url, keyPrefix: 'pc:' }, secretEnv: 'MCPMUX_STORE_KEY' },
+    });
+    const env = { MCPMUX_STORE_KEY: KEY, ...TOKENS };
+    const r = await runMux(['login', 's', '--client', 'ci', '--config', file], { env: { ...env, MCPMUX_STATE_DIR: tempDir(), BROWSER } });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^logged in to s for client ci \(scope: mcp:tools\); the login is stored in the shared store \(Redis\)/);
+    // Its own key, sealed to it: not the server's plain one, and it opens under that key only.
+    const sealed = await redis.cli('GET', 'pc:login:s@ci');
+    expect(sealed).toMatch(/^v1\./);
+    expect((await redis.cli('EXISTS', 'pc:login:s')).trim()).toBe('0');
+    const login = openLogin(sealKey(KEY), 'pc:', 's@ci', sealed.trim());
+    expect(() => openLogin(sealKey(KEY), 'pc:', 's@ops', sealed.trim())).toThrow();
+    expect(sealed.includes(login.tokens.access_token)).toBe(false);
+    const rd = await startDaemon(file, { MCPMUX_STATE_DIR: tempDir(), ...env });
+    try {
+      const c = new Client({ name: 'host', version: '0' });
+      hosts.push(c);
+      await c.connect(new StreamableHTTPClientTransport(new URL(rd.url), { requestInit: { headers: { authorization: `Bearer ${TOKENS.MUX_T_CI}` } } }));
+      await waitFor(async () => (await names(c)).includes('s__whoami'), { what: 'ci lists s__whoami from the shared login', timeoutMs: 15_000 });
+      expect(await whoami(c)).toBe(login.client.client_id);
+    } finally {
+      await rd.stop();
     }
   }, 60_000);
 });
