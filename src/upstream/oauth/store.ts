@@ -180,9 +180,11 @@ function watchFiles(onChange: (key: string) => void, onError: (err: Error) => vo
     if (watching) stopCaching();
     onError(err);
   };
-  /** Watches one folder of login files; `keyOf` turns a file's server part into its login key. */
-  const watchLoginFolder = (folder: string, keyOf: (server: string) => string): void => {
-    if (unwatches.has(folder)) return;
+  /**
+   * Watches one folder of login files; `keyOf` turns a file's server part into its login key.
+   * A client's folder that fails (removed) is only no longer watched.
+   */
+  const watchLoginFolder = (folder: string, keyOf: (server: string) => string, onError: (err: Error) => void = failed): void => {
     const serverOf = (name: string) => name.slice(0, -'.json'.length);
     unwatches.set(folder, watchFolder(folder, 100, {
       pick: (name) => (name && name.endsWith('.json') ? name : undefined),
@@ -191,24 +193,35 @@ function watchFiles(onChange: (key: string) => void, onError: (err: Error) => vo
       onQuiet: (name) => {
         // A refresh this process made is no new login: reacting to it would restart the
         // upstream, which refreshes again... Only another process's write (mcpmux login, logout).
-        const file = path.join(folder, name);
-        if (ownWrites.has(file) && readText(file) === ownWrites.get(file)) return;
+        if (ownWrite(path.join(folder, name))) return;
         onChange(keyOf(serverOf(name)));
       },
-      onError: failed,
+      onError,
     }));
   };
+  const forget = (folder: string) => () => {
+    unwatches.get(folder)?.();
+    unwatches.delete(folder);
+  };
   const watchClient = (encoded: string): void => {
-    if (!/^(~[0-9a-f]{64}|[a-z0-9_%-]+)$/.test(encoded)) return;
+    if (!/^(~[0-9a-f]{64}|[a-z0-9_%A-F-]+)$/.test(encoded)) return;
     const folder = path.join(clientsDir, encoded);
+    // Made, or removed and made again: watched afresh (a watch on a removed folder sees nothing more).
+    forget(folder)();
     try {
-      watchLoginFolder(folder, (server) => `${server}@${encoded}`);
+      watchLoginFolder(folder, (server) => `${server}@${encoded}`, forget(folder));
     } catch {
       // Gone again (or not a folder): nothing to watch.
       return;
     }
-    // A login written before the folder was watched (it was made with the folder) is news too.
-    for (const name of safeReaddir(folder)) if (name.endsWith('.json')) onChange(`${name.slice(0, -'.json'.length)}@${encoded}`);
+    // A login written before the folder was watched (it was made with the folder) is news too;
+    // what else is there was read afresh anyway (a spare restart of a connection waiting for it).
+    for (const name of safeReaddir(folder)) {
+      if (!name.endsWith('.json') || ownWrite(path.join(folder, name))) continue;
+      const key = `${name.slice(0, -'.json'.length)}@${encoded}`;
+      cached.delete(key);
+      onChange(key);
+    }
   };
   try {
     mkdirSync(clientsDir, { recursive: true, mode: 0o700 });
@@ -216,7 +229,8 @@ function watchFiles(onChange: (key: string) => void, onError: (err: Error) => vo
     unwatches.set(clientsDir, watchFolder(clientsDir, 100, { pick: (name) => name ?? undefined, onQuiet: watchClient, onError: failed }));
     for (const encoded of safeReaddir(clientsDir)) {
       try {
-        watchLoginFolder(path.join(clientsDir, encoded), (server) => `${server}@${encoded}`);
+        const folder = path.join(clientsDir, encoded);
+        watchLoginFolder(folder, (server) => `${server}@${encoded}`, forget(folder));
       } catch {
         // not a folder
       }
@@ -233,6 +247,11 @@ function watchFiles(onChange: (key: string) => void, onError: (err: Error) => vo
     unwatches.clear();
     if (watching) stopCaching();
   };
+}
+
+/** Whether `file` holds what this process wrote there last (a refresh of ours is no news). */
+function ownWrite(file: string): boolean {
+  return ownWrites.has(file) && readText(file) === ownWrites.get(file);
 }
 
 function safeReaddir(folder: string): string[] {
