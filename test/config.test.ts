@@ -6,7 +6,7 @@ import { expandEnv, jsonPointer } from '../src/config/expand.js';
 import { loadConfig, parseConfig } from '../src/config/load.js';
 import { nearest, unknownToolset } from '../src/config/suggest.js';
 import { secretVariable } from '../src/config/secrecy.js';
-import { ConfigError, type ConfigIssue, type RemoteServerConfig, type StdioServerConfig } from '../src/config/types.js';
+import { ConfigError, isPerClient, type ConfigIssue, type RemoteServerConfig, type StdioServerConfig } from '../src/config/types.js';
 
 let dir: string;
 let n = 0;
@@ -729,6 +729,20 @@ describe('loadConfig: oauth', () => {
     for (const [server, path, message] of cases) expect(await issuesOf({ mcpServers: { a: server } }), JSON.stringify(server)).toEqual([{ path, message }]);
     expect(await issuesOf({ mcpServers: { a: { url, oauth: { clientMetadataUrl: 'http://x/c.json' } } } })).toEqual([{ path: '/mcpServers/a/oauth/clientMetadataUrl', message: 'must be an https:// URL' }]);
     expect((await issuesOf({ mcpServers: { a: { url, oauth: { grant: 'password' } } } }))[0]!.path).toBe('/mcpServers/a/oauth/grant');
+  });
+
+  it('perClient: a login per host client, for logins a person makes (not the daemon\'s own client_credentials)', async () => {
+    const url = 'https://mcp.example.com/mcp';
+    const [per, plain] = (await load({ mcpServers: { a: { url, oauth: { perClient: true } }, b: { url, oauth: {} } } })).servers;
+    expect(per).toMatchObject({ oauth: { perClient: true } });
+    expect([isPerClient(per!), isPerClient(plain!)]).toEqual([true, false]);
+    // sharing "session" is allowed: each session's connection carries its client's login.
+    expect(isPerClient((await load({ mcpServers: { a: { url, sharing: 'session', oauth: { perClient: true } } } })).servers[0]!)).toBe(true);
+    expect(await issuesOf({ mcpServers: { a: { url, oauth: { perClient: true, grant: 'client_credentials', clientId: 'c', clientSecret: 's' } } } })).toEqual([
+      { path: '/mcpServers/a/oauth/perClient', message: "applies to logins made for a client (mcpmux login NAME --client C), not to the client_credentials grant: its token is the daemon's own" },
+    ]);
+    expect((await issuesOf({ mcpServers: { a: { url, oauth: { perClient: 'yes' } } } }))[0]!.path).toBe('/mcpServers/a/oauth/perClient');
+    expect((await issuesOf({ mcpServers: { a: { command: 'x', oauth: { perClient: true } } } }))[0]).toEqual({ path: '/mcpServers/a/oauth', message: '"oauth" applies to url servers, not to "command" servers' });
   });
 });
 

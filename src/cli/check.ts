@@ -2,7 +2,7 @@
 // and report. A server disabled for a missing variable is listed with the reason; the config is
 // still valid (exit 0) unless --strict, which exits 1 for it (for scripts and install).
 
-import type { Config } from '../config/types.js';
+import { isPerClient, type Config } from '../config/types.js';
 import { Policy } from '../governance/policy.js';
 import { NEVER } from '../jsonrpc/cancel.js';
 import { printable } from '../observe/log-format.js';
@@ -53,6 +53,8 @@ export async function runCheck(opts: CheckOptions): Promise<number> {
       // The server's own last words are usually the real reason ("exited with code 3" is not).
       if (!ok) for (const said of up.stderr) process.stdout.write(`      stderr| ${printable(said)}\n`);
     }
+    // A connection per host client, each with its client's login: none to probe without a host.
+    for (const s of enabled) if (s.sharing === 'shared' && isPerClient(s)) process.stdout.write(`  ${s.name}: per client (a login and a connection per host client; not probed: mcpmux status shows each client's)\n`);
   } finally {
     await router.close();
     await store?.close();

@@ -2,14 +2,16 @@
 // config, stored where the daemon finds it (upstream/oauth/store.ts: the state folder, or the
 // shared store when the config has one with its key); a running daemon (every daemon of a
 // cluster) picks it up at once. What is printed names no token.
+// A `perClient` server keeps one login per host client: `--client C` says whose.
 
-import type { Config, RemoteServerConfig } from '../config/types.js';
+import { ANONYMOUS_CLIENT, isPerClient, type Config, type RemoteServerConfig } from '../config/types.js';
+import { nearest } from '../config/suggest.js';
 import { logOutput } from '../observe/log-format.js';
 import { createLogger } from '../observe/logger.js';
 import { SharedStore } from '../store/store.js';
 import { login, revoke } from '../upstream/oauth/login.js';
 import { chooseLoginStore } from '../upstream/oauth/shared-logins.js';
-import { deleteLogin, loginWhere } from '../upstream/oauth/store.js';
+import { deleteLogin, loginKey, loginWhere } from '../upstream/oauth/store.js';
 import { loadOrReport, UsageError, type GlobalOptions } from './runtime.js';
 
 async function remoteServer(name: string, opts: GlobalOptions): Promise<{ config: Config; server: RemoteServerConfig } | undefined> {
@@ -19,6 +21,35 @@ async function remoteServer(name: string, opts: GlobalOptions): Promise<{ config
   if (!server) throw new UsageError(`no server named ${JSON.stringify(name)} in ${config.path}`);
   if (server.transport !== 'http') throw new UsageError(`server ${name} is not a Streamable HTTP server (url); only those take an OAuth login`);
   return { config, server };
+}
+
+/** The host clients the config names: its token clients, and the clients its OIDC claims map to. */
+function configuredClients(config: Config): string[] {
+  const auth = config.listen.auth as { tokens: { client: string }[]; oidc?: { clients?: Record<string, string> } };
+  return [...new Set([...auth.tokens.map((t) => t.client), ...Object.values(auth.oidc?.clients ?? {})])];
+}
+
+/**
+ * Whose login `login`/`logout` handle: undefined for a server with one login; a host client for
+ * a perClient server (`anonymous` when the config has no clients: stdio, serve without
+ * listen.auth). A name that is no client is refused, with the nearest one.
+ */
+function clientFor(config: Config, server: RemoteServerConfig, client: string | undefined, command: string): string | undefined {
+  const name = server.name;
+  if (!isPerClient(server)) {
+    if (client !== undefined) throw new UsageError(`server ${name} has one login for all clients (it has no "oauth": {"perClient": true}): run mcpmux ${command} ${name}`);
+    return undefined;
+  }
+  const clients = configuredClients(config);
+  const oidc = (config.listen.auth as { oidc?: unknown }).oidc !== undefined;
+  if (client === undefined) {
+    if (clients.length === 0 && !oidc) return ANONYMOUS_CLIENT;
+    throw new UsageError(`server ${name} keeps one login per client: run mcpmux ${command} ${name} --client C, with C one of: ${[...clients, ...(oidc ? ['oidc:<claim value>'] : []), ANONYMOUS_CLIENT].join(', ')}`);
+  }
+  // An OIDC client without a mapping is `oidc:<claim value>`: any value can come.
+  if (client === ANONYMOUS_CLIENT || clients.includes(client) || (oidc && client.startsWith('oidc:') && client.length > 'oidc:'.length)) return client;
+  const near = nearest(client, clients);
+  throw new UsageError(`no client named ${JSON.stringify(client)}${near ? ` (did you mean ${JSON.stringify(near)}?)` : ''}; clients: ${[...clients, ANONYMOUS_CLIENT].join(', ')}${oidc ? ', or oidc:<claim value>' : ''}`);
 }
 
 /**
@@ -41,7 +72,7 @@ async function withLogins(config: Config, opts: GlobalOptions, command: string, 
   }
 }
 
-export async function runLogin(name: string, opts: GlobalOptions & { browser?: boolean }): Promise<number> {
+export async function runLogin(name: string, opts: GlobalOptions & { browser?: boolean; client?: string }): Promise<number> {
   const found = await remoteServer(name, opts);
   if (!found) return 1;
   const { config, server } = found;
@@ -51,10 +82,12 @@ export async function runLogin(name: string, opts: GlobalOptions & { browser?: b
     return 1;
   }
   if (server.oauth?.grant === 'client_credentials') throw new UsageError(`server ${name} uses the client_credentials grant: mcpmux gets its tokens itself, there is no login`);
+  const client = clientFor(config, server, opts.client, 'login');
+  const named = client !== undefined && client !== ANONYMOUS_CLIENT;
   return withLogins(config, opts, 'login', async () => {
     try {
-      const { scope } = await login(server, { noBrowser: opts.browser === false, say: (line) => process.stderr.write(`${line}\n`) });
-      process.stdout.write(`logged in to ${name}${scope ? ` (scope: ${scope})` : ''}; the login is stored in ${loginWhere(name)}\n`);
+      const { scope } = await login(server, { noBrowser: opts.browser === false, say: (line) => process.stderr.write(`${line}\n`), ...(client !== undefined && { client }) });
+      process.stdout.write(`logged in to ${name}${named ? ` for client ${client}` : ''}${scope ? ` (scope: ${scope})` : ''}; the login is stored in ${loginWhere(loginKey(name, client))}\n`);
       return 0;
     } catch (err) {
       process.stderr.write(`mcpmux: ${(err as Error).message}\n`);
@@ -63,13 +96,16 @@ export async function runLogin(name: string, opts: GlobalOptions & { browser?: b
   });
 }
 
-export async function runLogout(name: string, opts: GlobalOptions): Promise<number> {
+export async function runLogout(name: string, opts: GlobalOptions & { client?: string }): Promise<number> {
   const found = await remoteServer(name, opts);
   if (!found) return 1;
+  const client = clientFor(found.config, found.server, opts.client, 'logout');
+  const key = loginKey(name, client);
+  const whose = client !== undefined && client !== ANONYMOUS_CLIENT ? ` for client ${client}` : '';
   return withLogins(found.config, opts, 'logout', async () => {
-    const revoked = await revoke(name);
-    const deleted = await deleteLogin(name);
-    process.stdout.write(deleted ? `logged out of ${name}${revoked ? ' (tokens revoked)' : ''}\n` : `no login stored for ${name}\n`);
+    const revoked = await revoke(key);
+    const deleted = await deleteLogin(key);
+    process.stdout.write(deleted ? `logged out of ${name}${whose}${revoked ? ' (tokens revoked)' : ''}\n` : `no login stored for ${name}${whose}\n`);
     return 0;
   });
 }

@@ -44,13 +44,15 @@ export async function main(argv: string[]): Promise<number> {
   configured('login', 'log in to a remote server behind OAuth (opens a browser; the daemon picks the login up)')
     .argument('<server>', 'the server name in the config')
     .option('--no-browser', 'print the URL instead of opening a browser ($BROWSER, or the platform opener)')
-    .action((server: string, o: GlobalOptions & { browser?: boolean }) => {
+    .option('--client <name>', 'for a server with "oauth": {"perClient": true}: the host client this login is for (a name in listen.auth.tokens)')
+    .action((server: string, o: GlobalOptions & { browser?: boolean; client?: string }) => {
       result = import('./login.js').then((m) => m.runLogin(server, o));
     });
 
   configured('logout', "forget (and revoke, where the server can) a remote server's OAuth login")
     .argument('<server>', 'the server name in the config')
-    .action((server: string, o: GlobalOptions) => {
+    .option('--client <name>', 'for a server with "oauth": {"perClient": true}: the host client whose login to forget')
+    .action((server: string, o: GlobalOptions & { client?: string }) => {
       result = import('./login.js').then((m) => m.runLogout(server, o));
     });
 

@@ -151,7 +151,7 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
     config: { path: string | null };
     lastReload: ReloadRecord | null;
     // null: no host has asked that server for the list yet (shown as "-", with a note).
-    upstreams: { name: string; transport: string; state: string; gaveUp?: boolean; pid?: number; restarts: number; inFlight: number; tools: number | null; prompts: number | null; resources: number | null; lastError?: string; stderr?: string[]; unavailable?: { missing: string[]; reason: string } }[];
+    upstreams: { name: string; client?: string; transport: string; state: string; gaveUp?: boolean; pid?: number; restarts: number; inFlight: number; tools: number | null; prompts: number | null; resources: number | null; lastError?: string; stderr?: string[]; unavailable?: { missing: string[]; reason: string } }[];
     sessions: { total: number; byTransport: Record<string, number>; byClient: Record<string, number>; idle?: number };
     surface?: { mode: string; sessions: { client: string; toolset: string | null; mode: string; reason: string | null; tools: number | null; tokens: number | null; sessions: number }[] };
     cluster?: ClusterStatus;
@@ -174,7 +174,8 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
   out.push('');
   const rows = [['server', 'state', 'transport', 'pid', 'restarts', 'in flight', 'tools', 'prompts', 'resources', 'last error']];
   for (const u of s.upstreams) {
-    rows.push([u.name, u.gaveUp ? `${u.state} (given up)` : u.state, u.transport, u.pid?.toString() ?? '', String(u.restarts), String(u.inFlight), count(u.tools), count(u.prompts), count(u.resources), printable(u.lastError ?? u.unavailable?.reason ?? '')]);
+    // A perClient server has a connection (and a state: ready, needs-login) per host client.
+    rows.push([u.client === undefined ? u.name : `${u.name} (client ${printable(u.client)})`, u.gaveUp ? `${u.state} (given up)` : u.state, u.transport, u.pid?.toString() ?? '', String(u.restarts), String(u.inFlight), count(u.tools), count(u.prompts), count(u.resources), printable(u.lastError ?? u.unavailable?.reason ?? '')]);
   }
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   for (const r of rows) out.push(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd());

@@ -676,6 +676,8 @@ function buildServer(
     if (!machine && s.oauth.privateKey !== undefined) issue(`${at}/oauth/privateKey`, 'applies only with oauth.grant "client_credentials"');
     if (s.oauth.signingAlgorithm !== undefined && s.oauth.privateKey === undefined) issue(`${at}/oauth/signingAlgorithm`, 'applies only with oauth.privateKey');
     if (machine && s.oauth.redirectPort !== undefined) issue(`${at}/oauth/redirectPort`, 'applies only to the authorization_code grant (a browser login)');
+    // client_credentials is the daemon's own identity: one token, whoever calls.
+    if (machine && s.oauth.perClient === true) issue(`${at}/oauth/perClient`, 'applies to logins made for a client (mcpmux login NAME --client C), not to the client_credentials grant: its token is the daemon\'s own');
     if (s.oauth.clientMetadataUrl !== undefined) {
       if (machine || s.oauth.clientId !== undefined) issue(`${at}/oauth/clientMetadataUrl`, 'is a client id of its own: not with oauth.clientId or the client_credentials grant');
       else if (!/^https:\/\//.test(s.oauth.clientMetadataUrl)) issue(`${at}/oauth/clientMetadataUrl`, 'must be an https:// URL');

@@ -101,6 +101,11 @@ export interface OAuthSettings {
   /** client_credentials with private_key_jwt: the client's private key (PEM; use `${VAR}`) and its algorithm. */
   privateKey?: string;
   signingAlgorithm?: 'RS256' | 'ES256';
+  /**
+   * One login per host client (`listen.auth.tokens`) instead of one for the daemon: `mcpmux login
+   * NAME --client C`, and a connection per client carrying only that client's token (isPerClient).
+   */
+  perClient?: boolean;
 }
 
 export interface RemoteServerConfig extends ServerCommon {
@@ -111,6 +116,15 @@ export interface RemoteServerConfig extends ServerCommon {
 }
 
 export type ServerConfig = StdioServerConfig | RemoteServerConfig;
+
+/** An upstream whose connection carries one host client's identity: opened per client, shared only by that client's sessions. */
+export function isPerClient(s: ServerConfig): boolean {
+  const o = s.transport === 'stdio' ? undefined : s.oauth;
+  if (!o) return false;
+  // A grant that acts for the host (its JWT is the subject) has one identity per client too.
+  const grant = o.grant as string | undefined;
+  return o.perClient === true || grant === 'token_exchange' || (grant === 'jwt_bearer' && !(o as { idp?: { idToken?: string } }).idp?.idToken);
+}
 
 export interface ClientToken {
   client: string;

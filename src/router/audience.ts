@@ -18,8 +18,14 @@ export class Audience {
   private changeSeq = 0;
   private timer: NodeJS.Timeout | undefined;
 
-  /** `ownerOf`: the session that owns an upstream connection (`sharing: "session"`), if any. */
-  constructor(readonly ownerOf: (up: Upstream) => SessionPort | undefined) {}
+  /**
+   * `ownerOf`: the session that owns an upstream connection (`sharing: "session"`), if any;
+   * `clientOf`: the host client a per-client connection is for (only its sessions hear from it).
+   */
+  constructor(
+    readonly ownerOf: (up: Upstream) => SessionPort | undefined,
+    readonly clientOf: (up: Upstream) => string | undefined = () => undefined,
+  ) {}
 
   attach(session: SessionPort): void {
     this.sessions.add(session);
@@ -61,10 +67,17 @@ export class Audience {
     return found;
   }
 
-  /** The sessions an upstream's broadcast-style messages go to: its owner, or everyone. */
+  /** The sessions an upstream's broadcast-style messages go to: its owner, its client's sessions, or everyone. */
   of(up: Upstream): Iterable<SessionPort> {
     const owner = this.ownerOf(up);
-    return owner ? [owner] : this.sessions;
+    if (owner) return [owner];
+    const client = this.clientOf(up);
+    return client === undefined ? this.sessions : [...this.sessions].filter((s) => s.client === client);
+  }
+
+  /** The greeted, askable sessions of one host client. */
+  askableOf(client: string): SessionPort[] {
+    return [...this.askable()].filter((s) => s.client === client);
   }
 
   /**
@@ -75,6 +88,12 @@ export class Audience {
     const owner = up && this.ownerOf(up);
     if (owner) {
       if (this.greeted.has(owner)) owner.notify(`notifications/${kind}/list_changed`);
+      return;
+    }
+    // A per-client connection's lists are its client's sessions' business only.
+    const client = up && this.clientOf(up);
+    if (client !== undefined) {
+      for (const s of this.greeted.keys()) if (s.client === client) s.notify(`notifications/${kind}/list_changed`);
       return;
     }
     this.pending.set(kind, ++this.changeSeq);

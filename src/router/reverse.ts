@@ -163,14 +163,20 @@ export class Reverse implements UpstreamListener {
    */
   private recipient(up: Upstream, call: Call | undefined): Recipient {
     const { audience, pool, usage } = this.d;
-    const greeted = (s: SessionPort | undefined): SessionPort | undefined => (s && audience.isGreeted(s) ? s : undefined);
+    // A per-client connection carries one client's login: only that client's sessions are candidates, ever.
+    const client = pool.clientOf(up);
+    const candidate = (s: SessionPort | undefined): s is SessionPort => s !== undefined && audience.isGreeted(s) && (client === undefined || s.client === client);
     const owner = pool.ownerOf(up);
-    if (owner) return { session: greeted(owner) };
-    const callSession = greeted(call?.session);
-    if (callSession) return { session: callSession };
-    const users = usage.users(up).filter((s) => audience.isGreeted(s));
+    if (owner) return { session: candidate(owner) ? owner : undefined };
+    if (candidate(call?.session)) return { session: call.session };
+    const users = usage.users(up).filter(candidate);
     if (users.length === 1) return { session: users[0] };
     if (users.length === 0) {
+      if (client !== undefined) {
+        const theirs = audience.askableOf(client);
+        if (theirs.length === 1) return { session: theirs[0] };
+        return { session: undefined, sharedBy: theirs.length > 1 ? theirs.length : undefined };
+      }
       const only = audience.only();
       if (only) return { session: only };
     }

@@ -26,6 +26,7 @@ import { mergeCapabilities, mergeInstructions } from './merge.js';
 import { MAX_NAMES_PER_SERVER, NameIndex } from './naming.js';
 import { MAX_OWNED_PER_SESSION, MAX_OWNED_TOTAL, Owners, Usage } from './owners.js';
 import { UpstreamPool } from './pool.js';
+import { loginKey } from '../upstream/oauth/store.js';
 import { Resolver } from './resolve.js';
 import { Reverse } from './reverse.js';
 import type { SessionPort } from './session-port.js';
@@ -122,7 +123,8 @@ export class Router {
     this.chain = new ForwardChain(this.usage);
     this.forward = this.chain.forward;
     this.pool = new UpstreamPool(config, log);
-    this.audience = new Audience((up) => this.pool.ownerOf(up));
+    this.audience = new Audience((up) => this.pool.ownerOf(up), (up) => this.pool.clientOf(up));
+    this.pool.retired = (up) => this.forgetConnection(up);
     this.lists = new Lists(names, () => this.governance, (up, method, params, signal) => this.forward(ownCall(up, method, params, signal)));
     this.resolve = new Resolver(() => this.config, this.pool, names, this.lists, () => this.governance);
     this.logLevels = new LogLevels(this.pool, this.audience.sessions, this.forward);
@@ -230,6 +232,8 @@ export class Router {
       transport: up.config.transport,
       sharing: up.config.sharing,
       ...(this.pool.ownerOf(up) && { session: this.pool.ownerOf(up)!.id }),
+      // A perClient server's connection: whose login it carries (never the token itself).
+      ...(up.client !== undefined && { client: up.client }),
       // Given up after a crash loop: failed, and left alone until a restart or a reload.
       state: up.needsLogin ? 'needs-login' : up.state,
       ...(up.gaveUp && { gaveUp: true }),
@@ -284,17 +288,23 @@ export class Router {
     this.audience.listChanged('tools');
   }
 
-  /** A login for `server` was stored (`mcpmux login`): an upstream waiting for one starts again. */
-  loginChanged(server: string): void {
-    for (const up of this.pool.all()) if (up.name === server && up.needsLogin) void up.restart();
+  /**
+   * A login was stored (`mcpmux login`; `key`: its login key, store.ts): the connections waiting
+   * for that login start again: the server's, or for a perClient server's login for one
+   * client, that client's only.
+   */
+  loginChanged(key: string): void {
+    for (const up of this.pool.all()) if (up.needsLogin && loginKey(up.name, up.client) === key) void up.restart();
   }
 
-  /** Restarts a shared upstream now (an admin's `mcpmux restart`); false if there is none of that name. */
+  /**
+   * Restarts a shared upstream now (an admin's `mcpmux restart`), or every client's connection
+   * to a perClient one; false if there is none of that name.
+   */
   restart(name: string): boolean {
-    const up = this.pool.sharedList().find((u) => u.name === name);
-    if (!up) return false;
-    void up.restart();
-    return true;
+    const ups = this.pool.all().filter((u) => u.name === name && !this.pool.ownerOf(u));
+    for (const up of ups) void up.restart();
+    return ups.length > 0;
   }
 
   attach(session: SessionPort): void {

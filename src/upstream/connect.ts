@@ -53,12 +53,22 @@ export interface RemoteTransport extends Transport {
   close(withinMs?: number): Promise<void>;
 }
 
-export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log: Logger): Connection {
+/**
+ * Whose login a connection carries: a perClient server's connection is one host client's
+ * (`client`), and `subject` gives the freshest host token among that client's sessions (grants
+ * that act for the host). Absent: the server's one login.
+ */
+export interface LoginIdentity {
+  client?: string;
+  subject?: () => string | undefined;
+}
+
+export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log: Logger, who?: LoginIdentity): Connection {
   if (cfg.transport === 'stdio') return spawnChild(cfg, maxMessageBytes, log);
   const link = new RemoteLink();
   // The remote transports (and fetch, ws, the SSE parser) load only when a config uses them:
   // a stdio-only mcpmux saves their memory. The link queues sends until the transport is there.
-  openRemote(cfg, maxMessageBytes, log, link).then(
+  openRemote(cfg, maxMessageBytes, log, link, who).then(
     (t) => link.use(t),
     (err: Error) => link.fail(`cannot open ${cfg.transport} transport: ${err.message}`),
   );
@@ -77,7 +87,7 @@ export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log:
   };
 }
 
-async function openRemote(cfg: RemoteServerConfig, max: number, log: Logger, link: RemoteLink): Promise<RemoteTransport> {
+async function openRemote(cfg: RemoteServerConfig, max: number, log: Logger, link: RemoteLink, who: LoginIdentity | undefined): Promise<RemoteTransport> {
   const { safeUrl } = await import('./fetch.js');
   log.info({ transport: cfg.transport, url: safeUrl(cfg.url) }, 'connecting to upstream');
   switch (cfg.transport) {
@@ -87,7 +97,7 @@ async function openRemote(cfg: RemoteServerConfig, max: number, log: Logger, lin
       // Every Streamable HTTP server may want a login: its stored tokens (if any) go with each request.
       const { OAuthTokens } = await import('./oauth/tokens.js');
       return new http.StreamableHttpTransport(cfg.url, cfg.headers, max, log, {
-        auth: new OAuthTokens(cfg, log),
+        auth: new OAuthTokens(cfg, log, who),
         // The spec's backwards-compatibility probe: same URL, legacy transport, same first message.
         onLegacy: (first, why) => link.use(new LegacySseTransport(cfg.url, cfg.headers, max, log, why), first),
       });

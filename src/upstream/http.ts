@@ -34,6 +34,8 @@ const DELETE_TIMEOUT_MS = 2000;
 /** Where an HTTP upstream's bearer token comes from (oauth/tokens.ts), when it has a login. */
 export interface TokenSource {
   readonly server: string;
+  /** What a person runs to make this login (`mcpmux login NAME`, with `--client C` for a perClient server's). */
+  readonly loginCommand: string;
   /** False when the config sends its own Authorization header: a 401 is then no login matter. */
   readonly usable: boolean;
   /** client_credentials: mcpmux gets tokens itself; there is no login to wait for. */
@@ -207,7 +209,7 @@ export class StreamableHttpTransport implements RemoteTransport {
       // with the wider scope, which mcpmux remembers to ask for); this request fails saying so.
       await res.body?.cancel().catch(() => {});
       const scope = await this.opts.auth.needScope(res.headers.get('www-authenticate')!);
-      if (id !== undefined) this.deliver(unavailable(id, `the server needs more access for this${scope ? ` (scope "${scope}")` : ''}: run mcpmux login ${this.opts.auth.server}`), id);
+      if (id !== undefined) this.deliver(unavailable(id, `the server needs more access for this${scope ? ` (scope "${scope}")` : ''}: run ${this.opts.auth.loginCommand}`), id);
       return;
     }
     if (!res.ok) return this.refused(res, msg, id, hadSession);

@@ -3,13 +3,13 @@
 // hosts or the router: what the upstream says unprompted goes to one listener.
 
 import type { CancelSignal } from '../jsonrpc/cancel.js';
-import type { ServerConfig } from '../config/types.js';
+import { ANONYMOUS_CLIENT, type ServerConfig } from '../config/types.js';
 import { Endpoint, type IncomingInfo, type Result } from '../jsonrpc/endpoint.js';
 import { RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
 import { publishUpstreamProtocolError, publishUpstreamState, type UpstreamStateName } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError, withProgressToken, type Params } from '../protocol/mcp.js';
-import { connectUpstream, type Connection, type StopGrace } from './connect.js';
+import { connectUpstream, type Connection, type LoginIdentity, type StopGrace } from './connect.js';
 import { envelope, handshake, type ServerInfo } from './handshake.js';
 import { fromModern, PARAM_HEADERS, paramHeaders, paramHeaderValues, ResourceListens } from './modern.js';
 import { stripEnvelope } from '../protocol/modern.js';
@@ -44,6 +44,8 @@ export interface UpstreamDeps {
   timeouts: () => { readonly startupMs: number; readonly maxMs: number };
   clientCapabilities: Params;
   clientInfo: Params;
+  /** A perClient server's connection: the host client whose login it carries (connect.ts). */
+  who?: LoginIdentity;
 }
 
 export interface CallOptions {
@@ -156,6 +158,11 @@ export class Upstream {
     return this.cfg;
   }
 
+  /** The host client whose login this connection carries (a perClient server's); undefined: shared by all. */
+  get client(): string | undefined {
+    return this.deps.who?.client;
+  }
+
   /**
    * A reload changed settings that do not touch the connection (allow/deny, prefix, timeouts,
    * restart policy): they apply from the next request on. The name and connection keys stay.
@@ -210,7 +217,7 @@ export class Upstream {
     this.state = 'starting';
     this.publish('starting');
     try {
-      const conn = connectUpstream(this.config, this.deps.maxMessageBytes, this.log);
+      const conn = connectUpstream(this.config, this.deps.maxMessageBytes, this.log, this.deps.who);
       this.connection = conn;
       const ep = new Endpoint(conn.transport, this.handlers, {
         cancel: cancelProtocol,
@@ -266,9 +273,13 @@ export class Upstream {
     }
     if (conn?.needsLogin === true) {
       // Retrying cannot help: a person must log in. Said once per episode, with what to run.
-      if (!this.needsLogin) this.log.warn({ server: this.name }, `server ${this.name} needs a login; run: mcpmux login ${this.name}`);
+      // A perClient server's connection needs its client's login (the anonymous client's is the server's one login).
+      const who = this.deps.who?.client;
+      const client = who === ANONYMOUS_CLIENT ? undefined : who;
+      const run = client === undefined ? `mcpmux login ${this.name}` : `mcpmux login ${this.name} --client ${client}`;
+      if (!this.needsLogin) this.log.warn({ server: this.name, ...(client !== undefined && { client }) }, `server ${this.name} needs a login${client === undefined ? '' : ` for client ${client}`}; run: ${run}`);
       this.needsLogin = true;
-      this.reason = `needs a login: run mcpmux login ${this.name}`;
+      this.reason = `needs a login${client === undefined ? '' : ` for client ${client}`}: run ${run}`;
       this.publish('failed', { reason: this.reason });
       this.deps.listener.stateChanged(this);
       return;

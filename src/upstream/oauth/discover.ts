@@ -135,7 +135,7 @@ function fallbackMetadata(issuer: URL): oauth.AuthorizationServer {
  * The server's 401 challenge, which says where to look (and perhaps which scope): asked with
  * an initialize, or the one the daemon kept. A server that wants no login is told so (throws).
  */
-export async function challengeOf(server: RemoteServerConfig): Promise<Record<string, string> | undefined> {
+export async function challengeOf(server: RemoteServerConfig, key: string = server.name): Promise<Record<string, string> | undefined> {
   // Same origin only: the config's headers must not follow a redirect to another server.
   const res = await fetchSameOrigin(server.url, {
     method: 'POST',
@@ -146,7 +146,7 @@ export async function challengeOf(server: RemoteServerConfig): Promise<Record<st
   await res.body?.cancel().catch(() => {});
   if (res.status === 401) return bearerChallenge(res.headers.get('www-authenticate'));
   // Some servers let initialize through and ask later (tools/list): the daemon kept that challenge.
-  const kept = readChallenge(server.name);
+  const kept = readChallenge(key);
   if (kept) return bearerChallenge(kept);
   throw new Error(`login to ${server.name}: the server answered ${res.status}, not 401: it asks for no login`);
 }

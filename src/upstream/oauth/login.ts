@@ -9,7 +9,7 @@ import { createServer, type Server } from 'node:http';
 import * as oauth from 'oauth4webapi';
 import type { RemoteServerConfig } from '../../config/types.js';
 import { canonicalResource, challengeOf, discover, httpOptions, insecureOk, smallJson } from './discover.js';
-import { readLogin, writeLogin } from './store.js';
+import { loginKey, readLogin, writeLogin } from './store.js';
 import { clientAuth, mergeScopes, secretMethod } from './client-auth.js';
 import { describe, tokensOf } from './responses.js';
 
@@ -21,16 +21,19 @@ export interface LoginOptions {
   noBrowser?: boolean;
   /** Where to tell the person what to do (stderr). */
   say(line: string): void;
+  /** A perClient server's login for this host client (its own login key); absent: the server's one login. */
+  client?: string;
 }
 
 export async function login(server: RemoteServerConfig, opts: LoginOptions): Promise<{ scope: string | undefined }> {
   // The server's own challenge says where to look (and perhaps which scope).
-  const challenge = await challengeOf(server);
+  const key = loginKey(server.name, opts.client);
+  const challenge = await challengeOf(server, key);
   const found = await discover(server.url, challenge);
   const { as, resource } = found;
   // Step-up: what a server asked for beyond the last login (403 insufficient_scope) is added.
   // A stored login that cannot be read (sealed with another store key) is what this login replaces.
-  const scope = mergeScopes(server.oauth?.scopes?.join(' ') || found.scope, (await readLogin(server.name).catch(() => undefined))?.scopeNeeded);
+  const scope = mergeScopes(server.oauth?.scopes?.join(' ') || found.scope, (await readLogin(key).catch(() => undefined))?.scopeNeeded);
 
   const state = oauth.generateRandomState();
   const callback = await loopback(server.oauth?.redirectPort ?? 0, () => state);
@@ -61,7 +64,7 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
       ...httpOptions(new URL(as.token_endpoint!)),
     });
     const tokens = await oauth.processAuthorizationCodeResponse(as, client, res);
-    await writeLogin(server.name, {
+    await writeLogin(key, {
       server: canonicalResource(server.url),
       resource,
       as: { issuer: as.issuer, token_endpoint: as.token_endpoint!, ...(as.revocation_endpoint && { revocation_endpoint: as.revocation_endpoint }) },
@@ -80,10 +83,10 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
   }
 }
 
-/** `mcpmux logout NAME`: revokes the tokens where the server can (RFC 7009); the caller deletes the file. */
-export async function revoke(serverName: string): Promise<boolean> {
+/** `mcpmux logout NAME`: revokes the tokens where the server can (RFC 7009); the caller deletes the file. `key`: the login's key (store.ts). */
+export async function revoke(key: string): Promise<boolean> {
   // One that cannot be read (the store is down, or another key sealed it) is not revoked; the caller still deletes it.
-  const l = await readLogin(serverName).catch(() => undefined);
+  const l = await readLogin(key).catch(() => undefined);
   const endpoint = l?.as.revocation_endpoint;
   if (!l || !endpoint || !l.tokens) return false;
   const as: oauth.AuthorizationServer = { issuer: l.as.issuer, revocation_endpoint: endpoint };

@@ -1,5 +1,7 @@
-// Logins in the shared store (Redis), for a cluster of daemons: `login:<server>` holds the
-// login sealed (seal.ts; never plain), `mcpmux login`/`logout` announce on the `logins` channel
+// Logins in the shared store (Redis), for a cluster of daemons: `login:<key>` holds the
+// login sealed (seal.ts; never plain; the key is store.ts's loginKey: the server's name, or
+// `<server>@<client>` for a perClient server's login for one client, and what is called
+// `server` below is that key), `mcpmux login`/`logout` announce on the `logins` channel
 // so every daemon starts an upstream that waited for one, and a lock (`lock:refresh:<server>`)
 // lets one daemon at a time refresh a login: the others wait for it, read the login again and
 // find the new token there (one refresh reaches the authorization server, not one per daemon).
@@ -29,7 +31,7 @@ import type { Logger } from '../../observe/logger.js';
 import { MuxError } from '../../protocol/mcp.js';
 import type { SharedStore } from '../../store/store.js';
 import { loginKey, openLogin, sealLogin } from './seal.js';
-import { fileLogins, useLoginStore, type LoginChange, type LoginStore, type StoredLogin } from './store.js';
+import { fileLogins, loginCommandOfKey, useLoginStore, type LoginChange, type LoginStore, type StoredLogin } from './store.js';
 
 /** Overrides how long a refresh lock may be held (ms; tests shorten it). */
 export const REFRESH_LOCK_ENV = 'MCPMUX_REFRESH_LOCK_MS';
@@ -237,7 +239,7 @@ export class SharedLogins implements LoginStore {
       this.unopened.delete(server);
       return login;
     }
-    const said = `the login stored for server ${server} was sealed with another store key: check store.secretEnv on every daemon (the same value everywhere), or run: mcpmux login ${server}`;
+    const said = `the login stored for server ${server} was sealed with another store key: check store.secretEnv on every daemon (the same value everywhere), or run: ${loginCommandOfKey(server)}`;
     if (!this.unopened.has(server)) {
       this.unopened.add(server);
       this.log.warn({ server }, said);

@@ -1,16 +1,67 @@
-// Where a server's OAuth tokens live. By default one file per server under the state folder
-// (`<state>/oauth/<server>.json`), mode 0600, written atomically (a temp file, then a rename),
+// Where a server's OAuth tokens live. By default one file per login under the state folder
+// (`<state>/oauth/<server>.json`; a `perClient` server's, one per host client:
+// `<state>/oauth/clients/<client, encoded>/<server>.json`), mode 0600 in 0700 folders, written
+// atomically (a temp file, then a rename),
 // read by the daemon and written by `mcpmux login` (another process). With a shared store and
 // its key (`store.secretEnv`), in Redis instead, sealed (shared-logins.ts): every daemon of a
 // cluster uses one login and refreshes it one at a time. Nothing from either is ever logged.
 //
 // The rest of mcpmux goes through the functions at the end (readLogin, writeLogin, ...), which
-// ask whichever place `useLoginStore` chose for this process.
+// ask whichever place `useLoginStore` chose for this process. They take a login key
+// (`loginKey`): the server's name, or the server's name and a host client's.
 
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { ANONYMOUS_CLIENT } from '../../config/types.js';
 import { readText, watchFolder, writePrivate } from '../../files.js';
 import { stateDir } from '../../state.js';
+
+/**
+ * A host client's name as a folder name, and in its login key: letters a-z, digits, `_` and `-`
+ * as they are, every other byte `%XX` (capitals too: a case-insensitive disk must not make
+ * `CI` and `ci` one folder; `.` too: no `.` or `..`). Client names come from tokens and from
+ * OIDC claims (`oidc:<anything>`): a name too long for a folder is `~` and its SHA-256 (`~` is
+ * never left as it is, so no name encodes to that).
+ */
+export function encodeClient(client: string): string {
+  const out = Buffer.from(client, 'utf8').reduce((acc, b) => acc + (/[a-z0-9_-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`), '');
+  return out.length <= 120 ? out : `~${createHash('sha256').update(client).digest('hex')}`;
+}
+
+/**
+ * The key of one login: the server's name (its only login, or the anonymous client's: stdio and
+ * serve without listen.auth), or `<server>@<client, encoded>` for a `perClient` server's login
+ * for one client. Server names never hold `@`, so the two never meet.
+ */
+export function loginKey(server: string, client?: string): string {
+  return client === undefined || client === ANONYMOUS_CLIENT ? server : `${server}@${encodeClient(client)}`;
+}
+
+/** The server a login key is for. */
+export function serverOfKey(key: string): string {
+  const at = key.indexOf('@');
+  return at < 0 ? key : key.slice(0, at);
+}
+
+/** What a person runs to make the login of `server` (for `client`, a per-client one): said in errors and logs. */
+export function loginCommand(server: string, client?: string): string {
+  return client === undefined || client === ANONYMOUS_CLIENT ? `mcpmux login ${server}` : `mcpmux login ${server} --client ${client}`;
+}
+
+/** The same, from a login key (a hashed client name cannot be told: the command then names none). */
+export function loginCommandOfKey(key: string): string {
+  const at = key.indexOf('@');
+  if (at < 0) return loginCommand(key);
+  const encoded = key.slice(at + 1);
+  let client: string | undefined;
+  try {
+    client = encoded.startsWith('~') ? undefined : Buffer.from(encoded.replace(/%([0-9A-F]{2})/g, (_m, h: string) => String.fromCharCode(parseInt(h, 16))), 'latin1').toString('utf8');
+  } catch {
+    client = undefined;
+  }
+  return client === undefined ? `mcpmux login ${key.slice(0, at)} --client <client>` : loginCommand(key.slice(0, at), client);
+}
 
 export interface StoredLogin {
   /** The server URL the login was made for (canonical): the tokens go to that server only. */
@@ -29,9 +80,13 @@ function oauthDir(): string {
   return path.join(stateDir(), 'oauth');
 }
 
-/** The file of one server's login. Server names are config keys: kept to a safe file name. */
-export function loginFile(server: string): string {
-  return path.join(oauthDir(), `${server.replace(/[^A-Za-z0-9_.-]/g, '_')}.json`);
+const safeName = (server: string) => server.replace(/[^A-Za-z0-9_.-]/g, '_');
+
+/** The file of one login. Server names are config keys: kept to a safe file name. */
+export function loginFile(key: string): string {
+  const at = key.indexOf('@');
+  if (at < 0) return path.join(oauthDir(), `${safeName(key)}.json`);
+  return path.join(oauthDir(), 'clients', key.slice(at + 1), `${safeName(key.slice(0, at))}.json`);
 }
 
 /**
@@ -43,15 +98,15 @@ export function loginFile(server: string): string {
 const cached = new Map<string, StoredLogin | undefined>();
 let watchers = 0;
 
-function readFromFile(server: string): StoredLogin | undefined {
-  if (watchers > 0 && cached.has(server)) return cached.get(server);
-  const login = readLoginFile(server);
-  if (watchers > 0) cached.set(server, login);
+function readFromFile(key: string): StoredLogin | undefined {
+  if (watchers > 0 && cached.has(key)) return cached.get(key);
+  const login = readLoginFile(key);
+  if (watchers > 0) cached.set(key, login);
   return login;
 }
 
-function readLoginFile(server: string): StoredLogin | undefined {
-  const text = readText(loginFile(server));
+function readLoginFile(key: string): StoredLogin | undefined {
+  const text = readText(loginFile(key));
   if (text === undefined) return undefined;
   try {
     const v = JSON.parse(text) as StoredLogin;
@@ -64,12 +119,12 @@ function readLoginFile(server: string): StoredLogin | undefined {
 /** What this process wrote last, per file: the watcher tells another process's writes from ours. */
 const ownWrites = new Map<string, string>();
 
-function writeToFile(server: string, login: StoredLogin): void {
-  const file = loginFile(server);
+function writeToFile(key: string, login: StoredLogin): void {
+  const file = loginFile(key);
   const text = JSON.stringify(login, null, 2) + '\n';
   writePrivate(file, text);
   ownWrites.set(file, text);
-  if (watchers > 0) cached.set(server, login);
+  if (watchers > 0) cached.set(key, login);
 }
 
 
@@ -78,74 +133,133 @@ function writeToFile(server: string, login: StoredLogin): void {
  * may let `initialize` through and ask for a login only later (on tools/list), where `mcpmux
  * login`'s own probe cannot see it. Not a `.json` file: the login watcher ignores it.
  */
-function challengeFile(server: string): string {
-  return loginFile(server).replace(/\.json$/, '.challenge');
+function challengeFile(key: string): string {
+  return loginFile(key).replace(/\.json$/, '.challenge');
 }
 
-export function writeChallenge(server: string, header: string): void {
-  const file = challengeFile(server);
+export function writeChallenge(key: string, header: string): void {
+  const file = challengeFile(key);
   mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   writeFileSync(file, header, { mode: 0o600 });
 }
 
-export function readChallenge(server: string): string | undefined {
-  return readText(challengeFile(server));
+export function readChallenge(key: string): string | undefined {
+  return readText(challengeFile(key));
 }
 
-export function deleteChallenge(server: string): void {
-  rmSync(challengeFile(server), { force: true });
+export function deleteChallenge(key: string): void {
+  rmSync(challengeFile(key), { force: true });
 }
 
-function deleteFile(server: string): boolean {
-  cached.delete(server);
-  const file = loginFile(server);
+function deleteFile(key: string): boolean {
+  cached.delete(key);
+  const file = loginFile(key);
   if (!existsSync(file)) return false;
   rmSync(file);
   return true;
 }
 
 /**
- * Calls `onChange(server)` when a server's login file is written or removed by another process
- * (`mcpmux login`, `mcpmux logout`): a running daemon picks a fresh login up without a restart.
+ * Calls `onChange(key)` when a login file is written or removed by another process (`mcpmux
+ * login`, `mcpmux logout`): a running daemon picks a fresh login up without a restart. The
+ * per-client files are one folder down per client (a folder watch is not recursive
+ * everywhere): `clients/` is watched for new client folders, and each of those for its files.
  * Returns the function that stops watching.
  */
-function watchFiles(onChange: (server: string) => void, onError: (err: Error) => void): () => void {
+function watchFiles(onChange: (key: string) => void, onError: (err: Error) => void): () => void {
   const dir = oauthDir();
-  let unwatch: (() => void) | undefined;
+  const clientsDir = path.join(dir, 'clients');
+  const unwatches = new Map<string, () => void>();
   let watching = false;
   const stopCaching = () => {
     watching = false;
     if (--watchers === 0) cached.clear();
   };
-  const serverOf = (name: string) => name.slice(0, -'.json'.length);
-  try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    unwatch = watchFolder(dir, 100, {
+  const failed = (err: Error) => {
+    // No longer watched: the file is the only truth again.
+    if (watching) stopCaching();
+    onError(err);
+  };
+  /**
+   * Watches one folder of login files; `keyOf` turns a file's server part into its login key.
+   * A client's folder that fails (removed) is only no longer watched.
+   */
+  const watchLoginFolder = (folder: string, keyOf: (server: string) => string, onError: (err: Error) => void = failed): void => {
+    const serverOf = (name: string) => name.slice(0, -'.json'.length);
+    unwatches.set(folder, watchFolder(folder, 100, {
       pick: (name) => (name && name.endsWith('.json') ? name : undefined),
       // Read afresh from now on, whoever wrote it.
-      onChange: (name) => void cached.delete(serverOf(name)),
+      onChange: (name) => void cached.delete(keyOf(serverOf(name))),
       onQuiet: (name) => {
         // A refresh this process made is no new login: reacting to it would restart the
         // upstream, which refreshes again... Only another process's write (mcpmux login, logout).
-        const file = path.join(dir, name);
-        if (ownWrites.has(file) && readText(file) === ownWrites.get(file)) return;
-        onChange(serverOf(name));
+        if (ownWrite(path.join(folder, name))) return;
+        onChange(keyOf(serverOf(name)));
       },
-      onError: (err) => {
-        // No longer watched: the file is the only truth again.
-        if (watching) stopCaching();
-        onError(err);
-      },
-    });
+      onError,
+    }));
+  };
+  const forget = (folder: string) => () => {
+    unwatches.get(folder)?.();
+    unwatches.delete(folder);
+  };
+  const watchClient = (encoded: string): void => {
+    if (!/^(~[0-9a-f]{64}|[a-z0-9_%A-F-]+)$/.test(encoded)) return;
+    const folder = path.join(clientsDir, encoded);
+    // Made, or removed and made again: watched afresh (a watch on a removed folder sees nothing more).
+    forget(folder)();
+    try {
+      watchLoginFolder(folder, (server) => `${server}@${encoded}`, forget(folder));
+    } catch {
+      // Gone again (or not a folder): nothing to watch.
+      return;
+    }
+    // A login written before the folder was watched (it was made with the folder) is news too;
+    // what else is there was read afresh anyway (a spare restart of a connection waiting for it).
+    for (const name of safeReaddir(folder)) {
+      if (!name.endsWith('.json') || ownWrite(path.join(folder, name))) continue;
+      const key = `${name.slice(0, -'.json'.length)}@${encoded}`;
+      cached.delete(key);
+      onChange(key);
+    }
+  };
+  try {
+    mkdirSync(clientsDir, { recursive: true, mode: 0o700 });
+    watchLoginFolder(dir, (server) => server);
+    unwatches.set(clientsDir, watchFolder(clientsDir, 100, { pick: (name) => name ?? undefined, onQuiet: watchClient, onError: failed }));
+    for (const encoded of safeReaddir(clientsDir)) {
+      try {
+        const folder = path.join(clientsDir, encoded);
+        watchLoginFolder(folder, (server) => `${server}@${encoded}`, forget(folder));
+      } catch {
+        // not a folder
+      }
+    }
     watchers++;
     watching = true;
   } catch (err) {
+    for (const u of unwatches.values()) u();
+    unwatches.clear();
     onError(err as Error);
   }
   return () => {
-    unwatch?.();
+    for (const u of unwatches.values()) u();
+    unwatches.clear();
     if (watching) stopCaching();
   };
+}
+
+/** Whether `file` holds what this process wrote there last (a refresh of ours is no news). */
+function ownWrite(file: string): boolean {
+  return ownWrites.has(file) && readText(file) === ownWrites.get(file);
+}
+
+function safeReaddir(folder: string): string[] {
+  try {
+    return readdirSync(folder);
+  } catch {
+    return [];
+  }
 }
 
 /** Why a login is written: a person's new login (other daemons start its upstream again), or tokens updated in use. */
@@ -153,38 +267,38 @@ export type LoginChange = 'login' | 'update';
 
 /** One place logins live: the state folder's files, or the shared store. */
 export interface LoginStore {
-  read(server: string): Promise<StoredLogin | undefined>;
-  write(server: string, login: StoredLogin, change: LoginChange): Promise<void>;
+  read(key: string): Promise<StoredLogin | undefined>;
+  write(key: string, login: StoredLogin, change: LoginChange): Promise<void>;
   /** False when there was no login. */
-  delete(server: string): Promise<boolean>;
+  delete(key: string): Promise<boolean>;
   /**
    * Runs `fn` as the only one changing this login's tokens (a refresh, a client-credentials
    * grant, a scope to remember): per process with files, across the cluster with the shared
    * store. `signal` aborts before the exclusivity could lapse (what `fn` asks for must end by then).
    */
-  exclusive<T>(server: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T>;
-  /** Calls `onChange(server)` when another process stores or removes a login. Returns the function that stops it. */
-  watch(onChange: (server: string) => void, onError: (err: Error) => void): () => void;
+  exclusive<T>(key: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T>;
+  /** Calls `onChange(key)` when another process stores or removes a login. Returns the function that stops it. */
+  watch(onChange: (key: string) => void, onError: (err: Error) => void): () => void;
   /** Where a login is kept, for what `mcpmux login` prints. */
-  where(server: string): string;
+  where(key: string): string;
   /**
    * A refreshed login `write` could not store (the shared store dropped between the grant and
    * the write): kept and used by this process, stored when it can be. Files have no such case.
    */
-  keepUnsaved?(server: string, login: StoredLogin, replaced: string | undefined, err: unknown): void;
+  keepUnsaved?(key: string, login: StoredLogin, replaced: string | undefined, err: unknown): void;
 }
 
 /** How long a refresh (its token request) may take with files: as long as ever. */
 const FILE_REFRESH_MS = 30_000;
 
 export const fileLogins: LoginStore = {
-  read: async (server) => readFromFile(server),
-  write: async (server, login) => writeToFile(server, login),
-  delete: async (server) => deleteFile(server),
+  read: async (key) => readFromFile(key),
+  write: async (key, login) => writeToFile(key, login),
+  delete: async (key) => deleteFile(key),
   // One process per state folder: OAuthTokens' own one-at-a-time is all it takes.
   exclusive: (_server, fn) => fn(AbortSignal.timeout(FILE_REFRESH_MS)),
   watch: watchFiles,
-  where: (server) => loginFile(server),
+  where: (key) => loginFile(key),
 };
 
 let logins: LoginStore = fileLogins;
@@ -194,47 +308,47 @@ export function useLoginStore(store: LoginStore): void {
   logins = store;
 }
 
-export function readLogin(server: string): Promise<StoredLogin | undefined> {
-  return logins.read(server);
+export function readLogin(key: string): Promise<StoredLogin | undefined> {
+  return logins.read(key);
 }
 
-export function writeLogin(server: string, login: StoredLogin, change: LoginChange = 'update'): Promise<void> {
-  return logins.write(server, login, change);
+export function writeLogin(key: string, login: StoredLogin, change: LoginChange = 'update'): Promise<void> {
+  return logins.write(key, login, change);
 }
 
 /**
  * Stores the login a refresh got. The grant spent the old refresh token, so a write that fails
  * must not lose the new one: where the store can, it keeps it (resolves false: not stored yet).
  */
-export async function writeRefreshed(server: string, login: StoredLogin, replaced: string | undefined): Promise<boolean> {
+export async function writeRefreshed(key: string, login: StoredLogin, replaced: string | undefined): Promise<boolean> {
   try {
-    await logins.write(server, login, 'update');
+    await logins.write(key, login, 'update');
     return true;
   } catch (err) {
     if (!logins.keepUnsaved) throw err;
-    logins.keepUnsaved(server, login, replaced, err);
+    logins.keepUnsaved(key, login, replaced, err);
     return false;
   }
 }
 
-export function deleteLogin(server: string): Promise<boolean> {
-  deleteChallenge(server);
-  return logins.delete(server);
+export function deleteLogin(key: string): Promise<boolean> {
+  deleteChallenge(key);
+  return logins.delete(key);
 }
 
-export function exclusiveLogin<T>(server: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  return logins.exclusive(server, fn);
+export function exclusiveLogin<T>(key: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  return logins.exclusive(key, fn);
 }
 
 /**
- * Calls `onChange(server)` when another process stores or removes a login (`mcpmux login`,
+ * Calls `onChange(key)` (a login key) when another process stores or removes a login (`mcpmux login`,
  * `mcpmux logout`): a running daemon picks a fresh login up without a restart. Returns the
  * function that stops watching.
  */
-export function watchLogins(onChange: (server: string) => void, onError: (err: Error) => void): () => void {
+export function watchLogins(onChange: (key: string) => void, onError: (err: Error) => void): () => void {
   return logins.watch(onChange, onError);
 }
 
-export function loginWhere(server: string): string {
-  return logins.where(server);
+export function loginWhere(key: string): string {
+  return logins.where(key);
 }

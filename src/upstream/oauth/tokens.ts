@@ -2,6 +2,8 @@
 // only for the server it was issued for (the stored resource must be this server's URL),
 // refreshed shortly before it expires and once when the server answers 401. A refresh the
 // authorization server refuses forgets the tokens: the upstream needs a new login.
+// A `perClient` server's connection for one host client reads and writes only that client's
+// login (its login key): another client's token is never read here.
 
 import * as oauth from 'oauth4webapi';
 import type { RemoteServerConfig } from '../../config/types.js';
@@ -10,7 +12,7 @@ import { clientCredentials } from './machine.js';
 import { bearerChallenge, canonicalResource, httpOptions } from './discover.js';
 import { clientAuth, mergeScopes } from './client-auth.js';
 import { describe, tokensOf } from './responses.js';
-import { exclusiveLogin, readLogin, writeChallenge, writeLogin, writeRefreshed, type StoredLogin } from './store.js';
+import { exclusiveLogin, loginCommand, loginKey, readLogin, writeChallenge, writeLogin, writeRefreshed, type StoredLogin } from './store.js';
 
 /** Refresh this long before the access token expires (clock skew, the request's own time). */
 const EARLY_MS = 60_000;
@@ -22,13 +24,26 @@ export class OAuthTokens {
   constructor(
     private readonly config: RemoteServerConfig,
     private readonly log: Logger,
+    who?: { client?: string; subject?: () => string | undefined },
   ) {
     this.server = config.name;
+    this.client = who?.client;
+    this.subject = who?.subject;
+    this.key = loginKey(config.name, who?.client);
+    this.loginCommand = loginCommand(config.name, who?.client);
     this.url = canonicalResource(config.url);
     this.usable = !Object.keys(config.headers).some((h) => h.toLowerCase() === 'authorization');
   }
 
   readonly server: string;
+  /** The host client whose login this is (a perClient server's connection); undefined: the server's one login. */
+  readonly client: string | undefined;
+  /** The freshest host token (an OIDC JWT) among the client's open sessions, for grants that act for the host. Never logged. */
+  readonly subject: (() => string | undefined) | undefined;
+  /** Where the login is kept (store.ts): the server's name, or the server's and the client's. */
+  readonly key: string;
+  /** What a person runs to make this login. */
+  readonly loginCommand: string;
   /** Whether the server's 401 can be answered by a login (no static Authorization header configured). */
   readonly usable: boolean;
 
@@ -44,9 +59,9 @@ export class OAuthTokens {
    * put it in the log.
    */
   private async login(): Promise<StoredLogin | undefined> {
-    const l = await readLogin(this.server);
+    const l = await readLogin(this.key);
     if (!l || l.server !== this.url) return undefined;
-    addRuntimeSecrets(this.log, `oauth:${this.server}`, [l.tokens?.access_token, l.tokens?.refresh_token, l.client.client_secret]);
+    addRuntimeSecrets(this.log, `oauth:${this.key}`, [l.tokens?.access_token, l.tokens?.refresh_token, l.client.client_secret]);
     return l;
   }
 
@@ -69,7 +84,7 @@ export class OAuthTokens {
 
   challenged(header: string): void {
     try {
-      writeChallenge(this.server, header);
+      writeChallenge(this.key, header);
     } catch (err) {
       this.log.debug({ err: (err as Error).message }, 'cannot keep the login challenge');
     }
@@ -87,11 +102,11 @@ export class OAuthTokens {
     if (!wanted) return wanted;
     try {
       // Exclusive like a refresh: a refresh writing at the same moment would otherwise be lost (and its refresh token with it).
-      const remembered = await exclusiveLogin(this.server, async () => {
-        const l = await readLogin(this.server);
+      const remembered = await exclusiveLogin(this.key, async () => {
+        const l = await readLogin(this.key);
         if (!l) return false;
         // A machine client asks again itself (the next request); a person logs in again.
-        await writeLogin(this.server, { ...l, scopeNeeded: mergeScopes(l.scopeNeeded, l.tokens?.scope, wanted), ...(this.machine && { tokens: undefined }) });
+        await writeLogin(this.key, { ...l, scopeNeeded: mergeScopes(l.scopeNeeded, l.tokens?.scope, wanted), ...(this.machine && { tokens: undefined }) });
         return true;
       });
       if (!remembered) return wanted;
@@ -99,7 +114,7 @@ export class OAuthTokens {
       this.log.warn({ err: (err as Error).message }, 'cannot remember the scope the server asked for');
       return wanted;
     }
-    this.log.warn({ scope: wanted }, `the server needs more access; run: mcpmux login ${this.server}`);
+    this.log.warn({ scope: wanted }, `the server needs more access; run: ${this.loginCommand}`);
     return wanted;
   }
 
@@ -114,7 +129,7 @@ export class OAuthTokens {
    * store is down: no refresh then.
    */
   refresh(stale?: string): Promise<boolean> {
-    return (this.refreshing ??= exclusiveLogin(this.server, (signal) => this.doRefresh(stale, signal)).finally(() => (this.refreshing = undefined)));
+    return (this.refreshing ??= exclusiveLogin(this.key, (signal) => this.doRefresh(stale, signal)).finally(() => (this.refreshing = undefined)));
   }
 
   private async doRefresh(stale: string | undefined, signal: AbortSignal): Promise<boolean> {
@@ -147,22 +162,22 @@ export class OAuthTokens {
       });
       const t = await oauth.processRefreshTokenResponse(as, client, res);
       refreshed = { ...l, tokens: tokensOf(t, refreshToken) };
-      addRuntimeSecrets(this.log, `oauth:${this.server}`, [refreshed.tokens?.access_token, refreshed.tokens?.refresh_token, l.client.client_secret]);
+      addRuntimeSecrets(this.log, `oauth:${this.key}`, [refreshed.tokens?.access_token, refreshed.tokens?.refresh_token, l.client.client_secret]);
     } catch (err) {
       // Refused (revoked, expired refresh token, or the client is no more): these tokens are
       // done, a new login is needed. A network error or an outage leaves them for next time.
       const refused = err instanceof oauth.ResponseBodyError && ['invalid_grant', 'invalid_client', 'unauthorized_client'].includes(err.error);
-      const current = await readLogin(this.server);
+      const current = await readLogin(this.key);
       // Only if no one stored other tokens meanwhile (another process's refresh, a new login).
-      if (refused && current?.tokens?.refresh_token === refreshToken) await writeLogin(this.server, { ...current, tokens: undefined });
-      this.log.warn({ err: describe(err) }, refused ? `the token refresh was refused; run: mcpmux login ${this.server}` : 'the token refresh failed; the tokens are kept for the next try');
+      if (refused && current?.tokens?.refresh_token === refreshToken) await writeLogin(this.key, { ...current, tokens: undefined });
+      this.log.warn({ err: describe(err) }, refused ? `the token refresh was refused; run: ${this.loginCommand}` : 'the token refresh failed; the tokens are kept for the next try');
       return false;
     }
     // Granted: the old refresh token may be spent now. A store that cannot take the new login
     // keeps it (and says so); it is never taken for a failed refresh.
     let stored: boolean;
     try {
-      stored = await writeRefreshed(this.server, refreshed, refreshToken);
+      stored = await writeRefreshed(this.key, refreshed, refreshToken);
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'the refreshed tokens could not be stored');
       return false;
