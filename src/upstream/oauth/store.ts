@@ -7,10 +7,39 @@
 // The rest of mcpmux goes through the functions at the end (readLogin, writeLogin, ...), which
 // ask whichever place `useLoginStore` chose for this process.
 
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { ANONYMOUS_CLIENT } from '../../config/types.js';
 import { readText, watchFolder, writePrivate } from '../../files.js';
 import { stateDir } from '../../state.js';
+import { withFileLock } from './file-lock.js';
+
+/**
+ * A host client's name as a folder name, and in its login key: letters a-z, digits, `_` and `-`
+ * as they are, every other byte `%XX` (capitals too: a case-insensitive disk must not make
+ * `CI` and `ci` one folder; `.` too: no `.` or `..`). Client names come from tokens and from
+ * OIDC claims (`oidc:<anything>`): a name too long for a folder is `~` and its SHA-256 (`~` is
+ * never left as it is, so no name encodes to that).
+ */
+export function encodeClient(client: string): string {
+  const out = Buffer.from(client, 'utf8').reduce((acc, b) => acc + (/[a-z0-9_-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`), '');
+  return out.length <= 120 ? out : `~${createHash('sha256').update(client).digest('hex')}`;
+}
+
+/**
+ * The key of one login: the server's name (its only login, or the anonymous client's: stdio and
+ * serve without listen.auth), or `<server>@<client, encoded>` for a `perClient` server's login
+ * for one client. Server names never hold `@`, so the two never meet.
+ */
+export function loginKey(server: string, client?: string): string {
+  return client === undefined || client === ANONYMOUS_CLIENT ? server : `${server}@${encodeClient(client)}`;
+}
+
+/** What a person runs to make the login of `server` (for `client`, a per-client one): said in errors and logs. */
+export function loginCommand(server: string, client?: string): string {
+  return client === undefined || client === ANONYMOUS_CLIENT ? `mcpmux login ${server}` : `mcpmux login ${server} --client ${client}`;
+}
 
 export interface StoredLogin {
   /** The server URL the login was made for (canonical): the tokens go to that server only. */
@@ -96,6 +125,11 @@ export function deleteChallenge(server: string): void {
   rmSync(challengeFile(server), { force: true });
 }
 
+/** Held while a process changes a login's tokens (file-lock.ts). Not `.json`: the login watcher ignores it. */
+function lockFile(server: string): string {
+  return loginFile(server).replace(/\.json$/, '.lock');
+}
+
 function deleteFile(server: string): boolean {
   cached.delete(server);
   const file = loginFile(server);
@@ -162,7 +196,7 @@ export interface LoginStore {
    * grant, a scope to remember): per process with files, across the cluster with the shared
    * store. `signal` aborts before the exclusivity could lapse (what `fn` asks for must end by then).
    */
-  exclusive<T>(server: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T>;
+  exclusive<T>(server: string, fn: (signal: AbortSignal) => Promise<T>, onWait?: () => void): Promise<T>;
   /** Calls `onChange(server)` when another process stores or removes a login. Returns the function that stops it. */
   watch(onChange: (server: string) => void, onError: (err: Error) => void): () => void;
   /** Where a login is kept, for what `mcpmux login` prints. */
@@ -181,8 +215,18 @@ export const fileLogins: LoginStore = {
   read: async (server) => readFromFile(server),
   write: async (server, login) => writeToFile(server, login),
   delete: async (server) => deleteFile(server),
-  // One process per state folder: OAuthTokens' own one-at-a-time is all it takes.
-  exclusive: (_server, fn) => fn(AbortSignal.timeout(FILE_REFRESH_MS)),
+  // Across the processes of one state folder: a lock file beside the login (file-lock.ts). The
+  // login is read from its file once held: what another process stored just now counts.
+  exclusive: (server, fn, onWait) =>
+    withFileLock(
+      lockFile(server),
+      FILE_REFRESH_MS,
+      () => {
+        cached.delete(server);
+        return fn(AbortSignal.timeout(FILE_REFRESH_MS));
+      },
+      onWait,
+    ),
   watch: watchFiles,
   where: (server) => loginFile(server),
 };
@@ -222,8 +266,9 @@ export function deleteLogin(server: string): Promise<boolean> {
   return logins.delete(server);
 }
 
-export function exclusiveLogin<T>(server: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  return logins.exclusive(server, fn);
+/** `onWait`: called once if another holds the login now (another process's refresh) and this one waits for it. */
+export function exclusiveLogin<T>(server: string, fn: (signal: AbortSignal) => Promise<T>, onWait?: () => void): Promise<T> {
+  return logins.exclusive(server, fn, onWait);
 }
 
 /**
