@@ -41,16 +41,17 @@ describe('config: token_exchange and jwt_bearer', () => {
     const cfg = await loadConfig(
       await write({
         mcpServers: {
-          x: { url, oauth: { grant: 'token_exchange', clientId: 'c', clientSecret: '${X_SECRET}', audience: 'mcp', resource: 'https://mcp.example.com/mcp', subjectTokenType: 'jwt', tokenEndpoint: 'https://as.example.com/token', scopes: ['read'] } },
-          j: { url, oauth: { grant: 'jwt_bearer', clientId: 'c', idp: { ...idp, tokenEndpoint: 'http://127.0.0.1:9/token', clientSecret: '${IDP_SECRET}', idToken: '${ID_TOKEN_VALUE}' } } },
+          x: { url, oauth: { grant: 'token_exchange', clientId: 'c', clientSecret: '${XS}', audience: 'mcp', resource: 'https://mcp.example.com/mcp', subjectTokenType: 'jwt', tokenEndpoint: 'https://as.example.com/token', scopes: ['read'] } },
+          j: { url, oauth: { grant: 'jwt_bearer', clientId: 'c', idp: { ...idp, tokenEndpoint: 'http://127.0.0.1:9/token', clientSecret: '${IS}', idToken: '${IDT}' } } },
         },
       }),
-      { X_SECRET: 'xs', IDP_SECRET: 'is', ID_TOKEN_VALUE: 'eyJhbGciOiJFUzI1NiJ9.e30.c2ln' },
+      { XS: 'xs', IS: 'is', IDT: 'plain.words.here' },
     );
     const j = cfg.servers.find((s) => s.name === 'j') as RemoteServerConfig;
-    expect(j.oauth?.idp?.idToken).toBe('eyJhbGciOiJFUzI1NiJ9.e30.c2ln');
-    // The ID token and both secrets are scrubbed from logs, whatever their variables are called.
-    for (const v of ['xs', 'is', 'eyJhbGciOiJFUzI1NiJ9.e30.c2ln']) expect(cfg.secrets).toContain(v);
+    expect(j.oauth?.idp?.idToken).toBe('plain.words.here');
+    // The ID token and both secrets are scrubbed from logs by where they are used, though neither
+    // their variables' names nor their values say so.
+    for (const v of ['xs', 'is', 'plain.words.here']) expect(cfg.secrets).toContain(v);
   });
 
   it.each([
