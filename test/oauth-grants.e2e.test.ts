@@ -69,17 +69,22 @@ describe('Cross-App Access (jwt_bearer) through mcpmux stdio', () => {
   it('exchanges the ID token for an ID-JAG at the IdP and that for the server token; the server sees only its own bearer', async () => {
     const idToken = await sign({ sub: 'alice' });
     const before = await stats();
-    const config = await writeConfig({ mcpServers: { xaa: xaa('xaa') } });
+    // The second finds the IdP's token endpoint from its issuer (OpenID discovery).
+    const discovered = xaa('xaa-disc');
+    const { tokenEndpoint: _, ...idpByIssuer } = discovered.oauth.idp;
+    const config = await writeConfig({ mcpServers: { xaa: xaa('xaa'), 'xaa-disc': { ...discovered, oauth: { ...discovered.oauth, idp: idpByIssuer } } } });
     const mux = await startMux(config, { env: { MCPMUX_STATE_DIR: tempDir(), XAA_ID_TOKEN: idToken, XAA_CLIENT_SECRET: 'mux-secret' } });
     const { tools } = await mux.client.listTools();
-    expect(tools.map((t) => t.name)).toEqual(['xaa__whoami']);
+    expect(tools.map((t) => t.name).sort(), mux.stderr()).toEqual(['xaa-disc__whoami', 'xaa__whoami']);
     // The server's token names the person the IdP vouched for.
     expect(text(await mux.client.callTool({ name: 'xaa__whoami', arguments: {} }))).toBe('alice');
     expect(text(await mux.client.callTool({ name: 'xaa__whoami', arguments: {} }))).toBe('alice');
+    expect(text(await mux.client.callTool({ name: 'xaa-disc__whoami', arguments: {} }))).toBe('alice');
     const s = await stats();
     const tokens = s.tokens.slice(before.tokens.length);
-    // One ID-JAG, one token: a token that lives an hour is kept, not asked for per call.
-    expect(tokens.map((t) => `${t.kind}:${t.ok}`)).toEqual(['idp:true', 'jwt_bearer:true']);
+    // One ID-JAG, one token per server: a token that lives an hour is kept, not asked for per call.
+    expect(tokens.map((t) => `${t.kind}:${t.ok}`).sort()).toEqual(['idp:true', 'idp:true', 'jwt_bearer:true', 'jwt_bearer:true']);
+    expect(s.discovery.slice(before.discovery.length)).toContain('/idp/.well-known/openid-configuration');
     const seen = s.mcp.slice(before.mcp.length).filter((m) => m.server === '/mcp/xaa');
     // The discovery probe (no token yet: its 401 names the resource metadata), then only good tokens.
     expect(seen.filter((m) => m.verdict !== 'ok').map((m) => m.verdict)).toEqual(['missing']);
