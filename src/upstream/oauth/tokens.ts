@@ -261,7 +261,11 @@ export class OAuthTokens {
       return true;
     } catch (err) {
       const message = err instanceof GrantError ? err.message : `cannot get a token for ${this.server}: ${(err as Error).message}`;
-      if (err instanceof GrantError && err.refused) refusals.set(this.key, { input, until: Date.now() + REFUSED_MS, message });
+      if (err instanceof GrantError && err.refused) {
+        // Login keys come and go with host clients (unmapped OIDC claims too): the past ones leave.
+        for (const [k, r] of refusals) if (r.until <= Date.now()) refusals.delete(k);
+        refusals.set(this.key, { input, until: Date.now() + REFUSED_MS, message });
+      }
       this.log.warn({ grant: o.grant }, message);
       throw err instanceof GrantError ? err : new GrantError(message, false);
     }
