@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RemoteServerConfig } from '../src/config/types.js';
 import { OAuthTokens } from '../src/upstream/oauth/tokens.js';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
-import { awaitJsonLine, closeAll, MUX_BIN, readEvents, ROOT, startMux, tempDir, tempFile, waitFor, writeConfig } from './helpers/harness.js';
+import { awaitJsonLine, closeAll, MUX_BIN, readEvents, ROOT, runMux, startMux, tempDir, tempFile, waitFor, writeConfig } from './helpers/harness.js';
 
 const GRANTS = path.join(ROOT, 'test/fixtures/grants-as.mjs');
 const OAUTH = path.join(ROOT, 'test/fixtures/oauth-upstream.mjs');
@@ -92,6 +92,27 @@ describe('Cross-App Access (jwt_bearer) through mcpmux stdio', () => {
     for (const m of seen.filter((m) => m.authorization !== null)) expect(m.authorization).toMatch(/^Bearer at-/);
     expect(mux.stderr()).not.toContain(idToken);
     await mux.close();
+  }, 60_000);
+});
+
+describe('a grant that acts for the host, without a host identity', () => {
+  it('mcpmux stdio with jwt_bearer and no idp.idToken: needs-login, nothing asked of the IdP, and login says why there is none', async () => {
+    const before = await stats();
+    const entry = xaa('nohost');
+    const { idToken: _, ...idp } = entry.oauth.idp;
+    const config = await writeConfig({ mcpServers: { nohost: { ...entry, oauth: { ...entry.oauth, idp } } } });
+    const state = tempDir();
+    const mux = await startMux(config, { env: { MCPMUX_STATE_DIR: state, XAA_CLIENT_SECRET: 'mux-secret' } });
+    await waitFor(() => mux.stderr().includes('needs a login'), { what: 'needs-login' });
+    expect(mux.stderr()).toContain('no host identity to exchange: the host must sign in with OIDC');
+    expect((await mux.client.listTools()).tools).toEqual([]);
+    const r = await mux.client.callTool({ name: 'nohost__whoami', arguments: {} }).then((x) => JSON.stringify(x), (e: Error) => e.message);
+    expect(r).toMatch(/needs a login/);
+    expect((await stats()).tokens.length).toBe(before.tokens.length);
+    await mux.close();
+    const login = await runMux(['login', 'nohost', '--config', config], { env: { MCPMUX_STATE_DIR: state, XAA_CLIENT_SECRET: 'mux-secret' } });
+    expect(login.status).toBe(2);
+    expect(login.stderr).toMatch(/uses the jwt_bearer grant: mcpmux gets its tokens itself from the host's OIDC sign-in \(listen\.auth\.oidc\), there is no login/);
   }, 60_000);
 });
 
