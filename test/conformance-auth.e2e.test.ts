@@ -39,6 +39,7 @@ const PASSING = [
   'scope-step-up',
   'scope-retry-limit',
   'basic-cimd',
+  'cross-app-access-complete-flow',
 ];
 
 describe('conformance suite, auth scenarios, mcpmux as the client', () => {

@@ -81,7 +81,12 @@ export async function runLogin(name: string, opts: GlobalOptions & { browser?: b
     process.stderr.write(`mcpmux login: server ${name} is disabled: ${server.unavailable.reason}; set it and try again\n`);
     return 1;
   }
-  if (server.oauth?.grant === 'client_credentials') throw new UsageError(`server ${name} uses the client_credentials grant: mcpmux gets its tokens itself, there is no login`);
+  const grant = server.oauth?.grant;
+  if (grant === 'client_credentials') throw new UsageError(`server ${name} uses the client_credentials grant: mcpmux gets its tokens itself, there is no login`);
+  if (grant === 'token_exchange' || grant === 'jwt_bearer') {
+    const from = grant === 'jwt_bearer' && server.oauth?.idp?.idToken ? 'the ID token in oauth.idp.idToken' : "the host's OIDC sign-in (listen.auth.oidc)";
+    throw new UsageError(`server ${name} uses the ${grant} grant: mcpmux gets its tokens itself from ${from}, there is no login`);
+  }
   const client = clientFor(config, server, opts.client, 'login');
   const named = client !== undefined && client !== ANONYMOUS_CLIENT;
   return withLogins(config, opts, 'login', async () => {

@@ -669,21 +669,63 @@ function buildServer(
     if (parsed?.protocol === 'http:' && !plainHttpAllowed(parsed)) {
       issue(`${at}/url`, 'must be https:// for a server behind OAuth (tokens would cross the network in clear); plain http is for loopback servers only');
     }
-    const machine = s.oauth.grant === 'client_credentials';
-    if (machine && (s.oauth.clientId === undefined || (s.oauth.clientSecret === undefined && s.oauth.privateKey === undefined))) {
+    const grant = s.oauth.grant ?? 'authorization_code';
+    // Grants with no person and no browser: mcpmux gets its tokens itself.
+    const machine = grant !== 'authorization_code';
+    if (grant === 'client_credentials' && (s.oauth.clientId === undefined || (s.oauth.clientSecret === undefined && s.oauth.privateKey === undefined))) {
       issue(`${at}/oauth/grant`, 'client_credentials needs oauth.clientId and oauth.clientSecret or oauth.privateKey');
     }
-    if (!machine && s.oauth.privateKey !== undefined) issue(`${at}/oauth/privateKey`, 'applies only with oauth.grant "client_credentials"');
+    if ((grant === 'token_exchange' || grant === 'jwt_bearer') && s.oauth.clientId === undefined) issue(`${at}/oauth/grant`, `${grant} needs oauth.clientId (mcpmux's client at the server's authorization server)`);
+    if (grant !== 'client_credentials' && s.oauth.privateKey !== undefined) issue(`${at}/oauth/privateKey`, 'applies only with oauth.grant "client_credentials"');
     if (s.oauth.signingAlgorithm !== undefined && s.oauth.privateKey === undefined) issue(`${at}/oauth/signingAlgorithm`, 'applies only with oauth.privateKey');
     if (machine && s.oauth.redirectPort !== undefined) issue(`${at}/oauth/redirectPort`, 'applies only to the authorization_code grant (a browser login)');
     // client_credentials is the daemon's own identity: one token, whoever calls.
     if (machine && s.oauth.perClient === true) issue(`${at}/oauth/perClient`, 'applies to logins made for a client (mcpmux login NAME --client C), not to the client_credentials grant: its token is the daemon\'s own');
     if (s.oauth.clientMetadataUrl !== undefined) {
-      if (machine || s.oauth.clientId !== undefined) issue(`${at}/oauth/clientMetadataUrl`, 'is a client id of its own: not with oauth.clientId or the client_credentials grant');
+      if (machine || s.oauth.clientId !== undefined) issue(`${at}/oauth/clientMetadataUrl`, 'is a client id of its own: not with oauth.clientId or a grant without a browser login');
       else if (!/^https:\/\//.test(s.oauth.clientMetadataUrl)) issue(`${at}/oauth/clientMetadataUrl`, 'must be an https:// URL');
     }
+    checkGrantSettings(s.oauth, grant, `${at}/oauth`, ctx.checkUrl, issue);
   }
   return { ...common, transport, url, headers, ...(s.oauth !== undefined && { oauth: s.oauth }) };
+}
+
+/**
+ * The settings of token_exchange and jwt_bearer: each only with its grant, the IdP complete,
+ * endpoints that carry tokens over https (plain http on loopback only), and no `perClient:
+ * false` with a grant that acts for the host (its token is the host's identity: one per client).
+ */
+function checkGrantSettings(o: OAuthSettings, grant: NonNullable<OAuthSettings['grant']>, at: string, checkUrl: boolean, issue: (p: string, m: string) => void): void {
+  for (const key of ['audience', 'resource', 'subjectTokenType', 'tokenEndpoint'] as const) {
+    if (o[key] !== undefined && grant !== 'token_exchange') issue(`${at}/${key}`, 'applies only with oauth.grant "token_exchange"');
+  }
+  if (o.idp !== undefined && grant !== 'jwt_bearer') issue(`${at}/idp`, 'applies only with oauth.grant "jwt_bearer"');
+  if (grant === 'jwt_bearer' && o.idp === undefined) issue(`${at}/grant`, 'jwt_bearer needs oauth.idp (issuer, clientId; tokenEndpoint, clientSecret and idToken as needed): the identity provider that issues the ID-JAG');
+  const actsForHost = grant === 'token_exchange' || (grant === 'jwt_bearer' && o.idp !== undefined && o.idp.idToken === undefined);
+  if (actsForHost && (o as { perClient?: unknown }).perClient === false) {
+    issue(`${at}/perClient`, `cannot be false with ${grant === 'token_exchange' ? 'the token_exchange grant' : 'jwt_bearer without idp.idToken'}: the token is the host's identity, one per host client`);
+  }
+  if (!checkUrl) return;
+  const tokenUrl = (where: string, v: string | undefined): void => {
+    if (v === undefined) return;
+    let u: URL;
+    try {
+      u = new URL(v);
+    } catch {
+      return issue(where, 'is not a valid URL');
+    }
+    if (u.protocol !== 'https:' && !(u.protocol === 'http:' && plainHttpAllowed(u))) issue(where, 'must be https:// (tokens cross it); plain http is for loopback only');
+  };
+  tokenUrl(`${at}/tokenEndpoint`, o.tokenEndpoint);
+  if (o.resource !== undefined) {
+    try {
+      new URL(o.resource);
+    } catch {
+      issue(`${at}/resource`, 'must be an absolute URI (RFC 8707), e.g. the server\'s URL');
+    }
+  }
+  tokenUrl(`${at}/idp/issuer`, o.idp?.issuer);
+  tokenUrl(`${at}/idp/tokenEndpoint`, o.idp?.tokenEndpoint);
 }
 
 /** `type` / `transport` with the desktop hosts' aliases folded; both given must agree. */
@@ -730,7 +772,7 @@ function collectSecrets(config: Config, fromEnv: string[], named: ReadonlySet<st
     } else {
       for (const v of Object.values(s.headers)) all.add(v);
       for (const v of urlSecrets(s.url)) all.add(v);
-      for (const v of [s.oauth?.clientSecret, s.oauth?.privateKey]) if (v) all.add(v);
+      for (const v of [s.oauth?.clientSecret, s.oauth?.privateKey, s.oauth?.idp?.clientSecret, s.oauth?.idp?.idToken]) if (v) all.add(v);
     }
   }
   for (const t of config.listen.auth.tokens) all.add(t.token);

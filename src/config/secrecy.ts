@@ -50,7 +50,7 @@ export function tokenLike(v: string): boolean {
 }
 
 /** Paths inside a server's entry whose values are secret material whatever variable fills them. */
-const SECRET_PLACES = [/^\/mcpServers\/[^/]+\/headers\/[^/]+$/, /^\/mcpServers\/[^/]+\/oauth\/(clientSecret|privateKey)$/];
+const SECRET_PLACES = [/^\/mcpServers\/[^/]+\/headers\/[^/]+$/, /^\/mcpServers\/[^/]+\/oauth\/(clientSecret|privateKey)$/, /^\/mcpServers\/[^/]+\/oauth\/idp\/(clientSecret|idToken)$/];
 
 /** The values of `used` that are secrets (see the file comment). */
 export function secretValues(used: readonly VariableUse[], named: ReadonlySet<string>): string[] {

@@ -86,8 +86,11 @@ export interface OAuthSettings {
   /**
    * `authorization_code` (default): a person logs in once (`mcpmux login`). `client_credentials`:
    * mcpmux gets tokens itself with the client's secret or private key, no login step.
+   * `token_exchange` (RFC 8693): the host's OIDC JWT is exchanged for a token for this server.
+   * `jwt_bearer` (Cross-App Access, SEP-990): an ID token is exchanged at the IdP (`idp`) for an
+   * ID-JAG, which this server's authorization server takes as a JWT bearer grant.
    */
-  grant?: 'authorization_code' | 'client_credentials';
+  grant?: 'authorization_code' | 'client_credentials' | 'token_exchange' | 'jwt_bearer';
   /** A client registered with the authorization server beforehand (else RFC 7591 registration). */
   clientId?: string;
   /** Its secret (`${VAR}`), for a confidential client. */
@@ -106,6 +109,31 @@ export interface OAuthSettings {
    * NAME --client C`, and a connection per client carrying only that client's token (isPerClient).
    */
   perClient?: boolean;
+  /** token_exchange: the `audience` to ask for (the upstream's name at its authorization server), if it wants one. */
+  audience?: string;
+  /** token_exchange: the RFC 8707 resource to ask for; default the resource the server's metadata names (else its URL). */
+  resource?: string;
+  /** token_exchange: what the host's JWT is (RFC 8693 token type `urn:ietf:params:oauth:token-type:<this>`); default `access_token`. */
+  subjectTokenType?: SubjectTokenType;
+  /** token_exchange: the token endpoint to exchange at; default the one of the authorization server the server's metadata names. */
+  tokenEndpoint?: string;
+  /** jwt_bearer: the identity provider that turns an ID token into an ID-JAG for this server. */
+  idp?: IdpSettings;
+}
+
+/** The token types a host's JWT may be exchanged as (RFC 8693 3). */
+export type SubjectTokenType = 'access_token' | 'jwt' | 'id_token';
+
+/** Cross-App Access: the enterprise identity provider's side. */
+export interface IdpSettings {
+  /** Its issuer URL (its token endpoint is discovered from it when `tokenEndpoint` is absent). */
+  issuer: string;
+  tokenEndpoint?: string;
+  /** mcpmux's client at the IdP, and its secret (`${VAR}`) if it is confidential. */
+  clientId: string;
+  clientSecret?: string;
+  /** The ID token to exchange (`${VAR}`, a secret); absent: the host's OIDC JWT (then the server is per client). */
+  idToken?: string;
 }
 
 export interface RemoteServerConfig extends ServerCommon {

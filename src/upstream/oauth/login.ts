@@ -9,7 +9,7 @@ import { createServer, type Server } from 'node:http';
 import * as oauth from 'oauth4webapi';
 import type { RemoteServerConfig } from '../../config/types.js';
 import { canonicalResource, challengeOf, discover, httpOptions, insecureOk, smallJson } from './discover.js';
-import { loginKey, readLogin, writeLogin } from './store.js';
+import { exclusiveLogin, loginKey, readLogin, writeLogin } from './store.js';
 import { clientAuth, mergeScopes, secretMethod } from './client-auth.js';
 import { describe, tokensOf } from './responses.js';
 
@@ -64,7 +64,8 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
       ...httpOptions(new URL(as.token_endpoint!)),
     });
     const tokens = await oauth.processAuthorizationCodeResponse(as, client, res);
-    await writeLogin(key, {
+    // After any refresh a daemon is making of the old login (else its write would replace this one).
+    await exclusiveLogin(key, () => writeLogin(key, {
       server: canonicalResource(server.url),
       resource,
       as: { issuer: as.issuer, token_endpoint: as.token_endpoint!, ...(as.revocation_endpoint && { revocation_endpoint: as.revocation_endpoint }) },
@@ -74,7 +75,7 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
         ...(typeof client.token_endpoint_auth_method === 'string' && { token_endpoint_auth_method: client.token_endpoint_auth_method }),
       },
       tokens: tokensOf(tokens),
-    }, 'login');
+    }, 'login'));
     return { scope: tokens.scope ?? scope };
   } catch (err) {
     throw new Error(`login to ${server.name} failed: ${describe(err)}`);

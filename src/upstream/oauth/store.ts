@@ -16,6 +16,7 @@ import path from 'node:path';
 import { ANONYMOUS_CLIENT } from '../../config/types.js';
 import { readText, watchFolder, writePrivate } from '../../files.js';
 import { stateDir } from '../../state.js';
+import { withFileLock } from './file-lock.js';
 
 /**
  * A host client's name as a folder name, and in its login key: letters a-z, digits, `_` and `-`
@@ -151,6 +152,11 @@ export function deleteChallenge(key: string): void {
   rmSync(challengeFile(key), { force: true });
 }
 
+/** Held while a process changes a login's tokens (file-lock.ts). Not `.json`: the login watcher ignores it. */
+function lockFile(key: string): string {
+  return loginFile(key).replace(/\.json$/, '.lock');
+}
+
 function deleteFile(key: string): boolean {
   cached.delete(key);
   const file = loginFile(key);
@@ -276,7 +282,7 @@ export interface LoginStore {
    * grant, a scope to remember): per process with files, across the cluster with the shared
    * store. `signal` aborts before the exclusivity could lapse (what `fn` asks for must end by then).
    */
-  exclusive<T>(key: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T>;
+  exclusive<T>(key: string, fn: (signal: AbortSignal) => Promise<T>, onWait?: () => void): Promise<T>;
   /** Calls `onChange(key)` when another process stores or removes a login. Returns the function that stops it. */
   watch(onChange: (key: string) => void, onError: (err: Error) => void): () => void;
   /** Where a login is kept, for what `mcpmux login` prints. */
@@ -295,8 +301,18 @@ export const fileLogins: LoginStore = {
   read: async (key) => readFromFile(key),
   write: async (key, login) => writeToFile(key, login),
   delete: async (key) => deleteFile(key),
-  // One process per state folder: OAuthTokens' own one-at-a-time is all it takes.
-  exclusive: (_server, fn) => fn(AbortSignal.timeout(FILE_REFRESH_MS)),
+  // Across the processes of one state folder: a lock file beside the login (file-lock.ts). The
+  // login is read from its file once held: what another process stored just now counts.
+  exclusive: (key, fn, onWait) =>
+    withFileLock(
+      lockFile(key),
+      FILE_REFRESH_MS,
+      () => {
+        cached.delete(key);
+        return fn(AbortSignal.timeout(FILE_REFRESH_MS));
+      },
+      onWait,
+    ),
   watch: watchFiles,
   where: (key) => loginFile(key),
 };
@@ -336,8 +352,9 @@ export function deleteLogin(key: string): Promise<boolean> {
   return logins.delete(key);
 }
 
-export function exclusiveLogin<T>(key: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  return logins.exclusive(key, fn);
+/** `onWait`: called once if another holds the login now (another process's refresh) and this one waits for it. */
+export function exclusiveLogin<T>(key: string, fn: (signal: AbortSignal) => Promise<T>, onWait?: () => void): Promise<T> {
+  return logins.exclusive(key, fn, onWait);
 }
 
 /**

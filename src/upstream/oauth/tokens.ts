@@ -4,11 +4,16 @@
 // authorization server refuses forgets the tokens: the upstream needs a new login.
 // A `perClient` server's connection for one host client reads and writes only that client's
 // login (its login key): another client's token is never read here.
+// The machine grants (client_credentials, token_exchange, jwt_bearer: machine.ts) need no login:
+// a token is got when there is none and renewed before it expires (never first a 401); a grant
+// the server refused is not asked again with the same input for REFUSED_MS (no loop of requests
+// each refused), and its message, which says what to fix, is every request's error meanwhile.
 
+import { createHash } from 'node:crypto';
 import * as oauth from 'oauth4webapi';
 import type { RemoteServerConfig } from '../../config/types.js';
 import { addRuntimeSecrets, type Logger } from '../../observe/logger.js';
-import { clientCredentials } from './machine.js';
+import { GrantError, machineGrant, machineToken, needsSubject } from './machine.js';
 import { bearerChallenge, canonicalResource, httpOptions } from './discover.js';
 import { clientAuth, mergeScopes } from './client-auth.js';
 import { describe, tokensOf } from './responses.js';
@@ -16,6 +21,14 @@ import { exclusiveLogin, loginCommand, loginKey, readLogin, writeChallenge, writ
 
 /** Refresh this long before the access token expires (clock skew, the request's own time). */
 const EARLY_MS = 60_000;
+/** A machine grant the server refused is not asked again with the same input for this long. */
+const REFUSED_MS = 60_000;
+
+/** Refusals per login key: what was asked (a digest), until when not to ask it again, and why. */
+const refusals = new Map<string, { input: string; until: number; message: string }>();
+
+const expiring = (t: NonNullable<StoredLogin['tokens']>) => t.expires_at !== undefined && t.expires_at - EARLY_MS < Date.now();
+const expired = (t: NonNullable<StoredLogin['tokens']>) => t.expires_at !== undefined && t.expires_at <= Date.now();
 
 export class OAuthTokens {
   private refreshing: Promise<boolean> | undefined;
@@ -46,10 +59,37 @@ export class OAuthTokens {
   readonly loginCommand: string;
   /** Whether the server's 401 can be answered by a login (no static Authorization header configured). */
   readonly usable: boolean;
+  private warnedNoSubject = false;
 
-  /** client_credentials: mcpmux gets its own token, no person involved. */
+  /**
+   * A machine grant: mcpmux gets its own token, no person involved. Except a grant that acts for
+   * the host without a host identity (no OIDC session of this client): that is needs-login for
+   * this client, since no retry can help.
+   */
   get machine(): boolean {
-    return this.config.oauth?.grant === 'client_credentials';
+    return machineGrant(this.config.oauth) !== undefined && this.hostToken() !== null;
+  }
+
+  /**
+   * The host's JWT for a grant that acts for the host (undefined for the others); null when it
+   * needs one and there is none (said once per connection: the host must sign in with OIDC).
+   */
+  private hostToken(): string | undefined | null {
+    if (!needsSubject(this.config.oauth)) return undefined;
+    const t = this.subject?.();
+    if (t !== undefined) {
+      // Scrubbed like the tokens: an upstream or IdP that echoes it must not put it in the log.
+      addRuntimeSecrets(this.log, `oauth-subject:${this.key}`, [t]);
+      return t;
+    }
+    if (!this.warnedNoSubject) {
+      this.warnedNoSubject = true;
+      this.log.warn(
+        { server: this.server, ...(this.client !== undefined && { client: this.client }) },
+        `no host identity to exchange: the host must sign in with OIDC (listen.auth.oidc) for ${this.server} (grant ${this.config.oauth?.grant}); static-token and stdio sessions have none`,
+      );
+    }
+    return null;
   }
 
   /**
@@ -70,7 +110,7 @@ export class OAuthTokens {
     // A configured Authorization header is the admin's choice: no stored login replaces it.
     if (!this.usable) return undefined;
     let l = await this.login();
-    if (!l?.tokens && this.machine && (await this.refresh())) l = await this.login();
+    if (machineGrant(this.config.oauth)) return this.machineHeader(l);
     if (!l?.tokens) return undefined;
     if (l.tokens.expires_at !== undefined && l.tokens.expires_at - EARLY_MS < Date.now() && l.tokens.refresh_token) {
       // A refresh that cannot happen now (a shared store that is down) leaves the token as it is:
@@ -80,6 +120,27 @@ export class OAuthTokens {
       if (!l?.tokens) return undefined;
     }
     return `Bearer ${l.tokens.access_token}`;
+  }
+
+  /**
+   * A machine grant's header: a new token when there is none or it is about to expire, got
+   * before the request (never a 401 first). A renewal that fails while the token still has time
+   * keeps it; one that fails with no usable token is this request's error (what to fix).
+   */
+  private async machineHeader(l: StoredLogin | undefined): Promise<string | undefined> {
+    const t = l?.tokens;
+    if (!t || expiring(t)) {
+      // No host identity: needs-login for this client (the server's 401 says so), no grant.
+      if (this.hostToken() === null) return t && !expired(t) ? `Bearer ${t.access_token}` : undefined;
+      try {
+        await this.refresh(t ? `Bearer ${t.access_token}` : undefined);
+      } catch (err) {
+        if (!t || expired(t)) throw err;
+        this.log.debug({ err: (err as Error).message }, 'no renewal before expiry; the token has a little time left');
+      }
+      l = await this.login();
+    }
+    return l?.tokens && !expired(l.tokens) ? `Bearer ${l.tokens.access_token}` : undefined;
   }
 
   challenged(header: string): void {
@@ -114,7 +175,7 @@ export class OAuthTokens {
       this.log.warn({ err: (err as Error).message }, 'cannot remember the scope the server asked for');
       return wanted;
     }
-    this.log.warn({ scope: wanted }, `the server needs more access; run: ${this.loginCommand}`);
+    this.log.warn({ scope: wanted }, this.machine ? 'the server needs more access; the next token is asked with it' : `the server needs more access; run: ${this.loginCommand}`);
     return wanted;
   }
 
@@ -129,7 +190,11 @@ export class OAuthTokens {
    * store is down: no refresh then.
    */
   refresh(stale?: string): Promise<boolean> {
-    return (this.refreshing ??= exclusiveLogin(this.key, (signal) => this.doRefresh(stale, signal)).finally(() => (this.refreshing = undefined)));
+    return (this.refreshing ??= exclusiveLogin(
+      this.key,
+      (signal) => this.doRefresh(stale, signal),
+      () => this.log.debug('waiting for another process changing this login (its refresh is used)'),
+    ).finally(() => (this.refreshing = undefined)));
   }
 
   private async doRefresh(stale: string | undefined, signal: AbortSignal): Promise<boolean> {
@@ -138,16 +203,7 @@ export class OAuthTokens {
     // none, for a machine client): those are the refresh.
     const now = l?.tokens?.access_token;
     if (now !== undefined && `Bearer ${now}` !== stale) return true;
-    if (this.machine) {
-      try {
-        await clientCredentials(this.config, signal);
-        this.log.info('access token obtained (client credentials)');
-        return true;
-      } catch (err) {
-        this.log.warn({ err: describe(err) }, 'the client-credentials token request was refused; check oauth in the config');
-        return false;
-      }
-    }
+    if (machineGrant(this.config.oauth)) return this.grant(signal);
     const refreshToken = l?.tokens?.refresh_token;
     if (!l || !refreshToken) return false;
     const as: oauth.AuthorizationServer = { issuer: l.as.issuer, token_endpoint: l.as.token_endpoint };
@@ -184,5 +240,36 @@ export class OAuthTokens {
     }
     this.log.info(stored ? 'access token refreshed' : 'access token refreshed (not stored in the shared store yet)');
     return true;
+  }
+
+  /**
+   * A new token by the machine grant (held exclusive by refresh()). True when one is stored;
+   * false when there is no host identity to act for (needs-login for this client); throws the
+   * grant's error (GrantError: what to fix) when it failed, or when the same input was refused
+   * less than REFUSED_MS ago (then the server is not asked).
+   */
+  private async grant(signal: AbortSignal): Promise<boolean> {
+    const subject = this.hostToken();
+    if (subject === null) return false;
+    const o = this.config.oauth!;
+    const input = createHash('sha256').update(JSON.stringify([o, this.config.url, subject ?? null])).digest('hex');
+    const refused = refusals.get(this.key);
+    if (refused?.input === input && refused.until > Date.now()) throw new GrantError(refused.message, true);
+    try {
+      const l = await machineToken(this.config, this.key, subject, signal);
+      addRuntimeSecrets(this.log, `oauth:${this.key}`, [l.tokens?.access_token]);
+      refusals.delete(this.key);
+      this.log.info({ grant: o.grant }, 'access token obtained');
+      return true;
+    } catch (err) {
+      const message = err instanceof GrantError ? err.message : `cannot get a token for ${this.server}: ${(err as Error).message}`;
+      if (err instanceof GrantError && err.refused) {
+        // Login keys come and go with host clients (unmapped OIDC claims too): the past ones leave.
+        for (const [k, r] of refusals) if (r.until <= Date.now()) refusals.delete(k);
+        refusals.set(this.key, { input, until: Date.now() + REFUSED_MS, message });
+      }
+      this.log.warn({ grant: o.grant }, message);
+      throw err instanceof GrantError ? err : new GrantError(message, false);
+    }
   }
 }
