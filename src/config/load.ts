@@ -613,6 +613,9 @@ function buildServer(
     if (!machine && s.oauth.privateKey !== undefined) issue(`${at}/oauth/privateKey`, 'applies only with oauth.grant "client_credentials"');
     if (s.oauth.signingAlgorithm !== undefined && s.oauth.privateKey === undefined) issue(`${at}/oauth/signingAlgorithm`, 'applies only with oauth.privateKey');
     if (machine && s.oauth.redirectPort !== undefined) issue(`${at}/oauth/redirectPort`, 'applies only to the authorization_code grant (a browser login)');
+    for (const key of ['interactive', 'interactiveWaitMs'] as const) {
+      if (machine && s.oauth[key] !== undefined) issue(`${at}/oauth/${key}`, 'applies only to the authorization_code grant (a browser login)');
+    }
     if (s.oauth.clientMetadataUrl !== undefined) {
       if (machine || s.oauth.clientId !== undefined) issue(`${at}/oauth/clientMetadataUrl`, 'is a client id of its own: not with oauth.clientId or the client_credentials grant');
       else if (!/^https:\/\//.test(s.oauth.clientMetadataUrl)) issue(`${at}/oauth/clientMetadataUrl`, 'must be an https:// URL');

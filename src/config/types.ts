@@ -101,6 +101,25 @@ export interface OAuthSettings {
   /** client_credentials with private_key_jwt: the client's private key (PEM; use `${VAR}`) and its algorithm. */
   privateKey?: string;
   signingAlgorithm?: 'RS256' | 'ES256';
+  /**
+   * `mcpmux stdio` only (a person at the screen): when the server needs a login or more scope,
+   * mcpmux opens the browser itself (default true). `serve` never opens a browser.
+   */
+  interactive?: boolean;
+  /** How long a host's call waits for that login to land (default 50000 ms, inside the 60 s hosts wait). */
+  interactiveWaitMs?: number;
+}
+
+/**
+ * How a host's call waits for a login that opens itself in `mcpmux stdio` (the authorization
+ * code grant, a server mcpmux may log in to): undefined when the login is a person's `mcpmux login` only.
+ */
+export function interactiveLogin(s: ServerConfig): { waitMs: number } | undefined {
+  if (s.transport !== 'http' || s.oauth?.interactive === false) return undefined;
+  if (s.oauth?.grant !== undefined && s.oauth.grant !== 'authorization_code') return undefined;
+  // A configured Authorization header is the admin's choice: a 401 is no login matter then.
+  if (Object.keys(s.headers).some((h) => h.toLowerCase() === 'authorization')) return undefined;
+  return { waitMs: s.oauth?.interactiveWaitMs ?? DEFAULTS.interactiveWaitMs };
 }
 
 export interface RemoteServerConfig extends ServerCommon {
@@ -272,6 +291,7 @@ export const DEFAULTS = {
   toolLabelLimit: 200,
   restartMaxRetries: 5,
   restartBackoffMs: 500,
+  interactiveWaitMs: 50_000,
   surface: {
     mode: 'auto',
     maxDirectTools: 40,
