@@ -17,6 +17,7 @@ import type { Logger } from '../observe/logger.js';
 import type { Params } from '../protocol/mcp.js';
 import type { StopGrace } from '../upstream/connect.js';
 import type { Upstream } from '../upstream/upstream.js';
+import type { InteractiveLogins } from '../upstream/oauth/interactive.js';
 import { Audience } from './audience.js';
 import { Dispatch } from './dispatch.js';
 import { ForwardChain, OPEN_GOVERNANCE, ownCall, type Forward, type Governance } from './forward.js';
@@ -282,6 +283,14 @@ export class Router {
   refreshTools(): void {
     this.lists.catalogue.reset();
     this.audience.listChanged('tools');
+  }
+
+  /**
+   * `mcpmux stdio` (a person at the screen): upstreams that need a login open it in the browser
+   * themselves, and calls wait for it. Set before start(); `serve` never calls this.
+   */
+  openLoginsWith(logins: InteractiveLogins): void {
+    this.pool.logins = logins;
   }
 
   /** A login for `server` was stored (`mcpmux login`): an upstream waiting for one starts again. */

@@ -209,7 +209,8 @@ export class StreamableHttpTransport implements RemoteTransport {
       // with the wider scope, which mcpmux remembers to ask for); this request fails saying so.
       await res.body?.cancel().catch(() => {});
       const scope = await this.opts.auth.needScope(challenge!);
-      if (id !== undefined) this.deliver(unavailable(id, `the server needs more access for this${scope ? ` (scope "${scope}")` : ''}: run mcpmux login ${this.opts.auth.server}`), id);
+      // The error's data names the scope: in mcpmux stdio, the Upstream opens that login itself and retries once.
+      if (id !== undefined) this.deliver(errorResponse(id, { code: MuxError.UpstreamUnavailable, message: `the server needs more access for this${scope ? ` (scope "${scope}")` : ''}: run mcpmux login ${this.opts.auth.server}`, data: { scopeNeeded: scope ?? '' } }), id);
       return;
     }
     if (!res.ok) return this.refused(res, msg, id, hadSession);
