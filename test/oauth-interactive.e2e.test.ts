@@ -56,6 +56,8 @@ describe('mcpmux stdio: the login opens itself', () => {
     const d = desktop('complete-after-800');
     const config = await writeConfig({ mcpServers: { secure: { url } } });
     const mux = await startMux(config, { env: d.env });
+    // The host is told tools exist (they come with list_changed once the login lands), not an empty server.
+    expect(mux.client.getServerCapabilities()?.tools).toEqual({ listChanged: true });
     const t0 = performance.now();
     // Never listed: known by its server's prefix, held for the login, then found and called.
     const who = await mux.client.callTool({ name: 'secure__whoami', arguments: {} });
@@ -84,6 +86,9 @@ describe('mcpmux stdio: the login opens itself', () => {
     const config = await writeConfig({ mcpServers: { secure: { url, oauth: { interactiveWaitMs: 300 } } } });
     const mux = await startMux(config, { env: d.env });
     await waitFor(() => d.opened().length === 1, { what: 'the browser opened at start' });
+    // A list does not wait for the login: the other servers' items now, this one's with list_changed later.
+    expect((await mux.client.listTools()).tools.map((t) => t.name)).toEqual([]);
+    expect(mux.client.getServerCapabilities()?.tools).toEqual({ listChanged: true });
     const call = () => message(mux.client.callTool({ name: 'secure__whoami', arguments: {} }));
     // The login is under way (the window left open): each call waits its 300 ms, then fails saying so.
     for (let i = 0; i < 3; i++) {
@@ -94,7 +99,8 @@ describe('mcpmux stdio: the login opens itself', () => {
     // Past the minute (3 s here), a call opens it once more: never more often than that.
     await waitFor(async () => (await call(), d.opened().length === 2), { what: 'a second opening after the minute', timeoutMs: WAIT_MS });
     const [first, second] = d.opened();
-    expect(second!.t - first!.t).toBeGreaterThanOrEqual(3000);
+    // (Stamped by the recorder as it starts: a process start's jitter apart from mcpmux's clock.)
+    expect(second!.t - first!.t).toBeGreaterThan(2500);
     expect(d.opened()).toHaveLength(2);
   }, 60_000);
 

@@ -348,8 +348,9 @@ export class Router {
   /** What the session's live upstreams offer together, as a handshake (or server/discover) says it. */
   offer(session: SessionPort): { capabilities: Params; instructions: string | undefined } {
     const live = this.resolve.live(session);
-    // Upstreams still starting will come with list_changed; the host must know the lists exist.
-    const late = this.pool.forSession(session).some((up) => up.state === 'starting');
+    // Upstreams still starting, or waiting for a login that opened itself (stdio), will come with
+    // list_changed; the host must know the lists exist.
+    const late = this.pool.forSession(session).some((up) => up.state === 'starting' || up.loginOpens);
     return { capabilities: mergeCapabilities(live, session.protocolVersion, late), instructions: mergeInstructions(live, this.config.servers) };
   }
 

@@ -386,6 +386,11 @@ export class Upstream {
     }
   }
 
+  /** It waits for a login that opens itself (mcpmux stdio): it will come, and hosts hear list_changed then. */
+  get loginOpens(): boolean {
+    return this.needsLogin && this.deps.logins !== undefined && interactiveLogin(this.config) !== undefined;
+  }
+
   /**
    * A call to this upstream while it needs a login (mcpmux stdio): the browser opens (at most
    * once a minute) and the call waits up to oauth.interactiveWaitMs for the login to land and the
