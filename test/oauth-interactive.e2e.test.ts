@@ -12,7 +12,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
-import { awaitJsonLine, closeAll, readEvents, ROOT, startMux, tempDir, tempFile, waitFor, WAIT_MS, writeConfig } from './helpers/harness.js';
+import { awaitJsonLine, closeAll, readEvents, ROOT, startMux, startRawMux, tempDir, tempFile, waitFor, WAIT_MS, writeConfig } from './helpers/harness.js';
 
 const OAUTH = path.join(ROOT, 'test/fixtures/oauth-upstream.mjs');
 const RECORDER = path.join(ROOT, 'test/fixtures/recording-browser.mjs');
@@ -102,6 +102,22 @@ describe('mcpmux stdio: the login opens itself', () => {
     // (Stamped by the recorder as it starts: a process start's jitter apart from mcpmux's clock.)
     expect(second!.t - first!.t).toBeGreaterThan(2500);
     expect(d.opened()).toHaveLength(2);
+  }, 60_000);
+
+  it('a host cancelling its call ends the wait', async () => {
+    const d = desktop('ignore');
+    // One request in flight per session: a held call takes the slot until its wait ends.
+    const config = await writeConfig({ mcpServers: { secure: { url, oauth: { interactiveWaitMs: 60_000 } } }, limits: { maxInFlightPerSession: 1 } });
+    const raw = startRawMux(config, { env: d.env });
+    await raw.initialize();
+    await waitFor(() => d.opened().length === 1, { what: 'the browser opened at start' });
+    raw.send({ jsonrpc: '2.0', id: 'held', method: 'tools/call', params: { name: 'secure__whoami', arguments: {} } });
+    await waitFor(async () => /Too many requests in flight/.test((await raw.request('ping')).error?.message ?? ''), { what: 'the call held' });
+    raw.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'held', reason: 'the person gave up' } });
+    await waitFor(async () => (await raw.request('ping')).result !== undefined, { what: 'the slot free again', timeoutMs: 5000 });
+    // A cancelled request gets no answer; the browser did not open again.
+    expect(raw.messages.some((m) => m.id === 'held')).toBe(false);
+    expect(d.opened()).toHaveLength(1);
   }, 60_000);
 
   it('"interactive": false never opens: the call fails at once with run mcpmux login', async () => {

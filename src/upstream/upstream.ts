@@ -434,21 +434,28 @@ export class Upstream {
   private until(ms: number, signal: CancelSignal | undefined, login: Promise<boolean>, stepUp: boolean): Promise<LoginWait> {
     return new Promise((resolve) => {
       let landed: boolean | undefined;
+      let timer: NodeJS.Timeout | undefined;
+      let unsubscribe: (() => void) | undefined;
+      let done = false;
+      const finish = (how: LoginWait): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        unsubscribe?.();
+        this.waiters.delete(check);
+        resolve(how);
+      };
       const check = (): void => {
         if (this.state === 'closed' || landed === false) return finish('none');
         if (stepUp) return void (landed && finish('ready'));
         if (this.state === 'ready') return finish('ready');
         if (landed && this.state === 'failed') return finish('none');
       };
-      const timer = setTimeout(() => finish('open'), ms);
+      timer = setTimeout(() => finish('open'), ms);
       timer.unref?.();
-      const unsubscribe = signal?.onCancel(() => finish('open'));
-      const finish = (how: LoginWait): void => {
-        clearTimeout(timer);
-        unsubscribe?.();
-        this.waiters.delete(check);
-        resolve(how);
-      };
+      // A host's cancellation ends the wait (already cancelled: at once).
+      unsubscribe = signal?.onCancel(() => finish('open'));
+      if (done) return;
       this.waiters.add(check);
       void login.then((ok) => {
         landed = ok;
