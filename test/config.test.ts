@@ -6,7 +6,7 @@ import { expandEnv, jsonPointer } from '../src/config/expand.js';
 import { loadConfig, parseConfig } from '../src/config/load.js';
 import { nearest, unknownToolset } from '../src/config/suggest.js';
 import { secretVariable } from '../src/config/secrecy.js';
-import { ConfigError, isPerClient, type ConfigIssue, type RemoteServerConfig, type StdioServerConfig } from '../src/config/types.js';
+import { ConfigError, interactiveLogin, isPerClient, type ConfigIssue, type RemoteServerConfig, type StdioServerConfig } from '../src/config/types.js';
 
 let dir: string;
 let n = 0;
@@ -743,6 +743,24 @@ describe('loadConfig: oauth', () => {
     ]);
     expect((await issuesOf({ mcpServers: { a: { url, oauth: { perClient: 'yes' } } } }))[0]!.path).toBe('/mcpServers/a/oauth/perClient');
     expect((await issuesOf({ mcpServers: { a: { command: 'x', oauth: { perClient: true } } } }))[0]).toEqual({ path: '/mcpServers/a/oauth', message: '"oauth" applies to url servers, not to "command" servers' });
+  });
+});
+
+describe('loadConfig: oauth.interactive (issue 22)', () => {
+  it('is a boolean and a bounded wait, for the authorization_code grant only', async () => {
+    const url = 'https://mcp.example.com/mcp';
+    expect((await load({ mcpServers: { a: { url, oauth: { interactive: false, interactiveWaitMs: 0 } } } })).servers[0]).toMatchObject({ oauth: { interactive: false, interactiveWaitMs: 0 } });
+    expect(interactiveLogin((await load({ mcpServers: { a: { url } } })).servers[0]!)).toEqual({ waitMs: 50_000 });
+    expect(interactiveLogin((await load({ mcpServers: { a: { url, oauth: { interactiveWaitMs: 120_000 } } } })).servers[0]!)).toEqual({ waitMs: 120_000 });
+    expect(interactiveLogin((await load({ mcpServers: { a: { url, oauth: { interactive: false } } } })).servers[0]!)).toBeUndefined();
+    expect(interactiveLogin((await load({ mcpServers: { a: { url, headers: { Authorization: 'Bearer k' } } } })).servers[0]!)).toBeUndefined();
+    expect(await issuesOf({ mcpServers: { a: { url, oauth: { interactive: 'yes' } } } })).toEqual([{ path: '/mcpServers/a/oauth/interactive', message: 'expected boolean, got string' }]);
+    expect(await issuesOf({ mcpServers: { a: { url, oauth: { interactiveWaitMs: 120_001 } } } })).toEqual([{ path: '/mcpServers/a/oauth/interactiveWaitMs', message: 'must be <= 120000, got 120001' }]);
+    expect(await issuesOf({ mcpServers: { a: { url, oauth: { interactiveWaitMs: -1 } } } })).toEqual([{ path: '/mcpServers/a/oauth/interactiveWaitMs', message: 'must be >= 0, got -1' }]);
+    expect((await issuesOf({ mcpServers: { a: { url, oauth: { interactiveWaitMs: 1.5 } } } }))[0]!.path).toBe('/mcpServers/a/oauth/interactiveWaitMs');
+    expect(await issuesOf({ mcpServers: { a: { url, oauth: { grant: 'client_credentials', clientId: 'c', clientSecret: 's', interactive: true } } } })).toEqual([
+      { path: '/mcpServers/a/oauth/interactive', message: 'applies only to the authorization_code grant (a browser login)' },
+    ]);
   });
 });
 

@@ -15,6 +15,7 @@ import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parseP
 import { cannotListen } from './listen-error.js';
 import { announceReady } from './ready-line.js';
 import { addStatusRoutes } from './status.js';
+import { InteractiveLogins } from '../upstream/oauth/interactive.js';
 
 /**
  * How each child is stopped when mcpmux stops under a host. The SDK's stdio client (Inspector,
@@ -79,6 +80,10 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
     }
   }
   router.stopChildrenWithin(WITHIN_HOST_GRACE);
+  // A person is at the screen: an upstream that needs a login opens it in the browser (oauth.interactive).
+  // MCPMUX_LOGIN_REOPEN_MS: how soon a login may open again (tests shorten the minute).
+  const logins = new InteractiveLogins(log, Number(process.env.MCPMUX_LOGIN_REOPEN_MS) > 0 ? Number(process.env.MCPMUX_LOGIN_REOPEN_MS) : undefined);
+  router.openLoginsWith(logins);
   router.start();
   void router.ready().then(() => (started = true));
   void announceReady(log, router, config);
@@ -92,6 +97,7 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
     unwatchLogins();
     log.info({ why }, 'stopping');
     connected = false;
+    logins.close();
     await router.close();
     await pins.close();
     await runtime.store?.close();

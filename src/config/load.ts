@@ -681,6 +681,9 @@ function buildServer(
     if (machine && s.oauth.redirectPort !== undefined) issue(`${at}/oauth/redirectPort`, 'applies only to the authorization_code grant (a browser login)');
     // client_credentials is the daemon's own identity: one token, whoever calls.
     if (machine && s.oauth.perClient === true) issue(`${at}/oauth/perClient`, 'applies to logins made for a client (mcpmux login NAME --client C), not to the client_credentials grant: its token is the daemon\'s own');
+    for (const key of ['interactive', 'interactiveWaitMs'] as const) {
+      if (machine && s.oauth[key] !== undefined) issue(`${at}/oauth/${key}`, 'applies only to the authorization_code grant (a browser login)');
+    }
     if (s.oauth.clientMetadataUrl !== undefined) {
       if (machine || s.oauth.clientId !== undefined) issue(`${at}/oauth/clientMetadataUrl`, 'is a client id of its own: not with oauth.clientId or a grant without a browser login');
       else if (!/^https:\/\//.test(s.oauth.clientMetadataUrl)) issue(`${at}/oauth/clientMetadataUrl`, 'must be an https:// URL');

@@ -119,6 +119,13 @@ export interface OAuthSettings {
   tokenEndpoint?: string;
   /** jwt_bearer: the identity provider that turns an ID token into an ID-JAG for this server. */
   idp?: IdpSettings;
+  /**
+   * `mcpmux stdio` only (a person at the screen): when the server needs a login or more scope,
+   * mcpmux opens the browser itself (default true). `serve` never opens a browser.
+   */
+  interactive?: boolean;
+  /** How long a host's call waits for that login to land (default 50000 ms, inside the 60 s hosts wait). */
+  interactiveWaitMs?: number;
 }
 
 /** The token types a host's JWT may be exchanged as (RFC 8693 3). */
@@ -134,6 +141,18 @@ export interface IdpSettings {
   clientSecret?: string;
   /** The ID token to exchange (`${VAR}`, a secret); absent: the host's OIDC JWT (then the server is per client). */
   idToken?: string;
+}
+
+/**
+ * How a host's call waits for a login that opens itself in `mcpmux stdio` (the authorization
+ * code grant, a server mcpmux may log in to): undefined when the login is a person's `mcpmux login` only.
+ */
+export function interactiveLogin(s: ServerConfig): { waitMs: number } | undefined {
+  if (s.transport !== 'http' || s.oauth?.interactive === false) return undefined;
+  if (s.oauth?.grant !== undefined && s.oauth.grant !== 'authorization_code') return undefined;
+  // A configured Authorization header is the admin's choice: a 401 is no login matter then.
+  if (Object.keys(s.headers).some((h) => h.toLowerCase() === 'authorization')) return undefined;
+  return { waitMs: s.oauth?.interactiveWaitMs ?? DEFAULTS.interactiveWaitMs };
 }
 
 export interface RemoteServerConfig extends ServerCommon {
@@ -356,6 +375,7 @@ export const DEFAULTS = {
   toolLabelLimit: 200,
   restartMaxRetries: 5,
   restartBackoffMs: 500,
+  interactiveWaitMs: 50_000,
   surface: {
     mode: 'auto',
     maxDirectTools: 40,

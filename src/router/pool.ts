@@ -13,6 +13,7 @@ import { makeScrubber, type Logger } from '../observe/logger.js';
 import { MuxError, type Params } from '../protocol/mcp.js';
 import type { LoginIdentity, StopGrace } from '../upstream/connect.js';
 import { Upstream, type UpstreamListener } from '../upstream/upstream.js';
+import type { InteractiveLogins } from '../upstream/oauth/interactive.js';
 import { VERSION } from '../version.js';
 import type { SessionPort } from './session-port.js';
 
@@ -81,6 +82,8 @@ export class UpstreamPool {
    * is waiting on mcpmux then.
    */
   grace: StopGrace | undefined;
+  /** `mcpmux stdio`: logins that open themselves, for every connection made from now on (upstream.ts). */
+  logins: InteractiveLogins | undefined;
   /** Connections closing (a session's, a reload's), which closeAll waits for too. */
   private readonly closing = new Map<Promise<void>, Upstream>();
 
@@ -379,6 +382,7 @@ export class UpstreamPool {
       clientCapabilities,
       clientInfo: CLIENT_INFO,
       ...(who && { who }),
+      ...(this.logins && { logins: this.logins }),
     });
   }
 }

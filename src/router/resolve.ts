@@ -5,7 +5,7 @@ import type { Config } from '../config/types.js';
 import type { CancelSignal } from '../jsonrpc/cancel.js';
 import { ErrorCode, RpcError } from '../jsonrpc/message.js';
 import { McpError, MuxError } from '../protocol/mcp.js';
-import type { Upstream } from '../upstream/upstream.js';
+import { BROWSER_OPEN, type Upstream } from '../upstream/upstream.js';
 import type { Governance } from './forward.js';
 import type { Lists } from './lists.js';
 import type { WalkFailure } from './walks.js';
@@ -53,7 +53,13 @@ export class Resolver {
     const byPrefix = owner ? undefined : this.serverByPrefix(session, publicName);
     const up = owner ? this.pool.get(session, owner.server) : byPrefix?.up;
     // Down, or (unknown name) its prefix names a server that is down: say so rather than "unknown".
-    if (up && up.state !== 'ready') this.unavailable(up, `The ${what} ${publicName}`);
+    // In mcpmux stdio, one that needs a login opens it and the call waits for it (bounded).
+    if (up && up.state !== 'ready') {
+      const login = await up.loginLanded(signal);
+      if (login !== 'ready') this.unavailable(up, `The ${what} ${publicName}`, login === 'open' ? `; ${BROWSER_OPEN}` : '');
+      // Its lists may be news now: look again.
+      if (!owner) return this.named(session, kind, publicName, signal);
+    }
     if (owner && up) return { up, name: owner.name };
     // A name the server's own allow/deny hides, or a tool that pinning holds, is never
     // published, so it has no owner; it still goes to the forward step, which refuses it and says why.
@@ -120,8 +126,8 @@ export class Resolver {
     return up;
   }
 
-  private unavailable(up: Upstream, what: string): never {
-    throw new RpcError(MuxError.UpstreamUnavailable, `${what} belongs to server "${up.name}", which is not available${up.reason ? `: ${up.reason}` : ''}`);
+  private unavailable(up: Upstream, what: string, more = ''): never {
+    throw new RpcError(MuxError.UpstreamUnavailable, `${what} belongs to server "${up.name}", which is not available${up.reason ? `: ${up.reason}` : ''}${more}`);
   }
 
   /** The connection whose prefix starts `publicName` (`fs__read_file` -> fs), and the rest. */

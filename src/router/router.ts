@@ -17,6 +17,7 @@ import type { Logger } from '../observe/logger.js';
 import type { Params } from '../protocol/mcp.js';
 import type { StopGrace } from '../upstream/connect.js';
 import type { Upstream } from '../upstream/upstream.js';
+import type { InteractiveLogins } from '../upstream/oauth/interactive.js';
 import { Audience } from './audience.js';
 import { Dispatch } from './dispatch.js';
 import { ForwardChain, OPEN_GOVERNANCE, ownCall, type Forward, type Governance } from './forward.js';
@@ -289,6 +290,14 @@ export class Router {
   }
 
   /**
+   * `mcpmux stdio` (a person at the screen): upstreams that need a login open it in the browser
+   * themselves, and calls wait for it. Set before start(); `serve` never calls this.
+   */
+  openLoginsWith(logins: InteractiveLogins): void {
+    this.pool.logins = logins;
+  }
+
+  /**
    * A login was stored (`mcpmux login`; `key`: its login key, store.ts): the connections waiting
    * for that login start again: the server's, or for a perClient server's login for one
    * client, that client's only.
@@ -349,8 +358,9 @@ export class Router {
   /** What the session's live upstreams offer together, as a handshake (or server/discover) says it. */
   offer(session: SessionPort): { capabilities: Params; instructions: string | undefined } {
     const live = this.resolve.live(session);
-    // Upstreams still starting will come with list_changed; the host must know the lists exist.
-    const late = this.pool.forSession(session).some((up) => up.state === 'starting');
+    // Upstreams still starting, or waiting for a login that opened itself (stdio), will come with
+    // list_changed; the host must know the lists exist.
+    const late = this.pool.forSession(session).some((up) => up.state === 'starting' || up.loginOpens);
     return { capabilities: mergeCapabilities(live, session.protocolVersion, late), instructions: mergeInstructions(live, this.config.servers) };
   }
 

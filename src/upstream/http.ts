@@ -18,6 +18,7 @@ import type { FrameError } from '../transport/transport.js';
 import type { RemoteTransport } from './connect.js';
 import { parseJson } from '../jsonrpc/big-numbers.js';
 import { backoffDelay } from '../backoff.js';
+import { bearerChallenge } from './oauth/challenge.js';
 
 const JSON_TYPE = 'application/json';
 const SSE_TYPE = 'text/event-stream';
@@ -184,7 +185,9 @@ export class StreamableHttpTransport implements RemoteTransport {
 
     // A 401 that a login can answer: a Bearer challenge, and no static Authorization configured
     // (a server refusing an admin's API key is an error like any other, retried with backoff).
-    if (res.status === 401 && this.opts.auth?.usable && /^\s*bearer\b/i.test(res.headers.get('www-authenticate') ?? '')) {
+    const challenge = res.status === 401 || res.status === 403 ? res.headers.get('www-authenticate') : null;
+    const bearerParams = bearerChallenge(challenge);
+    if (res.status === 401 && this.opts.auth?.usable && bearerParams) {
       await res.body?.cancel().catch(() => {});
       // Once per request: a fresh token, then the same message again.
       if (!retried && bearer !== undefined) {
@@ -197,19 +200,19 @@ export class StreamableHttpTransport implements RemoteTransport {
         if (fresh) return this.post(msg, body, true);
       }
       // Kept for `mcpmux login`: the challenge says where to log in.
-      const challenge = res.headers.get('www-authenticate');
-      if (challenge) this.opts.auth.challenged(challenge);
+      this.opts.auth.challenged(challenge!);
       // A machine client (client_credentials) has no login to wait for: an error, retried with backoff.
       if (this.opts.auth.machine) return this.fail(`the server refused the client-credentials token (401)`);
       this.needsLogin = true;
       return this.fail(`needs a login: the server answered 401${bearer === undefined ? ' and there is no stored login' : ' and the stored login no longer works'}`);
     }
-    if (res.status === 403 && this.opts.auth && /insufficient_scope/.test(res.headers.get('www-authenticate') ?? '')) {
+    if (res.status === 403 && this.opts.auth && bearerParams?.error === 'insufficient_scope') {
       // Step-up: this request needs more than the login granted. A person decides (a login
       // with the wider scope, which mcpmux remembers to ask for); this request fails saying so.
       await res.body?.cancel().catch(() => {});
-      const scope = await this.opts.auth.needScope(res.headers.get('www-authenticate')!);
-      if (id !== undefined) this.deliver(unavailable(id, `the server needs more access for this${scope ? ` (scope "${scope}")` : ''}: run ${this.opts.auth.loginCommand}`), id);
+      const scope = await this.opts.auth.needScope(challenge!);
+      // The error's data names the scope: in mcpmux stdio, the Upstream opens that login itself and retries once.
+      if (id !== undefined) this.deliver(errorResponse(id, { code: MuxError.UpstreamUnavailable, message: `the server needs more access for this${scope ? ` (scope "${scope}")` : ''}: run ${this.opts.auth.loginCommand}`, data: { scopeNeeded: scope ?? '' } }), id);
       return;
     }
     if (!res.ok) return this.refused(res, msg, id, hadSession);

@@ -3,7 +3,7 @@
 // hosts or the router: what the upstream says unprompted goes to one listener.
 
 import type { CancelSignal } from '../jsonrpc/cancel.js';
-import { ANONYMOUS_CLIENT, type ServerConfig } from '../config/types.js';
+import { ANONYMOUS_CLIENT, interactiveLogin, type RemoteServerConfig, type ServerConfig } from '../config/types.js';
 import { Endpoint, type IncomingInfo, type Result } from '../jsonrpc/endpoint.js';
 import { RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
 import { publishUpstreamProtocolError, publishUpstreamState, type UpstreamStateName } from '../observe/events.js';
@@ -14,6 +14,7 @@ import { envelope, handshake, type ServerInfo } from './handshake.js';
 import { fromModern, PARAM_HEADERS, paramHeaders, paramHeaderValues, ResourceListens } from './modern.js';
 import { stripEnvelope } from '../protocol/modern.js';
 import { backoffDelay } from '../backoff.js';
+import type { InteractiveLogins } from './oauth/interactive.js';
 
 export type UpstreamState = 'starting' | 'ready' | 'failed' | 'closed';
 
@@ -46,7 +47,18 @@ export interface UpstreamDeps {
   clientInfo: Params;
   /** A perClient server's connection: the host client whose login it carries (connect.ts). */
   who?: LoginIdentity;
+  /**
+   * `mcpmux stdio`: logins that open themselves (the browser) when this upstream needs one or
+   * more scope; calls wait for them (oauth.interactiveWaitMs). Absent under `serve`.
+   */
+  logins?: InteractiveLogins;
 }
+
+/** What a call held for a login that opened itself came to: the upstream is ready, the wait ran out (the browser is still open), or there is nothing to wait for. */
+export type LoginWait = 'ready' | 'open' | 'none';
+
+/** Said after the needs-login error when the wait for a login that opened itself ran out. */
+export const BROWSER_OPEN = 'a browser window is open to log in; finish there, then call again';
 
 export interface CallOptions {
   signal?: CancelSignal;
@@ -113,6 +125,10 @@ export class Upstream {
   needsLogin = false;
   /** When it failed or was lost, within the crash-loop window (oldest first). */
   private failures: number[] = [];
+  /** Calls held for a login (loginLanded): told of every change of state. */
+  private readonly waiters = new Set<() => void>();
+  /** The login (that opened itself) this upstream restarts after, once it lands. */
+  private watchedLogin: Promise<boolean> | undefined;
   /** Names this connection in events (a `session` server has one connection per host session). */
   readonly connectionId = ++connections;
   private endpoint: Endpoint | undefined;
@@ -247,6 +263,7 @@ export class Upstream {
       this.log.info({ protocolVersion: this.info.protocolVersion, serverInfo: this.info.serverInfo }, 'upstream ready');
       this.publish('up');
       this.deps.listener.stateChanged(this);
+      this.wake();
       if (this.info.era === 'modern') this.listen(ep);
     } catch (err) {
       await this.fail(epoch, `initialize failed: ${(err as Error).message}`);
@@ -282,6 +299,8 @@ export class Upstream {
       this.reason = `needs a login${client === undefined ? '' : ` for client ${client}`}: run ${run}`;
       this.publish('failed', { reason: this.reason });
       this.deps.listener.stateChanged(this);
+      // mcpmux stdio: the browser opens now (at most once a minute), not at the first call.
+      this.openLogin();
       return;
     }
     const { maxRetries, backoffMs } = this.config.restart;
@@ -338,8 +357,131 @@ export class Upstream {
     await this.run(epoch);
   }
 
-  /** Sends a request with a fresh id; the host's progress token, if any, becomes that id. */
+  /**
+   * Sends a request with a fresh id; the host's progress token, if any, becomes that id. In
+   * mcpmux stdio, a request the server refuses for want of a login (401) or of scope (403
+   * insufficient_scope) waits for the login that opens itself, then is sent again, once. Lists
+   * do not wait: they merge many servers, and this one's items come with list_changed.
+   */
   request(method: string, params: Params | undefined, opts: CallOptions = {}): Promise<Result> {
+    if (this.deps.logins === undefined || method.endsWith('/list')) return this.send(method, params, opts);
+    return this.sendLoggedIn(method, params, opts);
+  }
+
+  private async sendLoggedIn(method: string, params: Params | undefined, opts: CallOptions): Promise<Result> {
+    const conn = this.connection;
+    try {
+      return await this.send(method, params, opts);
+    } catch (err) {
+      const how = interactiveLogin(this.config);
+      if (!how || !(err instanceof RpcError)) throw err;
+      const scope = (err.data as { scopeNeeded?: unknown } | undefined)?.scopeNeeded;
+      if (typeof scope === 'string') {
+        // Step-up: a login asking for the wider scope (needScope remembered it), then this request again.
+        const login = this.openLogin(scope);
+        if (!login) throw err;
+        const landed = await this.until(how.waitMs, opts.signal, login, true);
+        if (landed === 'open') throw new RpcError(err.code, `${err.message}; ${BROWSER_OPEN}`, err.data);
+        if (landed !== 'ready') throw err;
+        return this.send(method, params, opts);
+      }
+      // Its connection ended on a 401 that no stored token answers: the login, then this request again.
+      // (This upstream learns it needs a login once that connection has stopped: asked here, not of it.)
+      if (conn?.needsLogin !== true) throw err;
+      const login = this.openLogin();
+      if (!login) throw err;
+      const landed = await this.until(how.waitMs, opts.signal, login, false);
+      if (landed === 'open') throw new RpcError(err.code, `${err.message}; ${BROWSER_OPEN}`);
+      if (landed !== 'ready') throw err;
+      return this.send(method, params, opts);
+    }
+  }
+
+  /** It waits for a login that opens itself (mcpmux stdio): it will come, and hosts hear list_changed then. */
+  get loginOpens(): boolean {
+    return this.needsLogin && this.deps.logins !== undefined && interactiveLogin(this.config) !== undefined;
+  }
+
+  /**
+   * A call to this upstream while it needs a login (mcpmux stdio): the browser opens (at most
+   * once a minute) and the call waits up to oauth.interactiveWaitMs for the login to land and the
+   * upstream to be ready again. `none`: there is no login to wait for (not interactive, or one
+   * failed within the minute): the call fails as it always did.
+   */
+  async loginLanded(signal?: CancelSignal): Promise<LoginWait> {
+    const how = this.deps.logins && interactiveLogin(this.config);
+    if (!how) return 'none';
+    if (this.state === 'ready') return 'ready';
+    if (!this.needsLogin) return 'none';
+    const login = this.openLogin();
+    if (!login) return 'none';
+    return this.until(how.waitMs, signal, login, false);
+  }
+
+  /**
+   * Opens the login (or joins the one under way), and restarts this upstream once it lands if
+   * it is waiting for one. Undefined: none may open now.
+   */
+  private openLogin(scope?: string): Promise<boolean> | undefined {
+    if (!this.deps.logins || !interactiveLogin(this.config) || this.state === 'closed') return undefined;
+    const login = this.deps.logins.login(this.config as RemoteServerConfig, scope);
+    if (login && login !== this.watchedLogin) {
+      this.watchedLogin = login;
+      void login.then((ok) => {
+        if (this.watchedLogin === login) this.watchedLogin = undefined;
+        if (ok && this.needsLogin && this.state !== 'closed') void this.restart();
+        this.wake();
+      });
+    }
+    return login;
+  }
+
+  /**
+   * Waits for `login` up to `ms`: `ready` once the upstream is ready (a step-up: once its login
+   * landed, the connection being the same); `none` when the login failed or the upstream did
+   * not start with it; `open` when the time ran out or the host cancelled (the login is still
+   * under way, the browser open).
+   */
+  private until(ms: number, signal: CancelSignal | undefined, login: Promise<boolean>, stepUp: boolean): Promise<LoginWait> {
+    return new Promise((resolve) => {
+      let landed: boolean | undefined;
+      let timer: NodeJS.Timeout | undefined;
+      let unsubscribe: (() => void) | undefined;
+      let done = false;
+      const finish = (how: LoginWait): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        unsubscribe?.();
+        this.waiters.delete(check);
+        resolve(how);
+      };
+      const check = (): void => {
+        if (this.state === 'closed' || landed === false) return finish('none');
+        if (stepUp) return void (landed && finish('ready'));
+        if (this.state === 'ready') return finish('ready');
+        if (landed && this.state === 'failed') return finish('none');
+      };
+      timer = setTimeout(() => finish('open'), ms);
+      timer.unref?.();
+      // A host's cancellation ends the wait (already cancelled: at once).
+      unsubscribe = signal?.onCancel(() => finish('open'));
+      if (done) return;
+      this.waiters.add(check);
+      void login.then((ok) => {
+        landed = ok;
+        check();
+      });
+      check();
+    });
+  }
+
+  /** Calls held for a login look again (a change of state, a login landed or failed). */
+  private wake(): void {
+    for (const w of [...this.waiters]) w();
+  }
+
+  private send(method: string, params: Params | undefined, opts: CallOptions): Promise<Result> {
     const ep = this.endpoint;
     if (this.state !== 'ready' || !ep) {
       return Promise.reject(new RpcError(MuxError.UpstreamUnavailable, `Upstream "${this.name}" is not available${this.reason ? `: ${this.reason}` : ''}`));
@@ -585,6 +727,7 @@ export class Upstream {
     // In-flight requests fail fast with a clear reason instead of waiting for their timeout.
     if (ep && !ep.isClosed) void ep.close(reason);
     this.deps.listener.stateChanged(this);
+    this.wake();
   }
 }
 

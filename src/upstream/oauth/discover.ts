@@ -35,13 +35,9 @@ export function canonicalResource(serverUrl: string): string {
   return u.href.replace(/\/$/, '');
 }
 
-/** `Bearer realm="x", scope="a b", resource_metadata="https://..."` -> its parameters. */
-export function bearerChallenge(header: string | null | undefined): Record<string, string> | undefined {
-  if (!header || !/^\s*bearer\b/i.test(header)) return undefined;
-  const out: Record<string, string> = {};
-  for (const m of header.matchAll(/([A-Za-z_]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))/g)) out[m[1]!.toLowerCase()] = (m[2] ?? m[3] ?? '').replace(/\\(.)/g, '$1');
-  return out;
-}
+// Kept in a module of its own (no imports) so the HTTP transport can read challenges without loading this one.
+export { bearerChallenge } from './challenge.js';
+import { bearerChallenge } from './challenge.js';
 
 export async function discover(serverUrl: string, challenge: Record<string, string> | undefined): Promise<Discovered> {
   const server = new URL(serverUrl);

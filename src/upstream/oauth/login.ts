@@ -23,6 +23,8 @@ export interface LoginOptions {
   say(line: string): void;
   /** A perClient server's login for this host client (its own login key); absent: the server's one login. */
   client?: string;
+  /** Ends the wait for the browser (a login that opened itself, replaced by a newer one). */
+  signal?: AbortSignal;
 }
 
 export async function login(server: RemoteServerConfig, opts: LoginOptions): Promise<{ scope: string | undefined }> {
@@ -35,8 +37,9 @@ export async function login(server: RemoteServerConfig, opts: LoginOptions): Pro
   // A stored login that cannot be read (sealed with another store key) is what this login replaces.
   const scope = mergeScopes(server.oauth?.scopes?.join(' ') || found.scope, (await readLogin(key).catch(() => undefined))?.scopeNeeded);
 
+  opts.signal?.throwIfAborted();
   const state = oauth.generateRandomState();
-  const callback = await loopback(server.oauth?.redirectPort ?? 0, () => state);
+  const callback = await loopback(server.oauth?.redirectPort ?? 0, () => state, opts.signal);
   try {
     const redirectUri = callback.uri;
     const client = await clientFor(server, as, redirectUri);
@@ -138,10 +141,11 @@ async function clientFor(server: RemoteServerConfig, as: oauth.AuthorizationServ
 
 
 /** A one-shot listener on 127.0.0.1 for the browser's return. */
-async function loopback(port: number, state: () => string): Promise<{ uri: string; result: Promise<URL>; close(): void }> {
+async function loopback(port: number, state: () => string, signal?: AbortSignal): Promise<{ uri: string; result: Promise<URL>; close(): void }> {
   let done!: (u: URL) => void;
   let fail!: (e: Error) => void;
   const result = new Promise<URL>((resolve, reject) => ((done = resolve), (fail = reject)));
+  signal?.addEventListener('abort', () => fail(new Error('a newer login replaced this one')), { once: true });
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', `http://127.0.0.1`);
     if (url.pathname !== '/callback') return void res.writeHead(404).end();
