@@ -43,7 +43,7 @@ const PASSING = [
 ];
 
 /** The scenarios a person logs in to (authorization code): also run with the login that opens itself. */
-const BROWSER_LOGINS = PASSING.filter((s) => !s.startsWith('client-credentials-'));
+const BROWSER_LOGINS = PASSING.filter((s) => !s.startsWith('client-credentials-') && !s.startsWith('cross-app-access'));
 
 describe('conformance suite, auth scenarios, mcpmux as the client', () => {
   it.for(PASSING)('auth/%s', async (scenario, ctx) => {
