@@ -147,8 +147,12 @@ describe('token_exchange per person through mcpmux serve', () => {
     expect(err).toMatch(/needs a login/);
     // Nothing was asked of the AS for ops: there is no one to exchange.
     expect(since(before, await stats()).tokens.filter((t) => t.name === 'te' || t.kind === 'token_exchange')).toEqual([]);
-    // alice's connection is untouched.
+    // alice's connection is untouched, and /status says whose connection is in which state.
     expect(await whoami(await host(await jwt('alice')), 'te')).toBe('alice');
+    const status = (await (await fetch(`${adminBase}/status`, { headers: { authorization: `Bearer ${CI_TOKEN}` } })).json()) as { upstreams: Array<{ name: string; client?: string; state: string }> };
+    const te = status.upstreams.filter((u) => u.name === 'te');
+    expect(te.find((u) => u.client === 'ops')?.state).toBe('needs-login');
+    expect(te.find((u) => u.client === 'ci')?.state).toBe('ready');
   }, 60_000);
 });
 

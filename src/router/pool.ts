@@ -177,7 +177,8 @@ export class UpstreamPool {
    */
   revive(session: SessionPort): Promise<void> | undefined {
     const theirs = this.perClient.get(session.client);
-    if (!theirs || session.hostToken?.() === undefined) return undefined;
+    // What the restarted connections will act with (its sessions' freshest token), not just this session's.
+    if (!theirs || session.hostToken?.() === undefined || this.subjectOf(session.client) === undefined) return undefined;
     const stalled = [...theirs.values()].filter((up) => up.needsLogin && up.config.transport !== 'stdio' && needsSubject(up.config.oauth));
     return stalled.length === 0 ? undefined : Promise.all(stalled.map((up) => up.restart())).then(() => undefined);
   }
