@@ -4,17 +4,42 @@
 // (`mcpmux login s --client ci`, headless browser), starts the daemon and calls the server as
 // an HTTP host with ci's token. The grants that need no person (client-credentials-*,
 // cross-app-access) have no per-client login: test/conformance-auth.e2e.test.ts runs them.
-// Scenarios run a few at a time (each is mostly waiting on processes); the suite needs Node 22
+// Scenarios run three at a time, each suite in a process group killed at its end (no daemon
+// outlives its scenario); the suite needs Node 22
 // (test/helpers/node22.ts).
 
-import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from './helpers/harness.js';
 import { node22 } from './helpers/node22.js';
 
-const run = promisify(execFile);
+/**
+ * Runs the suite in a process group of its own and, when it is done or past `ms`, kills that
+ * whole group: the driver and the daemon it started die with it even if the suite was killed
+ * half-way (a killed parent leaves its children running). Resolves with both streams.
+ */
+function run(node: string, args: string[], ms: number): Promise<string> {
+  return new Promise((resolve) => {
+    const child = spawn(node, args, { env: { ...process.env, MCPMUX_NODE: process.execPath }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (out += c));
+    const killGroup = (): void => {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        // The group is gone already.
+      }
+    };
+    const timer = setTimeout(() => ((out += `\n(killed after ${ms} ms)\n`), killGroup()), ms);
+    child.once('close', () => {
+      clearTimeout(timer);
+      killGroup();
+      resolve(out);
+    });
+  });
+}
 const SUITE = path.join(ROOT, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
 const DRIVER = path.join(ROOT, 'test/fixtures/conformance-auth-serve.mjs');
 
@@ -46,13 +71,15 @@ const AT_ONCE = 3;
 let running = 0;
 const queue: Array<() => void> = [];
 async function slot<T>(work: () => Promise<T>): Promise<T> {
-  if (running >= AT_ONCE) await new Promise<void>((resolve) => queue.push(resolve));
-  running++;
+  // A slot that frees passes straight to the next in line (no newcomer slips in between).
+  if (running < AT_ONCE) running++;
+  else await new Promise<void>((resolve) => queue.push(resolve));
   try {
     return await work();
   } finally {
-    running--;
-    queue.shift()?.();
+    const next = queue.shift();
+    if (next) next();
+    else running--;
   }
 }
 
@@ -61,15 +88,7 @@ describe.concurrent('conformance suite, auth scenarios, through mcpmux serve wit
     const node = node22(ctx);
     // The suite reports on both streams; a failed scenario exits non-zero. The driver stops its daemon itself.
     // The suite gives its client 30 s by default: a loaded machine needs more for login + daemon.
-    const out = await slot(() => run(node, [SUITE, 'client', '--command', `${node} ${DRIVER}`, '--scenario', `auth/${scenario}`, '--timeout', '80000'], {
-      env: { ...process.env, MCPMUX_NODE: process.execPath },
-      timeout: 100_000,
-      maxBuffer: 16 * 1024 * 1024,
-      killSignal: 'SIGKILL',
-    }).then(
-      (r) => r.stdout + r.stderr,
-      (err: { stdout?: string; stderr?: string }) => (err.stdout ?? '') + (err.stderr ?? String(err)),
-    ));
+    const out = await slot(() => run(node, [SUITE, 'client', '--command', `${node} ${DRIVER}`, '--scenario', `auth/${scenario}`, '--timeout', '80000'], 150_000));
     expect(out, out.split('\n').filter((l) => /FAILURE|Failed Checks|Passed:|conformance-auth-serve:/.test(l)).join('\n')).toMatch(/OVERALL: PASSED/);
   }, 300_000);
 });
