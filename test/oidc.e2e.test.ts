@@ -147,6 +147,15 @@ describe('listen.auth.oidc: who a JWT makes a host', () => {
     expect(refusals().length).toBe(before);
   });
 
+  it('/status on the main listener: 403 for an unmapped claim value (it lists other people\'s oidc:<value> clients); a mapped one and a static token read it', async () => {
+    const get = async (token: string) => fetch(`${daemon.base}/status`, { headers: { authorization: `Bearer ${token}` } });
+    const stranger = await get(await jwt({ sub: 'eve' }));
+    expect(stranger.status).toBe(403);
+    expect(await stranger.text()).toMatch(/Forbidden: \/status is for the clients of the config/);
+    expect((await get(await jwt({ sub: 'alice' }))).status).toBe(200);
+    expect((await get(CI_TOKEN)).status).toBe(200);
+  });
+
   it('a session stays its person\'s: a later request with another JWT (or the static token) is 403; the same person\'s new JWT is accepted', async () => {
     const opened = await initialize(await jwt({ sub: 'carol' }));
     expect(opened.status).toBe(200);

@@ -56,6 +56,9 @@ export class Dispatch {
   async handle(session: SessionPort, req: JsonRpcRequest, signal: CancelSignal, event?: RequestEvent): Promise<Result> {
     const params = req.params ?? {};
     const id = req.id;
+    // A host that signed in again brings back what acted for it (pool.revive); rarely anything to wait for.
+    const revived = this.pool.revive(session);
+    if (revived) await revived;
     switch (req.method) {
       case 'tools/list':
         // The search surface's own list, or the merged pages (narrowed to the session's toolset).

@@ -12,6 +12,7 @@ import { RpcError } from '../jsonrpc/message.js';
 import { makeScrubber, type Logger } from '../observe/logger.js';
 import { MuxError, type Params } from '../protocol/mcp.js';
 import type { LoginIdentity, StopGrace } from '../upstream/connect.js';
+import { needsSubject } from '../upstream/oauth/machine.js';
 import { Upstream, type UpstreamListener } from '../upstream/upstream.js';
 import type { InteractiveLogins } from '../upstream/oauth/interactive.js';
 import { VERSION } from '../version.js';
@@ -169,6 +170,20 @@ export class UpstreamPool {
       conns.set(c.name, up);
     }
     return conns;
+  }
+
+  /**
+   * Starts again `session`'s client's connections that act for the host (token_exchange,
+   * jwt_bearer with the host's JWT) and stopped as needs-login for want of a host token (its
+   * JWTs expired, or a static-token session opened them), now that this session has one: no
+   * `mcpmux login` can bring them back, only the host signing in again. Undefined: nothing to start.
+   */
+  revive(session: SessionPort): Promise<void> | undefined {
+    const theirs = this.perClient.get(session.client);
+    // What the restarted connections will act with (its sessions' freshest token), not just this session's.
+    if (!theirs || session.hostToken?.() === undefined || this.subjectOf(session.client) === undefined) return undefined;
+    const stalled = [...theirs.values()].filter((up) => up.needsLogin && up.config.transport !== 'stdio' && needsSubject(up.config.oauth));
+    return stalled.length === 0 ? undefined : Promise.all(stalled.map((up) => up.restart())).then(() => undefined);
   }
 
   /** The freshest host token among `client`'s open sessions (undefined: none has one). */

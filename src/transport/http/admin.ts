@@ -1,8 +1,9 @@
 // The operator routes: /healthz, /readyz and /metrics need no token (counts only, nothing of the
 // config or of hosts), /status and /status/restart do when tokens are configured (they name the
-// servers, their pids and errors, and change them), on whichever listener serves them. Every
-// route gets the same Host and Origin checks. `OperatorRoutes` answers them; `AdminListener` is a
-// listener of their own, bound to `listen.adminHost` (loopback unless said otherwise):
+// servers, their pids and errors, and change them), on whichever listener serves them. An
+// unmapped OIDC host (client `oidc:<value>`: anyone the identity provider knows) is no client of
+// the config: 403 on those, since /status names other people's clients. Every route gets the
+// same Host and Origin checks. `OperatorRoutes` answers them; `AdminListener` is a listener of their own, bound to `listen.adminHost` (loopback unless said otherwise):
 // `listen.adminPort` under `mcpmux serve`, and the only HTTP listener of `mcpmux stdio` (so a
 // desktop setup can be scraped).
 
@@ -60,6 +61,7 @@ export class OperatorRoutes {
       authenticate(req),
       (auth) => {
         if (!auth.ok) return sendError(res, auth.status, HttpRpcCode.Transport, auth.message, { 'www-authenticate': auth.challenge });
+        if (auth.person) return sendError(res, 403, HttpRpcCode.Transport, `Forbidden: ${path} is for the clients of the config (listen.auth.tokens, or listen.auth.oidc.clients), not for ${JSON.stringify(auth.client)}`);
         const caller: Caller = { client: auth.client, admin: auth.admin };
         runRoute((rq, rs) => handler(rq, rs, caller), req, res, this.log);
       },

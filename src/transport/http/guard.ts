@@ -18,8 +18,9 @@ export type AuthResult =
   /**
    * `admin`: may take operator actions (its token is marked `admin`, or no tokens are configured).
    * `toolset`: the one its token client's sessions get unless the URL names another.
+   * `person`: an unmapped OIDC claim value (client `oidc:<value>`), no client of the config.
    */
-  | { ok: true; client: string | undefined; admin: boolean; toolset: string | undefined; jwt?: HostJwt }
+  | { ok: true; client: string | undefined; admin: boolean; toolset: string | undefined; jwt?: HostJwt; person?: true }
   | { ok: false; status: 401; message: string; challenge: string };
 
 /** Static tokens (and no auth at all) are answered at once; only a JWT waits for its check. */
@@ -177,7 +178,7 @@ export class Guard {
     const r = await oidc.verify(token);
     if (!r.ok) return invalidToken(r.reason);
     const own = r.mapped ? this.tokens.find((t) => t.client === r.client) : undefined;
-    return { ok: true, client: r.client, admin: own?.admin ?? false, toolset: own?.toolset, jwt: r.jwt };
+    return { ok: true, client: r.client, admin: own?.admin ?? false, toolset: own?.toolset, jwt: r.jwt, ...(!r.mapped && { person: true as const }) };
   }
 
   /**
