@@ -221,4 +221,34 @@ describe('the issuer discovery document', () => {
     // It stopped reading long before the end (the server gave up writing when the socket closed).
     expect(sentBytes).toBeLessThan(50 * MB);
   }, 30_000);
+
+  it('a jwks_uri that stops answering is discovered again (the IdP moved its keys)', async () => {
+    // An issuer whose discovery document names /keys-a, later /keys-b; /keys-a then goes away.
+    let keysAt = '/keys-a';
+    const moved = createServer((req, res) => {
+      if (req.url === '/.well-known/openid-configuration') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ issuer: url, jwks_uri: `${url}${keysAt}` }));
+      if (req.url === keysAt) return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: keysAt === '/keys-a' ? [key.jwk] : [key.jwk, rotated.jwk] }));
+      req.socket.destroy(); // the old address: unreachable
+    });
+    const rotated = await makeKey('e2', 'ES256');
+    await new Promise<void>((r) => moved.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(moved.address() as AddressInfo).port}`;
+    const saved = process.env.MCPMUX_JWKS_COOLDOWN_MS;
+    process.env.MCPMUX_JWKS_COOLDOWN_MS = '0';
+    try {
+      const verifier = new OidcVerifier({ issuer: url, audience: [AUDIENCE], clientClaim: 'sub', clients: {}, algorithms: ['ES256'] }, pino({ level: 'silent' }));
+      const { SignJWT } = await import('jose');
+      const signed = (k: IssuerKey) => new SignJWT({ sub: 'lea' }).setProtectedHeader({ alg: 'ES256', kid: k.kid }).setIssuer(url).setAudience(AUDIENCE).setExpirationTime('1m').sign(k.privateKey);
+      expect((await verifier.verify(await signed(key))).ok).toBe(true);
+      keysAt = '/keys-b';
+      // A new kid: the old key set is fetched again and fails; the next JWT discovers /keys-b.
+      expect(await verifier.verify(await signed(rotated))).toMatchObject({ ok: false });
+      expect((await verifier.verify(await signed(rotated))).ok).toBe(true);
+    } finally {
+      if (saved === undefined) delete process.env.MCPMUX_JWKS_COOLDOWN_MS;
+      else process.env.MCPMUX_JWKS_COOLDOWN_MS = saved;
+      moved.closeAllConnections();
+      await new Promise((r) => moved.close(r));
+    }
+  }, 30_000);
 });

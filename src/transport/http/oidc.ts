@@ -56,11 +56,12 @@ export const JWKS_COOLDOWN_ENV = 'MCPMUX_JWKS_COOLDOWN_MS';
 /** A discovery document is a few kilobytes: an issuer (or what answers in its name) sending more is not read on. */
 export const MAX_DISCOVERY_BYTES = 256 * 1024;
 /**
- * A jwks_uri found by discovery is looked up again: at most this often after its key set could
- * not be fetched (the IdP moved it), and every REDISCOVER_MS anyway. Until the new look-up
- * answers, the known key set stays in use (an IdP down for a moment changes nothing).
+ * A jwks_uri found by discovery is looked up again: at most every ten key-set cooldowns (5
+ * minutes by default) after its key set could not be fetched (the IdP moved it), and every
+ * REDISCOVER_MS anyway. Until the new look-up answers, the known key set stays in use (an IdP
+ * down for a moment changes nothing).
  */
-const REDISCOVER_AFTER_FAILURE_MS = 5 * 60_000;
+const REDISCOVER_AFTER_FAILURE_COOLDOWNS = 10;
 const REDISCOVER_MS = 60 * 60_000;
 /** jose's codes (and fetch's TypeError) for a key set that could not be fetched or read. */
 const JWKS_FETCH_FAILED = new Set(['ERR_JWKS_TIMEOUT', 'ERR_JWKS_INVALID', 'ERR_JOSE_GENERIC']);
@@ -151,7 +152,7 @@ export class OidcVerifier {
   private rediscoveryDue(): boolean {
     if (this.discoveredAt === undefined) return false;
     const age = Date.now() - this.discoveredAt;
-    return age >= REDISCOVER_MS || (this.jwksFailedAt >= this.discoveredAt && age >= REDISCOVER_AFTER_FAILURE_MS);
+    return age >= REDISCOVER_MS || (this.jwksFailedAt >= this.discoveredAt && age >= REDISCOVER_AFTER_FAILURE_COOLDOWNS * this.cooldownMs);
   }
 
   private async discover(): Promise<JWTVerifyGetKey> {
