@@ -2,7 +2,7 @@
 // holder makes others wait until it is done; a lock whose holder died is taken over at once.
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -35,7 +35,8 @@ describe('file lock of a login', () => {
   it("a lock left by a process that is gone is taken over at once; another host's by its age only", async () => {
     const file = path.join(tempDir(), 's.lock');
     const dead = spawnSync(process.execPath, ['-e', '0']).pid!;
-    writeFileSync(file, JSON.stringify({ pid: dead, host: os.hostname(), at: Date.now(), nonce: 'x' }));
+    const ns = pidNamespace();
+    writeFileSync(file, JSON.stringify({ pid: dead, host: os.hostname(), ns, at: Date.now(), nonce: 'x' }));
     let waited = false;
     const started = Date.now();
     await withFileLock(file, 30_000, async () => {}, () => (waited = true));
@@ -46,4 +47,21 @@ describe('file lock of a login', () => {
     await withFileLock(file, 100, async () => {}, () => (waited = true));
     expect(waited).toBe(true);
   }, 20_000);
+
+  it('a dead pid on the same hostname but in another pid namespace (a container) is held until its age', async () => {
+    const file = path.join(tempDir(), 's.lock');
+    const dead = spawnSync(process.execPath, ['-e', '0']).pid!;
+    writeFileSync(file, JSON.stringify({ pid: dead, host: os.hostname(), ns: 'pid:[1]', at: Date.now() - 4_950, nonce: 'z' }));
+    let waited = false;
+    await withFileLock(file, 100, async () => {}, () => (waited = true));
+    expect(waited).toBe(true);
+  }, 20_000);
 });
+
+function pidNamespace(): string | undefined {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return undefined;
+  }
+}

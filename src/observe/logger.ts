@@ -29,6 +29,13 @@ interface ScrubHolder {
   /** Run-time secrets by source, newest last. */
   runtime: Map<string, string[]>;
   format: LogFormat;
+  /** How many values each line is searched for now: what a line costs (scrubbedValueCount). */
+  needles: number;
+  /**
+   * Secrets changed since `scrub` was built: it is built again at the next line, not at each
+   * change (a thousand people signing in between two lines cost one sort, not a thousand).
+   */
+  dirty: boolean;
 }
 
 
@@ -37,9 +44,12 @@ const scrubbers = new WeakMap<Logger, ScrubHolder>();
 
 export function createLogger(level = 'info', secrets: readonly string[] = [], output: LogOutput = {}): Logger {
   const format = output.format ?? 'json';
-  const holder: ScrubHolder = { scrub: makeScrubber(secrets), all: [...secrets], runtime: new Map(), format };
+  const holder: ScrubHolder = { scrub: undefined, all: [...secrets], runtime: new Map(), format, needles: 0, dirty: true };
   const dest = pino.destination({ dest: 2, sync: false, minLength: 0, maxLength: MAX_QUEUED_LOG_BYTES });
-  const scrubLine = (line: string): string => (holder.scrub ? holder.scrub(line) : line);
+  const scrubLine = (line: string): string => {
+    if (holder.dirty) rebuild(holder);
+    return holder.scrub ? holder.scrub(line) : line;
+  };
   // A pretty line is made from the scrubbed JSON one: it can say no more than the JSON says.
   const color = output.color === true;
   const shape = format === 'pretty' ? (line: string): string => prettyLine(line, color) : (line: string): string => line;
@@ -75,7 +85,7 @@ export function addLogSecrets(log: Logger, secrets: readonly string[]): void {
   const holder = holderOf(log);
   if (!holder) return;
   holder.all = [...new Set([...holder.all, ...secrets])];
-  rebuild(holder);
+  holder.dirty = true;
 }
 
 /**
@@ -91,7 +101,26 @@ export function addRuntimeSecrets(log: Logger, source: string, secrets: readonly
   const fresh = secrets.filter((s): s is string => s !== undefined && s !== '' && !known.includes(s));
   if (fresh.length === 0) return;
   holder.runtime.set(source, [...known, ...fresh].slice(-RUNTIME_SECRETS_PER_SOURCE));
-  rebuild(holder);
+  holder.dirty = true;
+}
+
+/**
+ * A source's secrets are no longer scrubbed: its login is gone from this process (a per-client
+ * connection closed, its tokens dropped). Per-person sources come and go with people; without
+ * this, every line would be searched for the tokens of everyone who ever signed in.
+ */
+export function removeRuntimeSecrets(log: Logger, source: string): void {
+  const holder = holderOf(log);
+  if (!holder || !holder.runtime.delete(source)) return;
+  holder.dirty = true;
+}
+
+/** How many values each line of `log` is searched for now (the per-line cost; for tests and bounds). */
+export function scrubbedValueCount(log: Logger): number {
+  const holder = holderOf(log);
+  if (!holder) return 0;
+  if (holder.dirty) rebuild(holder);
+  return holder.needles;
 }
 
 /** The form of `log`'s lines (of the logger it is a child of); JSON for a logger not made here. */
@@ -109,7 +138,10 @@ function holderOf(log: Logger): ScrubHolder | undefined {
 }
 
 function rebuild(holder: ScrubHolder): void {
-  holder.scrub = makeScrubber([...holder.all, ...[...holder.runtime.values()].flat()]);
+  const needles = needlesOf([...holder.all, ...[...holder.runtime.values()].flat()]);
+  holder.needles = needles.length;
+  holder.scrub = scrubberOf(needles);
+  holder.dirty = false;
 }
 
 /** Waits (at most `ms`) for queued log lines to reach stderr; for just before process.exit. */
@@ -131,6 +163,11 @@ export function flushLogs(log: Logger, ms = 1000): Promise<void> {
 
 /** Builds a function that replaces each secret (raw and JSON-escaped) with a marker. */
 export function makeScrubber(secrets: readonly string[]): ((s: string) => string) | undefined {
+  return scrubberOf(needlesOf(secrets));
+}
+
+/** What a line is searched for: each secret raw and JSON-escaped, longest first. */
+function needlesOf(secrets: readonly string[]): string[] {
   const needles = new Set<string>();
   for (const s of secrets) {
     // Very short values would redact half the log and protect nothing.
@@ -138,8 +175,11 @@ export function makeScrubber(secrets: readonly string[]): ((s: string) => string
     needles.add(s);
     needles.add(JSON.stringify(s).slice(1, -1));
   }
-  if (needles.size === 0) return undefined;
-  const list = [...needles].sort((a, b) => b.length - a.length);
+  return [...needles].sort((a, b) => b.length - a.length);
+}
+
+function scrubberOf(list: readonly string[]): ((s: string) => string) | undefined {
+  if (list.length === 0) return undefined;
   return (line: string) => {
     for (const n of list) if (line.includes(n)) line = line.split(n).join('[REDACTED]');
     return line;

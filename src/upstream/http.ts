@@ -49,6 +49,8 @@ export interface TokenSource {
   challenged(header: string): void;
   /** A 403 insufficient_scope: remember the scope the server asks for (the next login asks it); returns it. */
   needScope(challenge: string): Promise<string | undefined>;
+  /** The connection is closed: what was kept for its login may go (oauth/tokens.ts release). */
+  release?(): void;
 }
 
 export interface HttpTransportOptions {
@@ -462,6 +464,7 @@ export class StreamableHttpTransport implements RemoteTransport {
 
   private shutdown(): void {
     this.closed = true;
+    this.opts.auth?.release?.();
     this.abort.abort();
     for (const s of this.streams.values()) s.ctl.abort();
     this.streams.clear();

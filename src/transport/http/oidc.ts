@@ -12,6 +12,7 @@ import { createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose';
 import { plainHttpAllowed } from '../../config/load.js';
 import { oidcClient, type OidcSettings } from '../../config/types.js';
 import type { Logger } from '../../observe/logger.js';
+import { readBody } from '../../upstream/fetch.js';
 
 /** What a validated JWT proved, beyond the client it names: kept per session (sessions.ts HostCredential). */
 export interface HostJwt {
@@ -52,6 +53,19 @@ const FETCH_TIMEOUT_MS = 5000;
 const DEFAULT_COOLDOWN_MS = 30_000;
 export const JWKS_COOLDOWN_ENV = 'MCPMUX_JWKS_COOLDOWN_MS';
 
+/** A discovery document is a few kilobytes: an issuer (or what answers in its name) sending more is not read on. */
+export const MAX_DISCOVERY_BYTES = 256 * 1024;
+/**
+ * A jwks_uri found by discovery is looked up again: at most every ten key-set cooldowns (5
+ * minutes by default) after its key set could not be fetched (the IdP moved it), and every
+ * REDISCOVER_MS anyway. Until the new look-up answers, the known key set stays in use (an IdP
+ * down for a moment changes nothing).
+ */
+const REDISCOVER_AFTER_FAILURE_COOLDOWNS = 10;
+const REDISCOVER_MS = 60 * 60_000;
+/** jose's codes (and fetch's TypeError) for a key set that could not be fetched or read. */
+const JWKS_FETCH_FAILED = new Set(['ERR_JWKS_TIMEOUT', 'ERR_JWKS_INVALID', 'ERR_JOSE_GENERIC']);
+
 /** A refusal whose message is already a reason fit for the log and the host. */
 class Refusal extends Error {}
 
@@ -60,6 +74,9 @@ export class OidcVerifier {
   private keys: JWTVerifyGetKey | undefined;
   private discovering: Promise<JWTVerifyGetKey> | undefined;
   private discoveryFailedAt = -Infinity;
+  /** When the key set's URL was last discovered (or a new discovery was last tried); undefined when configured. */
+  private discoveredAt: number | undefined;
+  private jwksFailedAt = -Infinity;
   private readonly cooldownMs: number;
 
   constructor(
@@ -75,7 +92,7 @@ export class OidcVerifier {
   async verify(token: string): Promise<OidcResult> {
     const s = this.settings;
     try {
-      const { payload } = await jwtVerify(token, (header, jws) => this.keySet().then((keys) => keys(header, jws)), {
+      const { payload } = await jwtVerify(token, (header, jws) => this.keySet().then((keys) => this.fetchedBy(keys, header, jws)), {
         issuer: s.issuer,
         audience: s.audience,
         algorithms: s.algorithms,
@@ -102,11 +119,40 @@ export class OidcVerifier {
     return createRemoteJWKSet(new URL(url), { timeoutDuration: FETCH_TIMEOUT_MS, cooldownDuration: this.cooldownMs });
   }
 
-  /** The key set: the configured URL's, else the one the issuer's discovery document names (fetched once). */
+  /** A key from `keys`, noting when the key set itself could not be fetched (a reason to discover again). */
+  private async fetchedBy(keys: JWTVerifyGetKey, ...args: Parameters<JWTVerifyGetKey>): Promise<Awaited<ReturnType<JWTVerifyGetKey>>> {
+    try {
+      return await keys(...args);
+    } catch (err) {
+      const e = err as { code?: string; name?: string };
+      if (JWKS_FETCH_FAILED.has(e?.code ?? '') || e?.name === 'TypeError') this.jwksFailedAt = Date.now();
+      throw err;
+    }
+  }
+
+  /**
+   * The key set: the configured URL's, else the one the issuer's discovery document names
+   * (discovered at the first JWT, and again when due: see REDISCOVER_MS).
+   */
   private keySet(): Promise<JWTVerifyGetKey> {
-    if (this.keys) return Promise.resolve(this.keys);
+    const known = this.keys;
+    if (known && !this.rediscoveryDue()) return Promise.resolve(known);
+    if (known) {
+      // Tried at most once per period whatever comes of it; meanwhile the known keys serve.
+      this.discoveredAt = Date.now();
+      this.discovering ??= this.discover()
+        .catch(() => known)
+        .finally(() => (this.discovering = undefined));
+      return this.discovering;
+    }
     this.discovering ??= this.discover().finally(() => (this.discovering = undefined));
     return this.discovering;
+  }
+
+  private rediscoveryDue(): boolean {
+    if (this.discoveredAt === undefined) return false;
+    const age = Date.now() - this.discoveredAt;
+    return age >= REDISCOVER_MS || (this.jwksFailedAt >= this.discoveredAt && age >= REDISCOVER_AFTER_FAILURE_COOLDOWNS * this.cooldownMs);
   }
 
   private async discover(): Promise<JWTVerifyGetKey> {
@@ -122,17 +168,29 @@ export class OidcVerifier {
         throw new Refusal("the issuer's discovery document is unreachable");
       }
       if (res.status !== 200) throw new Refusal(`the issuer's discovery document answered HTTP ${res.status}`);
-      const doc = (await res.json().catch(() => undefined)) as { issuer?: unknown; jwks_uri?: unknown } | undefined;
+      const body = await readBody(res, MAX_DISCOVERY_BYTES).catch(() => undefined);
+      if (body && 'tooLarge' in body) throw new Refusal(`the issuer's discovery document is larger than ${MAX_DISCOVERY_BYTES} bytes`);
+      const doc = parseObject(body?.text) as { issuer?: unknown; jwks_uri?: unknown } | undefined;
       // OpenID Connect Discovery 1.0, section 4.3: the document must be the issuer's own.
       if (doc?.issuer !== issuer) throw new Refusal("the issuer's discovery document names another issuer");
       if (typeof doc.jwks_uri !== 'string' || !fetchable(doc.jwks_uri)) throw new Refusal("the issuer's discovery document has no https jwks_uri");
       this.keys = this.remote(doc.jwks_uri);
+      this.discoveredAt = Date.now();
       return this.keys;
     } catch (err) {
       this.discoveryFailedAt = Date.now();
       this.log.warn({ url, reason: reasonOf(err) }, 'OIDC discovery failed: JWTs are refused until it succeeds');
       throw err;
     }
+  }
+}
+
+function parseObject(text: string | undefined): unknown {
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
   }
 }
 

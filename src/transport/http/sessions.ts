@@ -129,6 +129,11 @@ export class HostCredential {
     if (jwt && (!this.jwt || jwt.expiresAt >= this.jwt.expiresAt)) this.jwt = jwt;
   }
 
+  /** When the latest JWT expires (ms since the epoch); undefined for a session without one. */
+  get expiresAt(): number | undefined {
+    return this.jwt?.expiresAt;
+  }
+
   /** The JWT upstream grants may exchange: none once it has expired (the host sends a new one with its next request). */
   current(): string | undefined {
     return this.jwt && Date.now() < this.jwt.expiresAt ? this.jwt.token : undefined;
@@ -207,6 +212,7 @@ export class SessionRegistry {
     session.credential = credential;
     const host = open(session, { kind: session.kind, client, ...(toolset !== undefined && { toolset }), ...(who.jwt && { hostToken: () => credential.current() }) });
     session.host = host;
+    if (session instanceof ConnectionSession) session.watchExpiry();
     this.add(session);
     this.perClient.add(client);
     host.onclose = () => {
@@ -299,10 +305,30 @@ export abstract class ConnectionSession implements RegisteredSession {
   host!: HostHandle;
   credential!: HostCredential;
   protected closed = false;
+  private expiry: NodeJS.Timeout | undefined;
 
   abstract send(msg: Incoming): Wire | undefined;
   abstract close(): Promise<void>;
   abstract keepalive(): void;
+  /** Its JWT has expired: the connection is closed in the transport's own way (then finish). */
+  protected abstract expired(): void;
+
+  /**
+   * A session opened with a JWT lives no longer than its JWT: the connection proved who the
+   * person is once, and a person disabled at the identity provider must not keep a socket
+   * open for ever. The latest JWT counts (a legacy SSE session's POSTs bring newer ones), so
+   * the timer looks again when it fires. Sessions of static tokens have no expiry.
+   */
+  watchExpiry(): void {
+    clearTimeout(this.expiry);
+    const at = this.credential.expiresAt;
+    if (at === undefined || this.closed) return;
+    const wait = at - Date.now();
+    if (wait <= 0) return this.expired();
+    // (setTimeout's longest wait is 2^31-1 ms: a later expiry is waited for in steps)
+    this.expiry = setTimeout(() => this.watchExpiry(), Math.min(wait, 2 ** 31 - 1));
+    this.expiry.unref();
+  }
 
   idleSince(): undefined {
     return undefined;
@@ -320,6 +346,7 @@ export abstract class ConnectionSession implements RegisteredSession {
   protected finish(reason: string): void {
     if (this.closed) return;
     this.closed = true;
+    clearTimeout(this.expiry);
     this.onclose?.(reason);
   }
 }

@@ -54,6 +54,12 @@ class LegacySseSession extends ConnectionSession {
     this.finish('closed');
   }
 
+  /** The latest JWT of the session (its GET's, or a later POST's) has expired: the stream ends. */
+  protected expired(): void {
+    this.writer.end();
+    this.finish('token expired');
+  }
+
   keepalive(): void {
     this.writer.comment('keepalive');
   }

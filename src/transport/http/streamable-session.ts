@@ -81,6 +81,8 @@ export class StreamableSession implements Transport, RegisteredSession {
   /** Set right after construction (the HostSession needs this transport first). */
   host!: HostHandle;
   credential!: HostCredential;
+  /** When the GET stream ends for its JWT's expiry (watchGetExpiry). */
+  private getExpiry: NodeJS.Timeout | undefined;
   private readonly streams = new Map<number, Stream>();
   private readonly byRequest = new Map<JsonRpcId, Stream>();
   private readonly detached: Stream[] = [];
@@ -306,12 +308,33 @@ export class StreamableSession implements Transport, RegisteredSession {
 
   private attach(stream: Stream, writer: SseWriter): void {
     stream.writer = writer;
+    if (stream.key === GET_STREAM) this.watchGetExpiry(writer);
     writer.onclose = (why) => {
       if (stream.writer === writer) stream.writer = undefined;
+      if (stream.key === GET_STREAM) clearTimeout(this.getExpiry);
       // Dropped for not reading: the host may reconnect (Last-Event-ID) and resume.
       if (why) this.log.warn({ stream: stream.key, why }, 'SSE stream dropped');
       this.touch();
     };
+  }
+
+  /**
+   * Each request of a session is authenticated on its own, but the GET stream is one request
+   * that lasts: it ends when the session's latest JWT expires (a POST meanwhile brings a newer
+   * one, and the timer looks again). The session itself stays; the host reconnects the stream
+   * (Last-Event-ID) with its current JWT, which the guard checks like any request.
+   */
+  private watchGetExpiry(writer: SseWriter): void {
+    clearTimeout(this.getExpiry);
+    const at = this.credential?.expiresAt;
+    if (at === undefined || !writer.open) return;
+    const wait = at - Date.now();
+    if (wait <= 0) {
+      this.log.debug({ session: this.id }, 'GET stream ended: the JWT expired');
+      return writer.end();
+    }
+    this.getExpiry = setTimeout(() => this.watchGetExpiry(writer), Math.min(wait, 2 ** 31 - 1));
+    this.getExpiry.unref();
   }
 
   /** All responses of a POST are out: end its stream (or keep it for a resume if it is detached). */
@@ -394,6 +417,7 @@ export class StreamableSession implements Transport, RegisteredSession {
   closeTransport(reason: string): void {
     if (this.closed) return;
     this.closed = true;
+    clearTimeout(this.getExpiry);
     for (const stream of this.streams.values()) {
       for (const id of stream.pending) {
         const error = { jsonrpc: '2.0', id, error: { code: -32000, message: `Connection closed: ${reason}` } } as JsonRpcMessage;

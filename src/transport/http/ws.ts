@@ -25,6 +25,9 @@ export interface WsOptions {
   log: Logger;
 }
 
+/** The close code of a session whose JWT expired (RFC 6455 7.4.1: policy violation). */
+export const WS_TOKEN_EXPIRED = 1008;
+
 class WsSession extends ConnectionSession {
   readonly kind = 'ws' as const;
   /** Cleared on each keep-alive ping, set by the pong: still false at the next one = dead peer. */
@@ -86,6 +89,19 @@ class WsSession extends ConnectionSession {
       setTimeout(() => this.ws.terminate(), WS_CLOSE_GRACE_MS).unref();
     }
     this.finish('closed');
+  }
+
+  /**
+   * The upgrade's JWT has expired: closed with 1008 (policy violation) and the reason
+   * "token expired"; the host reconnects with a new JWT. Its calls in flight end as in any
+   * closed session.
+   */
+  protected expired(): void {
+    if (this.ws.readyState === this.ws.OPEN || this.ws.readyState === this.ws.CONNECTING) {
+      this.ws.close(WS_TOKEN_EXPIRED, 'token expired');
+      setTimeout(() => this.ws.terminate(), WS_CLOSE_GRACE_MS).unref();
+    }
+    this.finish('token expired');
   }
 
   keepalive(): void {

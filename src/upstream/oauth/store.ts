@@ -139,16 +139,27 @@ function challengeFile(key: string): string {
 }
 
 export function writeChallenge(key: string, header: string): void {
+  if (inMemory(key)) {
+    const entry = memory.get(key);
+    if (entry) entry.challenge = header;
+    return;
+  }
   const file = challengeFile(key);
   mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   writeFileSync(file, header, { mode: 0o600 });
 }
 
 export function readChallenge(key: string): string | undefined {
+  if (inMemory(key)) return memory.get(key)?.challenge;
   return readText(challengeFile(key));
 }
 
 export function deleteChallenge(key: string): void {
+  if (inMemory(key)) {
+    const entry = memory.get(key);
+    if (entry) entry.challenge = undefined;
+    return;
+  }
   rmSync(challengeFile(key), { force: true });
 }
 
@@ -268,6 +279,62 @@ function safeReaddir(folder: string): string[] {
   }
 }
 
+/**
+ * Logins kept in this process's memory only, never in a file or the shared store: those of the
+ * grants that act for the host (token_exchange, jwt_bearer with the host's ID token). Their
+ * tokens are per person, short-lived and got again from the host's JWT at any time, so storing
+ * them would only leave a file (or a Redis key) per person who ever signed in. A server's logins
+ * are all of one kind (its grant), so the choice is per server (`keepLoginsInMemory`, set by
+ * each OAuthTokens from its config). A login key's entry lives while a connection holds it
+ * (`holdLogin`) and is dropped with the last one; a write for a key no connection holds is
+ * dropped too (a grant that ends after its connection closed).
+ */
+const memoryServers = new Set<string>();
+
+interface MemoryLogin {
+  login: StoredLogin | undefined;
+  challenge: string | undefined;
+  holders: number;
+  /** The in-process queue of exclusive sections (no other process shares these logins). */
+  queue: Promise<unknown>;
+}
+
+const memory = new Map<string, MemoryLogin>();
+
+/** Whether `server`'s logins live in memory only (see above). */
+export function keepLoginsInMemory(server: string, yes: boolean): void {
+  if (yes) memoryServers.add(server);
+  else memoryServers.delete(server);
+}
+
+const inMemory = (key: string): boolean => memoryServers.has(serverOfKey(key));
+
+/**
+ * A connection uses login `key` from now on; the function returned says it no longer does, and
+ * returns true when that was the last connection of the key. With the last one, what this
+ * process keeps for the key goes: an in-memory login, and the file cache's entries.
+ */
+export function holdLogin(key: string): () => boolean {
+  const entry = memory.get(key) ?? { login: undefined, challenge: undefined, holders: 0, queue: Promise.resolve() };
+  entry.holders++;
+  memory.set(key, entry);
+  let held = true;
+  return () => {
+    if (!held) return false;
+    held = false;
+    if (--entry.holders > 0) return false;
+    if (memory.get(key) === entry) memory.delete(key);
+    cached.delete(key);
+    ownWrites.delete(loginFile(key));
+    return true;
+  };
+}
+
+/** How many login keys this process keeps something for now (memory logins, cached files): for bounds tests. */
+export function loginsKept(): { memory: number; cached: number; ownWrites: number } {
+  return { memory: memory.size, cached: cached.size, ownWrites: ownWrites.size };
+}
+
 /** Why a login is written: a person's new login (other daemons start its upstream again), or tokens updated in use. */
 export type LoginChange = 'login' | 'update';
 
@@ -325,10 +392,16 @@ export function useLoginStore(store: LoginStore): void {
 }
 
 export function readLogin(key: string): Promise<StoredLogin | undefined> {
+  if (inMemory(key)) return Promise.resolve(memory.get(key)?.login);
   return logins.read(key);
 }
 
 export function writeLogin(key: string, login: StoredLogin, change: LoginChange = 'update'): Promise<void> {
+  if (inMemory(key)) {
+    const entry = memory.get(key);
+    if (entry) entry.login = login;
+    return Promise.resolve();
+  }
   return logins.write(key, login, change);
 }
 
@@ -337,6 +410,10 @@ export function writeLogin(key: string, login: StoredLogin, change: LoginChange 
  * must not lose the new one: where the store can, it keeps it (resolves false: not stored yet).
  */
 export async function writeRefreshed(key: string, login: StoredLogin, replaced: string | undefined): Promise<boolean> {
+  if (inMemory(key)) {
+    await writeLogin(key, login);
+    return true;
+  }
   try {
     await logins.write(key, login, 'update');
     return true;
@@ -349,11 +426,25 @@ export async function writeRefreshed(key: string, login: StoredLogin, replaced: 
 
 export function deleteLogin(key: string): Promise<boolean> {
   deleteChallenge(key);
+  if (inMemory(key)) {
+    const entry = memory.get(key);
+    const had = entry?.login !== undefined;
+    if (entry) entry.login = undefined;
+    return Promise.resolve(had);
+  }
   return logins.delete(key);
 }
 
 /** `onWait`: called once if another holds the login now (another process's refresh) and this one waits for it. */
 export function exclusiveLogin<T>(key: string, fn: (signal: AbortSignal) => Promise<T>, onWait?: () => void): Promise<T> {
+  if (inMemory(key)) {
+    // One at a time in this process (no other process has these logins), bounded like a refresh with files.
+    const entry = memory.get(key);
+    if (!entry) return fn(AbortSignal.timeout(FILE_REFRESH_MS));
+    const run = entry.queue.catch(() => {}).then(() => fn(AbortSignal.timeout(FILE_REFRESH_MS)));
+    entry.queue = run.catch(() => {});
+    return run;
+  }
   return logins.exclusive(key, fn, onWait);
 }
 

@@ -12,12 +12,12 @@
 import { createHash } from 'node:crypto';
 import * as oauth from 'oauth4webapi';
 import type { RemoteServerConfig } from '../../config/types.js';
-import { addRuntimeSecrets, type Logger } from '../../observe/logger.js';
+import { addRuntimeSecrets, removeRuntimeSecrets, type Logger } from '../../observe/logger.js';
 import { GrantError, machineGrant, machineToken, needsSubject } from './machine.js';
 import { bearerChallenge, canonicalResource, httpOptions } from './discover.js';
 import { clientAuth, mergeScopes } from './client-auth.js';
 import { describe, tokensOf } from './responses.js';
-import { exclusiveLogin, loginCommand, loginKey, readLogin, writeChallenge, writeLogin, writeRefreshed, type StoredLogin } from './store.js';
+import { exclusiveLogin, holdLogin, keepLoginsInMemory, loginCommand, loginKey, readLogin, writeChallenge, writeLogin, writeRefreshed, type StoredLogin } from './store.js';
 
 /** Refresh this long before the access token expires (clock skew, the request's own time). */
 const EARLY_MS = 60_000;
@@ -46,6 +46,32 @@ export class OAuthTokens {
     this.loginCommand = loginCommand(config.name, who?.client);
     this.url = canonicalResource(config.url);
     this.usable = !Object.keys(config.headers).some((h) => h.toLowerCase() === 'authorization');
+    // A grant acting for the host gets per-person tokens again at will: memory only (store.ts).
+    keepLoginsInMemory(config.name, needsSubject(config.oauth));
+    this.unhold = holdLogin(this.key);
+  }
+
+  /** Says the store this connection no longer uses its login (true: it was the key's last). */
+  private readonly unhold: () => boolean;
+  private released = false;
+
+  /**
+   * The connection is gone (its transport closed): with the key's last connection, what this
+   * process kept for the login goes (an in-memory login, cache entries, its log-scrubber
+   * sources), so a daemon serving many people holds state only for those connected now.
+   */
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    if (!this.unhold()) return;
+    removeRuntimeSecrets(this.log, `oauth:${this.key}`);
+    removeRuntimeSecrets(this.log, `oauth-subject:${this.key}`);
+    for (const [k, r] of refusals) if (r.until <= Date.now()) refusals.delete(k);
+  }
+
+  /** Values the log must never show, under `source`; not after release (the source would stay for good). */
+  private scrubbed(source: string, values: readonly (string | undefined)[]): void {
+    if (!this.released) addRuntimeSecrets(this.log, source, values);
   }
 
   readonly server: string;
@@ -79,7 +105,7 @@ export class OAuthTokens {
     const t = this.subject?.();
     if (t !== undefined) {
       // Scrubbed like the tokens: an upstream or IdP that echoes it must not put it in the log.
-      addRuntimeSecrets(this.log, `oauth-subject:${this.key}`, [t]);
+      this.scrubbed(`oauth-subject:${this.key}`, [t]);
       return t;
     }
     if (!this.warnedNoSubject) {
@@ -101,7 +127,7 @@ export class OAuthTokens {
   private async login(): Promise<StoredLogin | undefined> {
     const l = await readLogin(this.key);
     if (!l || l.server !== this.url) return undefined;
-    addRuntimeSecrets(this.log, `oauth:${this.key}`, [l.tokens?.access_token, l.tokens?.refresh_token, l.client.client_secret]);
+    this.scrubbed(`oauth:${this.key}`, [l.tokens?.access_token, l.tokens?.refresh_token, l.client.client_secret]);
     return l;
   }
 
@@ -218,7 +244,7 @@ export class OAuthTokens {
       });
       const t = await oauth.processRefreshTokenResponse(as, client, res);
       refreshed = { ...l, tokens: tokensOf(t, refreshToken) };
-      addRuntimeSecrets(this.log, `oauth:${this.key}`, [refreshed.tokens?.access_token, refreshed.tokens?.refresh_token, l.client.client_secret]);
+      this.scrubbed(`oauth:${this.key}`, [refreshed.tokens?.access_token, refreshed.tokens?.refresh_token, l.client.client_secret]);
     } catch (err) {
       // Refused (revoked, expired refresh token, or the client is no more): these tokens are
       // done, a new login is needed. A network error or an outage leaves them for next time.
@@ -257,7 +283,7 @@ export class OAuthTokens {
     if (refused?.input === input && refused.until > Date.now()) throw new GrantError(refused.message, true);
     try {
       const l = await machineToken(this.config, this.key, subject, signal);
-      addRuntimeSecrets(this.log, `oauth:${this.key}`, [l.tokens?.access_token]);
+      this.scrubbed(`oauth:${this.key}`, [l.tokens?.access_token]);
       refusals.delete(this.key);
       this.log.info({ grant: o.grant }, 'access token obtained');
       return true;
