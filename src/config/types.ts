@@ -164,6 +164,15 @@ export interface RemoteServerConfig extends ServerCommon {
 
 export type ServerConfig = StdioServerConfig | RemoteServerConfig;
 
+/**
+ * Whether the server's grant takes the host's identity (its OIDC JWT) as input: token_exchange,
+ * and jwt_bearer without idp.idToken. Static-token and stdio sessions have none to give.
+ */
+export function actsForHost(s: ServerConfig): boolean {
+  const o = s.transport === 'stdio' ? undefined : s.oauth;
+  return o?.grant === 'token_exchange' || (o?.grant === 'jwt_bearer' && o.idp?.idToken === undefined);
+}
+
 /** An upstream whose connection carries one host client's identity: opened per client, shared only by that client's sessions. */
 export function isPerClient(s: ServerConfig): boolean {
   const o = s.transport === 'stdio' ? undefined : s.oauth;
