@@ -307,12 +307,14 @@ export class Upstream {
       const client = who === ANONYMOUS_CLIENT ? undefined : who;
       // A grant acting for the host has no login to run (mcpmux login refuses it): its token
       // comes from the host's OIDC sign-in, and a session of this client that has one restarts it.
-      const run = actsForHost(this.config)
+      const run = client === undefined ? `mcpmux login ${this.name}` : `mcpmux login ${this.name} --client ${client}`;
+      const todo = actsForHost(this.config)
         ? `the host must sign in with OIDC (listen.auth.oidc): ${this.name} exchanges the host's identity (grant ${(this.config as RemoteServerConfig).oauth?.grant}), which static-token and stdio sessions do not have`
-        : `run ${client === undefined ? `mcpmux login ${this.name}` : `mcpmux login ${this.name} --client ${client}`}`;
-      if (!this.needsLogin) this.log.warn({ server: this.name, ...(client !== undefined && { client }) }, `server ${this.name} needs a login${client === undefined ? '' : ` for client ${client}`}; ${run}`);
+        : undefined;
+      const forWhom = client === undefined ? '' : ` for client ${client}`;
+      if (!this.needsLogin) this.log.warn({ server: this.name, ...(client !== undefined && { client }) }, `server ${this.name} needs a login${forWhom}; ${todo ?? `run: ${run}`}`);
       this.needsLogin = true;
-      this.reason = `needs a login${client === undefined ? '' : ` for client ${client}`}: ${run}`;
+      this.reason = `needs a login${forWhom}: ${todo ?? `run ${run}`}`;
       this.publish('failed', { reason: this.reason });
       this.deps.listener.stateChanged(this);
       // mcpmux stdio: the browser opens now (at most once a minute), not at the first call.
