@@ -241,17 +241,23 @@ describe("a per-client connection acting for the host recovers when a session of
     expect(refused).not.toMatch(/mcpmux login/);
 
     // 2. alice (mapped to ci) signs in: ci's connection starts again with her identity.
-    const alice = await host(await sign({ sub: 'alice', aud: 'mcpmux' }), d.url);
+    const jwts = { alice: await sign({ sub: 'alice', aud: 'mcpmux' }), mallory: await sign({ sub: 'mallory', aud: 'mcpmux' }), bob: await sign({ sub: 'bob', aud: 'mcpmux' }) };
+    const alice = await host(jwts.alice, d.url);
     expect(await whoami(alice)).toBe('alice');
 
     // 3. mallory (team) is refused by the authorization server: team's connection is given up on.
-    const mallory = await host(await sign({ sub: 'mallory', aud: 'mcpmux' }), d.url);
+    const mallory = await host(jwts.mallory, d.url);
     // (ci's connection never gives up: needs-login is no failure that counts.)
     await waitFor(() => d.stderr().includes('giving up on upstream'), { what: "team's connection given up", timeoutMs: 20_000 });
     expect(await whoami(mallory)).toMatch(/^error: .*refused the token exchange/);
     // bob (team too) signs in: a new identity, a new try at once, and his call is served.
-    const bob = await host(await sign({ sub: 'bob', aud: 'mcpmux' }), d.url);
+    const bob = await host(jwts.bob, d.url);
     expect(await whoami(bob)).toBe('bob');
+    // The hosts' JWTs went to the configured token endpoint only: never to the MCP server, nor to a log.
+    for (const jwt of Object.values(jwts)) {
+      for (const m of (await stats()).mcp) expect(m.authorization ?? '').not.toContain(jwt);
+      expect(d.stderr()).not.toContain(jwt);
+    }
     await d.stop();
   }, 90_000);
 });
