@@ -77,3 +77,31 @@ describe('config: token_exchange and jwt_bearer', () => {
     expect(found!.message).toContain(message);
   });
 });
+
+// Review R1 of issue 22.
+describe('config: where the host JWT may go, and perClient with the grants that act for the host', () => {
+  it('token_exchange without oauth.tokenEndpoint is refused: the admin names where hosts\' JWTs go, never the upstream\'s metadata', async () => {
+    const issues = await issuesOf({ url, oauth: { grant: 'token_exchange', clientId: 'c' } });
+    expect(issues).toEqual([
+      {
+        path: '/mcpServers/a/oauth/tokenEndpoint',
+        message: "token_exchange needs oauth.tokenEndpoint: the host's JWT is sent only to a token endpoint the config names, never to one the upstream's metadata points at",
+      },
+    ]);
+  });
+
+  it('perClient: true is implied by token_exchange and by jwt_bearer without idp.idToken, so it loads with them; only client_credentials refuses it, by name', async () => {
+    const cfg = await loadConfig(
+      await write({
+        mcpServers: {
+          x: { url, oauth: { grant: 'token_exchange', perClient: true, clientId: 'c', tokenEndpoint: 'https://as.example.com/token' } },
+          j: { url, oauth: { grant: 'jwt_bearer', perClient: true, clientId: 'c', idp } },
+        },
+      }),
+      {},
+    );
+    expect(cfg.servers.map((s) => (s as RemoteServerConfig).oauth?.perClient)).toEqual([true, true]);
+    const issues = await issuesOf({ url, oauth: { grant: 'client_credentials', perClient: true, clientId: 'c', clientSecret: 's' } });
+    expect(issues.find((i) => i.path === '/mcpServers/a/oauth/perClient')?.message).toContain('not to the client_credentials grant');
+  });
+});

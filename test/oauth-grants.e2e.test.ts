@@ -200,7 +200,7 @@ describe('token exchange (RFC 8693) through OAuthTokens with the host subject', 
   const lines: string[] = [];
   const log = pino({ level: 'debug' }, new Writable({ write: (c, _e, cb) => (lines.push(String(c)), cb()) }));
   const server = (name: string) =>
-    ({ name, transport: 'http', url: `${fx.url}/mcp/${name}`, headers: {}, oauth: { grant: 'token_exchange', clientId: 'mux', clientSecret: 'mux-secret', audience: 'mcp-audience' } }) as unknown as RemoteServerConfig;
+    ({ name, transport: 'http', url: `${fx.url}/mcp/${name}`, headers: {}, oauth: { grant: 'token_exchange', clientId: 'mux', clientSecret: 'mux-secret', audience: 'mcp-audience', tokenEndpoint: `${fx.url}/token` } }) as unknown as RemoteServerConfig;
   const call = (bearer: string, url: string) =>
     fetch(url, { method: 'POST', headers: { authorization: bearer, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } }) }).then(
       async (r) => ((await r.json()) as any).result.content[0].text as string,

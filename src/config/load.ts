@@ -679,8 +679,9 @@ function buildServer(
     if (grant !== 'client_credentials' && s.oauth.privateKey !== undefined) issue(`${at}/oauth/privateKey`, 'applies only with oauth.grant "client_credentials"');
     if (s.oauth.signingAlgorithm !== undefined && s.oauth.privateKey === undefined) issue(`${at}/oauth/signingAlgorithm`, 'applies only with oauth.privateKey');
     if (machine && s.oauth.redirectPort !== undefined) issue(`${at}/oauth/redirectPort`, 'applies only to the authorization_code grant (a browser login)');
-    // client_credentials is the daemon's own identity: one token, whoever calls.
-    if (machine && s.oauth.perClient === true) issue(`${at}/oauth/perClient`, 'applies to logins made for a client (mcpmux login NAME --client C), not to the client_credentials grant: its token is the daemon\'s own');
+    // client_credentials is the daemon's own identity: one token, whoever calls. (The grants
+    // that act for the host are per client already: `perClient: true` only says so again.)
+    if (grant === 'client_credentials' && s.oauth.perClient === true) issue(`${at}/oauth/perClient`, 'applies to logins made for a client (mcpmux login NAME --client C), not to the client_credentials grant: its token is the daemon\'s own');
     for (const key of ['interactive', 'interactiveWaitMs'] as const) {
       if (machine && s.oauth[key] !== undefined) issue(`${at}/oauth/${key}`, 'applies only to the authorization_code grant (a browser login)');
     }
@@ -703,6 +704,12 @@ function checkGrantSettings(o: OAuthSettings, grant: NonNullable<OAuthSettings['
     if (o[key] !== undefined && grant !== 'token_exchange') issue(`${at}/${key}`, 'applies only with oauth.grant "token_exchange"');
   }
   if (o.idp !== undefined && grant !== 'jwt_bearer') issue(`${at}/idp`, 'applies only with oauth.grant "jwt_bearer"');
+  // The host's JWT (whose audience is mcpmux: it could be replayed here) goes only where the
+  // admin says: an upstream's resource metadata naming "its" authorization server must not
+  // decide whom every signed-in person hands it to.
+  if (grant === 'token_exchange' && o.tokenEndpoint === undefined) {
+    issue(`${at}/tokenEndpoint`, "token_exchange needs oauth.tokenEndpoint: the host's JWT is sent only to a token endpoint the config names, never to one the upstream's metadata points at");
+  }
   if (grant === 'jwt_bearer' && o.idp === undefined) issue(`${at}/grant`, 'jwt_bearer needs oauth.idp (issuer, clientId; tokenEndpoint, clientSecret and idToken as needed): the identity provider that issues the ID-JAG');
   const actsForHost = grant === 'token_exchange' || (grant === 'jwt_bearer' && o.idp !== undefined && o.idp.idToken === undefined);
   if (actsForHost && (o as { perClient?: unknown }).perClient === false) {

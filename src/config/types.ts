@@ -111,11 +111,11 @@ export interface OAuthSettings {
   perClient?: boolean;
   /** token_exchange: the `audience` to ask for (the upstream's name at its authorization server), if it wants one. */
   audience?: string;
-  /** token_exchange: the RFC 8707 resource to ask for; default the resource the server's metadata names (else its URL). */
+  /** token_exchange: the RFC 8707 resource to ask for; default the server's URL. */
   resource?: string;
   /** token_exchange: what the host's JWT is (RFC 8693 token type `urn:ietf:params:oauth:token-type:<this>`); default `access_token`. */
   subjectTokenType?: SubjectTokenType;
-  /** token_exchange: the token endpoint to exchange at; default the one of the authorization server the server's metadata names. */
+  /** token_exchange (required there): the token endpoint the host's JWT is exchanged at. Never discovered: the upstream must not choose where hosts' JWTs go. */
   tokenEndpoint?: string;
   /** jwt_bearer: the identity provider that turns an ID token into an ID-JAG for this server. */
   idp?: IdpSettings;
@@ -163,6 +163,15 @@ export interface RemoteServerConfig extends ServerCommon {
 }
 
 export type ServerConfig = StdioServerConfig | RemoteServerConfig;
+
+/**
+ * Whether the server's grant takes the host's identity (its OIDC JWT) as input: token_exchange,
+ * and jwt_bearer without idp.idToken. Static-token and stdio sessions have none to give.
+ */
+export function actsForHost(s: ServerConfig): boolean {
+  const o = s.transport === 'stdio' ? undefined : s.oauth;
+  return o?.grant === 'token_exchange' || (o?.grant === 'jwt_bearer' && o.idp?.idToken === undefined);
+}
 
 /** An upstream whose connection carries one host client's identity: opened per client, shared only by that client's sessions. */
 export function isPerClient(s: ServerConfig): boolean {

@@ -144,8 +144,9 @@ export class UpstreamPool {
     if (perClient.length > 0) {
       this.hold(session);
       const conns = this.openClient(session.client, opening);
-      // Those still starting are waited for like a session's own (start() is the same promise).
-      for (const up of conns.values()) starting.push(up.start());
+      // Those still starting are waited for like a session's own (start() is the same promise);
+      // one down for want of the host's identity starts again if this session brings one.
+      for (const up of conns.values()) starting.push(up.retryWithSubject() ?? up.start());
     }
     return starting;
   }

@@ -55,7 +55,11 @@ export class Resolver {
     // Down, or (unknown name) its prefix names a server that is down: say so rather than "unknown".
     // In mcpmux stdio, one that needs a login opens it and the call waits for it (bounded).
     if (up && up.state !== 'ready') {
-      const login = await up.loginLanded(signal);
+      // A connection acting for the host, down for want of its identity: this session's starts it
+      // again, and the call waits for that start (bounded by timeouts.startupMs, or the host's cancel).
+      const again = up.retryWithSubject();
+      if (again) await untilCancelled(again, signal);
+      const login = isReady(up) ? 'ready' : await up.loginLanded(signal);
       if (login !== 'ready') this.unavailable(up, `The ${what} ${publicName}`, login === 'open' ? `; ${BROWSER_OPEN}` : '');
       // Its lists may be news now: look again.
       if (!owner) return this.named(session, kind, publicName, signal);
@@ -141,6 +145,20 @@ export class Resolver {
     const up = cfg && this.pool.get(session, cfg.name);
     return up && { up, rest: publicName.slice(at + sep.length) };
   }
+}
+
+/** Read afresh (a start may have finished since the caller last looked). */
+const isReady = (up: Upstream): boolean => up.state === 'ready';
+
+/** `p` settled, or `signal` cancelled first. */
+function untilCancelled(p: Promise<void>, signal: CancelSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const off = signal.onCancel(resolve);
+    void p.finally(() => {
+      off();
+      resolve();
+    });
+  });
 }
 
 /** No list left unread (most calls): shared, not allocated per call. */

@@ -3,7 +3,7 @@
 // hosts or the router: what the upstream says unprompted goes to one listener.
 
 import type { CancelSignal } from '../jsonrpc/cancel.js';
-import { ANONYMOUS_CLIENT, interactiveLogin, type RemoteServerConfig, type ServerConfig } from '../config/types.js';
+import { actsForHost, ANONYMOUS_CLIENT, interactiveLogin, type RemoteServerConfig, type ServerConfig } from '../config/types.js';
 import { Endpoint, type IncomingInfo, type Result } from '../jsonrpc/endpoint.js';
 import { RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
 import { publishUpstreamProtocolError, publishUpstreamState, type UpstreamStateName } from '../observe/events.js';
@@ -101,6 +101,12 @@ const CRASH_WINDOW_MS = 60_000;
 /** Restart delays grow from restart.backoffMs, doubling, up to this. */
 const MAX_BACKOFF_MS = 30_000;
 
+/**
+ * A connection whose grant acts for the host, down for want (or refusal) of the host's identity,
+ * starts again when a session of its client brings one it has not tried: at most this often.
+ */
+const SUBJECT_RETRY_MS = 5_000;
+
 let connections = 0;
 
 export class Upstream {
@@ -129,6 +135,11 @@ export class Upstream {
   private readonly waiters = new Set<() => void>();
   /** The login (that opened itself) this upstream restarts after, once it lands. */
   private watchedLogin: Promise<boolean> | undefined;
+  /** A grant acting for the host: the host identity (JWT) its last start had (undefined: none). Never logged. */
+  private startedWith: string | undefined;
+  /** retryWithSubject: not again before this time, and the restart under way. */
+  private subjectRetryAt = 0;
+  private subjectRetry: Promise<void> | undefined;
   /** Names this connection in events (a `session` server has one connection per host session). */
   readonly connectionId = ++connections;
   private endpoint: Endpoint | undefined;
@@ -232,6 +243,7 @@ export class Upstream {
     if (epoch !== this.epoch) return;
     this.state = 'starting';
     this.publish('starting');
+    this.startedWith = actsForHost(this.config) ? this.deps.who?.subject?.() : undefined;
     try {
       const conn = connectUpstream(this.config, this.deps.maxMessageBytes, this.log, this.deps.who);
       this.connection = conn;
@@ -293,10 +305,16 @@ export class Upstream {
       // A perClient server's connection needs its client's login (the anonymous client's is the server's one login).
       const who = this.deps.who?.client;
       const client = who === ANONYMOUS_CLIENT ? undefined : who;
+      // A grant acting for the host has no login to run (mcpmux login refuses it): its token
+      // comes from the host's OIDC sign-in, and a session of this client that has one restarts it.
       const run = client === undefined ? `mcpmux login ${this.name}` : `mcpmux login ${this.name} --client ${client}`;
-      if (!this.needsLogin) this.log.warn({ server: this.name, ...(client !== undefined && { client }) }, `server ${this.name} needs a login${client === undefined ? '' : ` for client ${client}`}; run: ${run}`);
+      const todo = actsForHost(this.config)
+        ? `the host must sign in with OIDC (listen.auth.oidc): ${this.name} exchanges the host's identity (grant ${(this.config as RemoteServerConfig).oauth?.grant}), which static-token and stdio sessions do not have`
+        : undefined;
+      const forWhom = client === undefined ? '' : ` for client ${client}`;
+      if (!this.needsLogin) this.log.warn({ server: this.name, ...(client !== undefined && { client }) }, `server ${this.name} needs a login${forWhom}; ${todo ?? `run: ${run}`}`);
       this.needsLogin = true;
-      this.reason = `needs a login${client === undefined ? '' : ` for client ${client}`}: run ${run}`;
+      this.reason = `needs a login${forWhom}: ${todo ?? `run ${run}`}`;
       this.publish('failed', { reason: this.reason });
       this.deps.listener.stateChanged(this);
       // mcpmux stdio: the browser opens now (at most once a minute), not at the first call.
@@ -395,6 +413,26 @@ export class Upstream {
       if (landed !== 'ready') throw err;
       return this.send(method, params, opts);
     }
+  }
+
+  /**
+   * A per-client connection whose grant acts for the host (token_exchange, jwt_bearer with the
+   * host's JWT) that needs a login (no host identity) or was given up on (its identity refused):
+   * a session of its client now has an identity this connection has not started with (a new
+   * JWT), so it starts again with it, at once (a session admitted, a call), at most once per
+   * SUBJECT_RETRY_MS. Returns that restart (resolves once ready or failed; joined while under
+   * way); undefined when none applies.
+   */
+  retryWithSubject(): Promise<void> | undefined {
+    if (this.subjectRetry) return this.subjectRetry;
+    if (this.state !== 'failed' || !(this.needsLogin || this.gaveUp) || !actsForHost(this.config)) return undefined;
+    const subject = this.deps.who?.subject?.();
+    if (subject === undefined || subject === this.startedWith || Date.now() < this.subjectRetryAt) return undefined;
+    this.subjectRetryAt = Date.now() + SUBJECT_RETRY_MS;
+    this.log.info({ ...(this.client !== undefined && { client: this.client }) }, "a session of this client brought the host's identity: starting again with it");
+    const again = this.restart().finally(() => (this.subjectRetry = undefined));
+    this.subjectRetry = again;
+    return again;
   }
 
   /** It waits for a login that opens itself (mcpmux stdio): it will come, and hosts hear list_changed then. */

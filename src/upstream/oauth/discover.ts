@@ -39,10 +39,19 @@ export function canonicalResource(serverUrl: string): string {
 export { bearerChallenge } from './challenge.js';
 import { bearerChallenge } from './challenge.js';
 
-export async function discover(serverUrl: string, challenge: Record<string, string> | undefined): Promise<Discovered> {
+/**
+ * `strict`: the authorization server only as the server's resource metadata names it, with
+ * metadata whose issuer is that name (RFC 8414 3.3): no 2025-03-26 origin guess, no loose or
+ * default metadata. For grants whose token (an ID-JAG minted for that issuer) must not go to a
+ * token endpoint an upstream merely claims.
+ */
+export async function discover(serverUrl: string, challenge: Record<string, string> | undefined, strict = false): Promise<Discovered> {
   const server = new URL(serverUrl);
   let resource = canonicalResource(serverUrl);
   const prm = await resourceMetadata(server, challenge?.resource_metadata);
+  if (strict && typeof prm?.authorization_servers?.[0] !== 'string') {
+    throw new Error(`${serverUrl} publishes no protected resource metadata naming its authorization server (RFC 9728), which this grant requires`);
+  }
   if (prm) {
     // The metadata may name the server itself or a resource above it (same origin, a parent
     // path: metadata found at the root); tokens are then asked for that resource.
@@ -53,7 +62,11 @@ export async function discover(serverUrl: string, challenge: Record<string, stri
   const issuer = new URL(prm?.authorization_servers?.[0] ?? server.origin);
   // Without resource metadata (2025-03-26), the server's origin is the authorization server,
   // and its metadata is taken as it is: such servers often name themselves loosely.
-  const as = (await asMetadata(issuer)) ?? (prm ? undefined : await looseMetadata(issuer)) ?? fallbackMetadata(issuer);
+  const checked = await asMetadata(issuer);
+  if (strict && !checked?.token_endpoint) {
+    throw new Error(`the authorization server ${issuer.href} named by ${serverUrl}'s resource metadata publishes no metadata with that issuer and a token endpoint (RFC 8414), which this grant requires`);
+  }
+  const as = checked ?? (prm ? undefined : await looseMetadata(issuer)) ?? fallbackMetadata(issuer);
   const scopes = challenge?.scope ?? (Array.isArray(prm?.scopes_supported) ? prm.scopes_supported.join(' ') : undefined);
   return { as, resource, scope: scopes || undefined };
 }

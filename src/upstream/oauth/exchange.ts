@@ -21,7 +21,14 @@ export interface Exchange {
 }
 
 /**
- * One exchange. `recognized`: token types the answer may carry beyond Bearer (an ID-JAG comes
+ * An exchange answered with a token of no stated or another type than asked for: asking again
+ * with the same input would get the same, so it counts as a refusal (not asked again for a while).
+ */
+export class IssuedTypeError extends Error {}
+
+/**
+ * One exchange. `accepted`: the `issued_token_type`s the answer may name (RFC 8693 2.2.1 makes
+ * it required; default the type asked for). `recognized`: token types the answer may carry beyond Bearer (an ID-JAG comes
  * as `N_A`: it is no access token). Throws the endpoint's refusal (oauth.ResponseBodyError).
  */
 export async function exchangeToken(
@@ -31,6 +38,7 @@ export async function exchangeToken(
   x: Exchange,
   opts: { signal: AbortSignal; [oauth.allowInsecureRequests]?: boolean },
   recognized?: oauth.RecognizedTokenTypes,
+  accepted: string[] = [x.requested],
 ): Promise<oauth.TokenEndpointResponse> {
   const params: Record<string, string> = {
     subject_token: x.subject,
@@ -42,9 +50,10 @@ export async function exchangeToken(
   };
   const res = await oauth.genericTokenEndpointRequest(as, client, auth, TOKEN_EXCHANGE, params, opts);
   const t = await oauth.processGenericTokenEndpointResponse(as, client, res, recognized && { recognizedTokenTypes: recognized });
-  // An exchange may issue another kind of token than asked for: it must be the kind asked for.
-  if (t.issued_token_type !== undefined && t.issued_token_type !== x.requested) {
-    throw new Error(`the token endpoint issued a ${String(t.issued_token_type)}, not the ${x.requested} asked for`);
-  }
+  // An exchange may issue another kind of token than asked for, and must say which: a token of
+  // unknown kind (an ID token, another ID-JAG) is not sent on as if it were the one asked for.
+  const issued = t.issued_token_type;
+  if (issued === undefined) throw new IssuedTypeError(`its answer has no issued_token_type (required by RFC 8693 2.2.1; expected ${accepted.join(' or ')})`);
+  if (!accepted.includes(String(issued))) throw new IssuedTypeError(`it issued a ${String(issued).slice(0, 100)}, not ${accepted.join(' or ')}`);
   return t;
 }

@@ -14,7 +14,7 @@ import * as oauth from 'oauth4webapi';
 import type { OAuthSettings, RemoteServerConfig } from '../../config/types.js';
 import { clientAuth, mergeScopes, secretMethod } from './client-auth.js';
 import { canonicalResource, challengeOf, discover, httpOptions, type Discovered } from './discover.js';
-import { exchangeToken, TOKEN_TYPE } from './exchange.js';
+import { exchangeToken, IssuedTypeError, TOKEN_TYPE } from './exchange.js';
 import { idJag, jwtBearer } from './id-jag.js';
 import { describe, tokensOf } from './responses.js';
 import { readLogin, writeLogin, type StoredLogin } from './store.js';
@@ -45,14 +45,18 @@ const foundKey = (server: RemoteServerConfig) => `${server.name}\n${server.url}`
 /** Where tokens for `server` come from: as discovered before, else discovered now and kept. */
 async function discovered(server: RemoteServerConfig): Promise<Discovered> {
   const o = server.oauth!;
-  // token_exchange with its endpoint configured: nothing to discover.
-  if (o.grant === 'token_exchange' && o.tokenEndpoint) {
+  // token_exchange: the host's JWT goes to the endpoint the config names (load.ts requires it),
+  // never to one the upstream's metadata points at; nothing to discover.
+  if (o.grant === 'token_exchange') {
+    if (!o.tokenEndpoint) throw new Error(`${server.name}: token_exchange needs oauth.tokenEndpoint (the host's JWT goes only where the config says)`);
     const endpoint = new URL(o.tokenEndpoint);
     return { as: { issuer: endpoint.origin, token_endpoint: endpoint.href }, resource: canonicalResource(server.url), scope: undefined };
   }
   const kept = found.get(foundKey(server));
   if (kept) return kept;
-  const fresh = await discover(server.url, await challengeOf(server));
+  // jwt_bearer: the ID-JAG is minted for the authorization server the resource metadata names
+  // and goes to that issuer's own token endpoint: strict discovery, no loose metadata.
+  const fresh = await discover(server.url, await challengeOf(server), o.grant === 'jwt_bearer');
   found.set(foundKey(server), fresh);
   return fresh;
 }
@@ -77,6 +81,26 @@ export class GrantError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * Whether a failed grant suggests the discovered metadata is stale: the upstream's authorization
+ * server (never the IdP) did not answer as a token endpoint (unreachable, not found, not OAuth),
+ * or refused the client or the grant itself, as one that is no longer ours would. A refusal of
+ * one person's token (invalid_grant, invalid_target, ...) says nothing about where it lives.
+ */
+function movedAway(err: unknown, step: 'as' | 'idp'): boolean {
+  if (step === 'idp' || err instanceof IssuedTypeError) return false;
+  if (err instanceof oauth.ResponseBodyError) return ['invalid_client', 'unauthorized_client', 'unsupported_grant_type'].includes(err.error);
+  return !(err instanceof oauth.WWWAuthenticateChallengeError);
+}
+
+/** The endpoint answered with a token of no stated or another type (exchange.ts). */
+function wrongType(server: RemoteServerConfig, step: 'as' | 'idp'): string {
+  const o = server.oauth!;
+  return step === 'idp'
+    ? `the identity provider ${o.idp!.issuer} issued no ID-JAG (urn:ietf:params:oauth:token-type:id-jag, SEP-990) for ${server.name}; check that it supports Cross-App Access for oauth.idp.clientId`
+    : `the token exchange for ${server.name} at ${o.tokenEndpoint ?? 'its authorization server'} did not issue an access token`;
 }
 
 function refusal(err: unknown): boolean {
@@ -134,7 +158,8 @@ export async function machineToken(server: RemoteServerConfig, key: string, subj
           ...(o.audience && { audience: o.audience }),
           resource,
           ...(scope && { scope }),
-        }, opts);
+          // A JWT access token may be reported as such (RFC 8693 3).
+        }, opts, undefined, [TOKEN_TYPE('access_token'), TOKEN_TYPE('jwt')]);
         break;
       case 'jwt_bearer': {
         step = 'idp';
@@ -148,8 +173,10 @@ export async function machineToken(server: RemoteServerConfig, key: string, subj
         tokens = await oauth.processClientCredentialsResponse(as, client, await oauth.clientCredentialsGrantRequest(as, client, auth, { resource, ...(scope && { scope }) }, opts));
     }
   } catch (err) {
-    // The server may have moved to another authorization server: the next grant discovers again.
-    forgetDiscovered(server);
+    // The server may have moved to another authorization server: the next grant discovers
+    // again. Only when its authorization server failed us so (not one person's refusal).
+    if (movedAway(err, step)) forgetDiscovered(server);
+    if (err instanceof IssuedTypeError) throw new GrantError(`${wrongType(server, step)}: ${said(err, secrets)}`, true);
     if (refusal(err)) throw new GrantError(`${whatToFix(server, step)} (${said(err, secrets)})`, true);
     throw new GrantError(`cannot get a token for ${server.name}${step === 'idp' ? ' from the identity provider' : ''}: ${said(err, secrets)}`, false);
   }
