@@ -78,7 +78,7 @@ beforeAll(async () => {
   fx = await awaitJsonLine(child.stdout!, exited, (j) => (j.url ? (j as Fx) : undefined), { ms: 15_000, what: 'grants fixture URL', log: () => '' });
   const exchange = (name: string) => ({
     url: `${fx.url}/mcp/${name}`,
-    oauth: { grant: 'token_exchange', clientId: 'mux', clientSecret: '${ENT_SECRET}', audience: 'mcp-audience' },
+    oauth: { grant: 'token_exchange', clientId: 'mux', clientSecret: '${ENT_SECRET}', audience: 'mcp-audience', tokenEndpoint: `${fx.url}/token` },
   });
   const adminPort = await freePort();
   daemon = await startDaemon(

@@ -48,7 +48,7 @@ function oauthFiles(dir = path.join(state, 'oauth')): string[] {
 const stats = async () => (await (await fetch(`${fx.url}/admin/stats`)).json()) as { tokens: Array<{ kind: string; ok: boolean; sub?: string }> };
 const sign = async (sub: string): Promise<string> => ((await (await fetch(`${fx.url}/admin/sign`, { method: 'POST', body: JSON.stringify({ sub, aud: 'mcpmux' }) })).json()) as { jwt: string }).jwt;
 const server = (name: string) =>
-  ({ name, transport: 'http', url: `${fx.url}/mcp/${name}`, headers: {}, oauth: { grant: 'token_exchange', clientId: 'mux', clientSecret: 'mux-secret', audience: 'mcp-audience' } }) as unknown as RemoteServerConfig;
+  ({ name, transport: 'http', url: `${fx.url}/mcp/${name}`, headers: {}, oauth: { grant: 'token_exchange', clientId: 'mux', clientSecret: 'mux-secret', audience: 'mcp-audience', tokenEndpoint: `${fx.url}/token` } }) as unknown as RemoteServerConfig;
 
 describe('log scrubber: runtime-secret sources come and go', () => {
   it('10 000 sources added then removed: the values each line is searched for go back to where they were; a source keeps only its latest values', () => {

@@ -12,7 +12,6 @@ import { RpcError } from '../jsonrpc/message.js';
 import { makeScrubber, type Logger } from '../observe/logger.js';
 import { MuxError, type Params } from '../protocol/mcp.js';
 import type { LoginIdentity, StopGrace } from '../upstream/connect.js';
-import { needsSubject } from '../upstream/oauth/machine.js';
 import { Upstream, type UpstreamListener } from '../upstream/upstream.js';
 import type { InteractiveLogins } from '../upstream/oauth/interactive.js';
 import { VERSION } from '../version.js';
@@ -127,7 +126,7 @@ export class UpstreamPool {
     if (running + own.length + opening.length > max) {
       throw new RpcError(
         MuxError.Overloaded,
-        `Too many per-session upstream connections: ${running} running, this session needs ${own.length + opening.length} (limits.maxSessionUpstreams = ${max}; per-client connections count too)`,
+        `Too many per-session upstream connections: ${running} running, this session needs ${own.length + opening.length} (limits.maxSessionUpstreams = ${max}${this.perClient.size > 0 || opening.length > 0 ? '; per-client connections count too' : ''})`,
       );
     }
     const starting: Promise<void>[] = [];
@@ -175,16 +174,21 @@ export class UpstreamPool {
 
   /**
    * Starts again `session`'s client's connections that act for the host (token_exchange,
-   * jwt_bearer with the host's JWT) and stopped as needs-login for want of a host token (its
-   * JWTs expired, or a static-token session opened them), now that this session has one: no
-   * `mcpmux login` can bring them back, only the host signing in again. Undefined: nothing to start.
+   * jwt_bearer with the host's JWT) and stopped for want of a host token (its JWTs expired, or a
+   * static-token session opened them) or with a refused one, now that this session has one: no
+   * `mcpmux login` can bring them back, only the host signing in again. Each connection decides
+   * (Upstream.retryWithSubject: a JWT it has not started with, at most once per few seconds).
+   * Undefined: nothing to start, which is every request but the rare one.
    */
   revive(session: SessionPort): Promise<void> | undefined {
     const theirs = this.perClient.get(session.client);
-    // What the restarted connections will act with (its sessions' freshest token), not just this session's.
-    if (!theirs || session.hostToken?.() === undefined || this.subjectOf(session.client) === undefined) return undefined;
-    const stalled = [...theirs.values()].filter((up) => up.needsLogin && up.config.transport !== 'stdio' && needsSubject(up.config.oauth));
-    return stalled.length === 0 ? undefined : Promise.all(stalled.map((up) => up.restart())).then(() => undefined);
+    if (!theirs || session.hostToken?.() === undefined) return undefined;
+    let again: Promise<void>[] | undefined;
+    for (const up of theirs.values()) {
+      const p = up.retryWithSubject();
+      if (p) (again ??= []).push(p);
+    }
+    return again && Promise.all(again).then(() => undefined);
   }
 
   /** The freshest host token among `client`'s open sessions (undefined: none has one). */

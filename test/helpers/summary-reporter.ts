@@ -11,6 +11,9 @@ export default class SummaryReporter implements Reporter {
     let skipped = 0;
     const notes = new Map<string, number>();
     for (const m of modules) {
+      // A file that failed outside any test (its beforeAll threw, it did not import) fails the
+      // run: count it, or the closing line would say 0 failed for a red run.
+      if (m.state() === 'failed' && ![...m.children.allTests()].some((t) => t.result().state === 'failed')) failed++;
       for (const t of m.children.allTests()) {
         const r = t.result();
         if (r.state === 'passed') passed++;
