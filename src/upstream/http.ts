@@ -39,8 +39,10 @@ export interface TokenSource {
   readonly loginCommand: string;
   /** False when the config sends its own Authorization header: a 401 is then no login matter. */
   readonly usable: boolean;
-  /** client_credentials: mcpmux gets tokens itself; there is no login to wait for. */
+  /** A machine grant (client_credentials, token_exchange, jwt_bearer): mcpmux gets tokens itself; there is no login to wait for. */
   readonly machine: boolean;
+  /** The config's oauth.grant, named in errors. */
+  readonly grantName: string;
   /** Throws when the login cannot be read now (a shared store that is down, -31007). */
   header(): Promise<string | undefined>;
   /** `stale`: the Authorization header the server refused. Throws as header() does. */
@@ -203,8 +205,8 @@ export class StreamableHttpTransport implements RemoteTransport {
       }
       // Kept for `mcpmux login`: the challenge says where to log in.
       this.opts.auth.challenged(challenge!);
-      // A machine client (client_credentials) has no login to wait for: an error, retried with backoff.
-      if (this.opts.auth.machine) return this.fail(`the server refused the client-credentials token (401)`);
+      // A machine grant has no login to wait for: an error, retried with backoff.
+      if (this.opts.auth.machine) return this.fail(`the server refused the token of the ${this.opts.auth.grantName} grant (401)`);
       this.needsLogin = true;
       return this.fail(`needs a login: the server answered 401${bearer === undefined ? ' and there is no stored login' : ' and the stored login no longer works'}`);
     }

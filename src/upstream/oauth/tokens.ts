@@ -96,6 +96,11 @@ export class OAuthTokens {
     return machineGrant(this.config.oauth) !== undefined && this.hostToken() !== null;
   }
 
+  /** The grant's name as the config says it (for errors: which token a 401 refused). */
+  get grantName(): string {
+    return this.config.oauth?.grant ?? 'authorization_code';
+  }
+
   /**
    * The host's JWT for a grant that acts for the host (undefined for the others); null when it
    * needs one and there is none (said once per connection: the host must sign in with OIDC).
