@@ -104,4 +104,17 @@ describe('config: where the host JWT may go, and perClient with the grants that 
     const issues = await issuesOf({ url, oauth: { grant: 'client_credentials', perClient: true, clientId: 'c', clientSecret: 's' } });
     expect(issues.find((i) => i.path === '/mcpServers/a/oauth/perClient')?.message).toContain('not to the client_credentials grant');
   });
+
+  it('perClient: true with jwt_bearer and a fixed idp.idToken is refused: that ID token is the identity of every client, so per-client connections would only copy it', async () => {
+    const issues = await issuesOf({ url, oauth: { grant: 'jwt_bearer', perClient: true, clientId: 'c', idp: { ...idp, idToken: 'eyJ.fixed.token' } } });
+    expect(issues).toEqual([
+      {
+        path: '/mcpServers/a/oauth/perClient',
+        message: "applies to identities per client, not to jwt_bearer with a fixed idp.idToken: that ID token is the identity, the same for every client (leave out idp.idToken to use each host's OIDC JWT)",
+      },
+    ]);
+    // The same server without perClient (the daemon's own identity) loads.
+    const cfg = await loadConfig(await write({ mcpServers: { a: { url, oauth: { grant: 'jwt_bearer', clientId: 'c', idp: { ...idp, idToken: 'eyJ.fixed.token' } } } } }), {});
+    expect((cfg.servers[0] as RemoteServerConfig).oauth?.idp?.idToken).toBe('eyJ.fixed.token');
+  });
 });

@@ -680,7 +680,8 @@ function buildServer(
     if (s.oauth.signingAlgorithm !== undefined && s.oauth.privateKey === undefined) issue(`${at}/oauth/signingAlgorithm`, 'applies only with oauth.privateKey');
     if (machine && s.oauth.redirectPort !== undefined) issue(`${at}/oauth/redirectPort`, 'applies only to the authorization_code grant (a browser login)');
     // client_credentials is the daemon's own identity: one token, whoever calls. (The grants
-    // that act for the host are per client already: `perClient: true` only says so again.)
+    // that act for the host are per client already: `perClient: true` only says so again;
+    // jwt_bearer with a fixed idp.idToken refuses it in checkGrantSettings.)
     if (grant === 'client_credentials' && s.oauth.perClient === true) issue(`${at}/oauth/perClient`, 'applies to logins made for a client (mcpmux login NAME --client C), not to the client_credentials grant: its token is the daemon\'s own');
     for (const key of ['interactive', 'interactiveWaitMs'] as const) {
       if (machine && s.oauth[key] !== undefined) issue(`${at}/oauth/${key}`, 'applies only to the authorization_code grant (a browser login)');
@@ -696,8 +697,10 @@ function buildServer(
 
 /**
  * The settings of token_exchange and jwt_bearer: each only with its grant, the IdP complete,
- * endpoints that carry tokens over https (plain http on loopback only), and no `perClient:
- * false` with a grant that acts for the host (its token is the host's identity: one per client).
+ * endpoints that carry tokens over https (plain http on loopback only), no `perClient: false`
+ * with a grant that acts for the host (its token is the host's identity: one per client), and no
+ * `perClient: true` with a fixed `idp.idToken` (one identity for all: a connection and a stored
+ * token per client would only copy it).
  */
 function checkGrantSettings(o: OAuthSettings, grant: NonNullable<OAuthSettings['grant']>, at: string, checkUrl: boolean, issue: (p: string, m: string) => void): void {
   for (const key of ['audience', 'resource', 'subjectTokenType', 'tokenEndpoint'] as const) {
@@ -714,6 +717,9 @@ function checkGrantSettings(o: OAuthSettings, grant: NonNullable<OAuthSettings['
   const actsForHost = grant === 'token_exchange' || (grant === 'jwt_bearer' && o.idp !== undefined && o.idp.idToken === undefined);
   if (actsForHost && (o as { perClient?: unknown }).perClient === false) {
     issue(`${at}/perClient`, `cannot be false with ${grant === 'token_exchange' ? 'the token_exchange grant' : 'jwt_bearer without idp.idToken'}: the token is the host's identity, one per host client`);
+  }
+  if (grant === 'jwt_bearer' && o.idp?.idToken !== undefined && o.perClient === true) {
+    issue(`${at}/perClient`, 'applies to identities per client, not to jwt_bearer with a fixed idp.idToken: that ID token is the identity, the same for every client (leave out idp.idToken to use each host\'s OIDC JWT)');
   }
   if (!checkUrl) return;
   const tokenUrl = (where: string, v: string | undefined): void => {
