@@ -28,7 +28,7 @@ interface Fx {
 }
 interface Stats {
   discovery: string[];
-  tokens: Array<{ kind: string; ok: boolean; error?: string; sub?: string; name?: string }>;
+  tokens: Array<{ kind: string; ok: boolean; error?: string; sub?: string; name?: string; audience?: string; resource?: string; scope?: string }>;
   mcp: Array<{ server: string; authorization: string | null; verdict: string }>;
 }
 
@@ -199,8 +199,8 @@ describe('refusals: the call fails with what to do, once, and no token anywhere'
 describe('token exchange (RFC 8693) through OAuthTokens with the host subject', () => {
   const lines: string[] = [];
   const log = pino({ level: 'debug' }, new Writable({ write: (c, _e, cb) => (lines.push(String(c)), cb()) }));
-  const server = (name: string) =>
-    ({ name, transport: 'http', url: `${fx.url}/mcp/${name}`, headers: {}, oauth: { grant: 'token_exchange', clientId: 'mux', clientSecret: 'mux-secret', audience: 'mcp-audience', tokenEndpoint: `${fx.url}/token` } }) as unknown as RemoteServerConfig;
+  const server = (name: string, more: object = {}) =>
+    ({ name, transport: 'http', url: `${fx.url}/mcp/${name}`, headers: {}, oauth: { grant: 'token_exchange', clientId: 'mux', clientSecret: 'mux-secret', audience: 'mcp-audience', tokenEndpoint: `${fx.url}/token`, ...more } }) as unknown as RemoteServerConfig;
   const call = (bearer: string, url: string) =>
     fetch(url, { method: 'POST', headers: { authorization: bearer, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } }) }).then(
       async (r) => ((await r.json()) as any).result.content[0].text as string,
@@ -222,8 +222,25 @@ describe('token exchange (RFC 8693) through OAuthTokens with the host subject', 
     expect(await t.header()).toBe(bearer);
     const s = await stats();
     expect(s.tokens.slice(before.tokens.length).map((x) => `${x.kind}:${x.ok}:${x.sub}`)).toEqual(['token_exchange:true:carol']);
+    // Asked for the configured audience and, by default, the server's URL as the resource; no
+    // scope when none is configured.
+    const [asked] = s.tokens.slice(before.tokens.length);
+    expect({ audience: asked.audience, resource: asked.resource, scope: asked.scope }).toEqual({ audience: 'mcp-audience', resource: `${fx.url}/mcp/tx`, scope: undefined });
     for (const m of s.mcp) expect(m.authorization ?? '').not.toContain(subject);
     expect(lines.join('')).not.toContain(subject);
+  });
+
+  it('asks for oauth.scopes and the oauth.resource that overrides the server URL; the token is for that resource', async () => {
+    const subject = await sign({ sub: 'carol', aud: 'mcpmux' });
+    const before = await stats();
+    const t = new OAuthTokens(server('tx-url', { scopes: ['files:read', 'files:write'], resource: `${fx.url}/mcp/tx-res` }), log, { client: 'scoped', subject: () => subject });
+    const bearer = await t.header();
+    const s = await stats();
+    expect(s.tokens.slice(before.tokens.length).map(({ kind, ok, audience, resource, scope }) => ({ kind, ok, audience, resource, scope }))).toEqual([
+      { kind: 'token_exchange', ok: true, audience: 'mcp-audience', resource: `${fx.url}/mcp/tx-res`, scope: 'files:read files:write' },
+    ]);
+    // The AS bound the token to the resource asked for: it works there.
+    expect(await call(bearer!, `${fx.url}/mcp/tx-res`)).toBe('carol');
   });
 
   it('no host identity (a static-token or stdio session): needs-login for that client, no request, said once', async () => {

@@ -82,16 +82,24 @@ beforeAll(async () => {
       mcpServers: { fx: fixture({ name: 'fx' }) },
       listen: {
         auth: {
-          tokens: [{ client: 'ci', tokenEnv: 'OIDC_TEST_CI_TOKEN' }],
+          tokens: [
+            { client: 'ci', tokenEnv: 'OIDC_TEST_CI_TOKEN' },
+            // Clients only people signed in with OIDC become (their static tokens go unused here).
+            { client: 'team', tokenEnv: 'OIDC_TEST_TEAM_TOKEN', toolset: 'narrow' },
+            { client: 'ops', tokenEnv: 'OIDC_TEST_OPS_TOKEN', admin: true },
+          ],
           // No jwksUrl: it is discovered from the issuer.
-          oidc: { issuer: issuer.url, audience: AUDIENCE, clients: { alice: 'ci' } },
+          oidc: { issuer: issuer.url, audience: AUDIENCE, clients: { alice: 'ci', tina: 'team', olga: 'ops' } },
         },
       },
       policy: { clients: { ci: { deny: ['fx__tool_1'] }, oidc: { deny: ['fx__tool_2'] } } },
+      toolsets: { narrow: { tools: ['fx__echo', 'fx__tool_0'] } },
+      // Client team only: 2 calls of a tool at once.
+      rateLimits: [{ client: 'team', server: 'fx', perMinute: 1, burst: 2 }],
       audit: { path: audit },
     },
     // Every unknown kid fetches the JWKS again (production waits 30 s between fetches).
-    { OIDC_TEST_CI_TOKEN: CI_TOKEN, MCPMUX_JWKS_COOLDOWN_MS: '0' },
+    { OIDC_TEST_CI_TOKEN: CI_TOKEN, OIDC_TEST_TEAM_TOKEN: 'team-static-token-0123456789', OIDC_TEST_OPS_TOKEN: 'ops-static-token-0123456789', MCPMUX_JWKS_COOLDOWN_MS: '0' },
   );
 }, 30_000);
 
@@ -134,6 +142,36 @@ describe('listen.auth.oidc: who a JWT makes a host', () => {
       return l.some((x) => x.client === 'oidc:ci') && l.some((x) => x.client === 'ci') ? l : undefined;
     }, { what: 'audit lines of alice and the impostor' });
     expect(calls.map((l) => l.client)).not.toContain('oidc:alice');
+  });
+
+  it("a mapped claim value gets its client's toolset and rate limits, exactly as its static token would", async () => {
+    const tina = await host(await jwt({ sub: 'tina' }));
+    // team's toolset narrows what it sees (others see fx__tool_1, fx__tool_2, ...).
+    expect((await tina.listTools()).tools.map((t) => t.name).sort()).toEqual(['fx__echo', 'fx__tool_0']);
+    // team's rule: burst 2, the third call is refused; an unmapped person has no such rule.
+    const limited = async (c: Client) => (await c.callTool({ name: 'fx__echo', arguments: {} })).isError === true;
+    expect([await limited(tina), await limited(tina), await limited(tina)]).toEqual([false, false, true]);
+    const refused = await tina.callTool({ name: 'fx__echo', arguments: {} });
+    expect(JSON.stringify(refused.content)).toMatch(/rate limit/i);
+    await tina.close();
+    const bob = await host(await jwt({ sub: 'bob' }));
+    expect([await limited(bob), await limited(bob), await limited(bob)]).toEqual([false, false, false]);
+    await bob.close();
+    const metrics = await (await fetch(`${daemon.base}/metrics`)).text();
+    expect(metrics).toMatch(/mcpmux_rate_limited_total\{server="fx",client="team"\} [1-9]/);
+  });
+
+  it("a mapped claim value gets its client's admin flag: the operator client may restart upstreams, a non-admin one is 403", async () => {
+    const restart = async (token: string) => fetch(`${daemon.base}/status/restart?server=nope`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+    // Past the operator check: told only that no such server exists (nothing is restarted).
+    const olga = await restart(await jwt({ sub: 'olga' }));
+    expect(olga.status).toBe(404);
+    await olga.text();
+    const alice = await restart(await jwt({ sub: 'alice' }));
+    expect(alice.status).toBe(403);
+    expect(((await alice.json()) as { error: { message: string } }).error.message).toMatch(/client "ci" may not restart upstreams/);
+    // A claim value equal to the operator client's name is not that client.
+    expect((await restart(await jwt({ sub: 'ops' }))).status).toBe(403);
   });
 
   it('static tokens keep working beside OIDC', async () => {
