@@ -616,7 +616,8 @@ describe('upstream log messages', () => {
 
     await sees.client.callTool({ name: 'fx__log', arguments: { levels: ['info', 'loud', 'warning', 7] } });
     await blind.client.callTool({ name: 'other__log', arguments: { levels: ['error'] } });
-    await waitFor(() => sees.logs.length >= 3 && blind.logs.length >= 1, { what: 'the log messages' });
+    // The daemon's stderr reaches this process on its own pipe, maybe after the HTTP answers: wait for it too.
+    await waitFor(() => sees.logs.length >= 3 && blind.logs.length >= 1 && /invalid level dropped/.test(d.stderr()), { what: 'the log messages' });
     // The invalid levels were dropped; fx's messages never reached the blind client.
     expect(sees.logs.filter((l) => l.logger.startsWith('fx/')).map((l) => l.level)).toEqual(['info', 'warning']);
     expect(blind.logs.map((l) => `${l.logger} ${l.level}`)).toEqual(['other/fixture-logger error']);
