@@ -382,7 +382,8 @@ export class Upstream {
    * do not wait: they merge many servers, and this one's items come with list_changed.
    */
   request(method: string, params: Params | undefined, opts: CallOptions = {}): Promise<Result> {
-    if (this.deps.logins === undefined || method.endsWith('/list')) return this.send(method, params, opts);
+    // Only an HTTP server's call can wait for a login that opens itself: every other call goes straight on.
+    if (this.deps.logins === undefined || this.config.transport !== 'http' || method.endsWith('/list')) return this.send(method, params, opts);
     return this.sendLoggedIn(method, params, opts);
   }
 
