@@ -43,7 +43,6 @@ function run(node: string, args: string[], ms: number): Promise<string> {
 }
 const DRIVER = path.join(ROOT, 'test/fixtures/conformance-auth-serve.mjs');
 
-
 /** Scenarios running at once: each starts five processes (suite, driver, login, browser, daemon). */
 const AT_ONCE = 3;
 let running = 0;

@@ -16,8 +16,6 @@ import { AUTH_SCENARIOS, BROWSER_LOGIN_SCENARIOS, SUITE } from './helpers/confor
 const run = promisify(execFile);
 const DRIVER = path.join(ROOT, 'test/fixtures/conformance-auth-client.mjs');
 
-
-
 describe('conformance suite, auth scenarios, mcpmux as the client', () => {
   it.for(AUTH_SCENARIOS)('auth/%s', async (scenario, ctx) => {
     expect(await scenarioOutput(node22(ctx), scenario)).toMatch(/OVERALL: PASSED/);

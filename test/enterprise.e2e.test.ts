@@ -19,7 +19,6 @@ import { parseProm } from './helpers/prom.js';
 const OPS_TOKEN = 'ops-static-token-0123456789';
 const CI_TOKEN = 'ci-static-token-0123456789';
 
-
 let fx: GrantsFx;
 let child: ChildProcess;
 let daemon: Daemon;

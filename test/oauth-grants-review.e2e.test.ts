@@ -19,8 +19,6 @@ import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
 import { awaitJsonLine, tempDir, waitFor } from './helpers/harness.js';
 import { GRANTS, type GrantsFx, type GrantsStats } from './helpers/grants-fixture.js';
 
-
-
 let fixture: ChildProcess;
 let fx: GrantsFx;
 const servers: Server[] = [];

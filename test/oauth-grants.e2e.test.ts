@@ -20,7 +20,6 @@ import { GRANTS, type GrantsFx, type GrantsStats } from './helpers/grants-fixtur
 
 const OAUTH = path.join(ROOT, 'test/fixtures/oauth-upstream.mjs');
 
-
 const children: ChildProcess[] = [];
 let fx: GrantsFx;
 
