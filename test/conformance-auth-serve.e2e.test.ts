@@ -13,6 +13,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from './helpers/harness.js';
 import { node22 } from './helpers/node22.js';
+import { BROWSER_LOGIN_SCENARIOS, SUITE } from './helpers/conformance.js';
 
 /**
  * Runs the suite in a process group of its own and, when it is done or past `ms`, kills that
@@ -40,31 +41,7 @@ function run(node: string, args: string[], ms: number): Promise<string> {
     });
   });
 }
-const SUITE = path.join(ROOT, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
 const DRIVER = path.join(ROOT, 'test/fixtures/conformance-auth-serve.mjs');
-
-/** The suite's auth scenarios where a person logs in (authorization_code): per client under serve. */
-const SCENARIOS = [
-  'metadata-default',
-  'metadata-var1',
-  'metadata-var2',
-  'metadata-var3',
-  'scope-from-www-authenticate',
-  'scope-from-scopes-supported',
-  'scope-omitted-when-undefined',
-  'token-endpoint-auth-basic',
-  'token-endpoint-auth-post',
-  'token-endpoint-auth-none',
-  'pre-registration',
-  '2025-03-26-oauth-metadata-backcompat',
-  '2025-03-26-oauth-endpoint-fallback',
-  'resource-mismatch',
-  'offline-access-scope',
-  'offline-access-not-supported',
-  'scope-step-up',
-  'scope-retry-limit',
-  'basic-cimd',
-];
 
 /** Scenarios running at once: each starts five processes (suite, driver, login, browser, daemon). */
 const AT_ONCE = 3;
@@ -84,7 +61,7 @@ async function slot<T>(work: () => Promise<T>): Promise<T> {
 }
 
 describe.concurrent('conformance suite, auth scenarios, through mcpmux serve with per-client logins', () => {
-  it.for(SCENARIOS)('auth/%s', async (scenario, ctx) => {
+  it.for(BROWSER_LOGIN_SCENARIOS)('auth/%s', async (scenario, ctx) => {
     const node = node22(ctx);
     // The suite reports on both streams; a failed scenario exits non-zero. The driver stops its daemon itself.
     // The suite gives its client 30 s by default: a loaded machine needs more for login + daemon.

@@ -11,48 +11,19 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from './helpers/harness.js';
 import { node22 } from './helpers/node22.js';
+import { AUTH_SCENARIOS, BROWSER_LOGIN_SCENARIOS, SUITE } from './helpers/conformance.js';
 
 const run = promisify(execFile);
-const SUITE = path.join(ROOT, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
 const DRIVER = path.join(ROOT, 'test/fixtures/conformance-auth-client.mjs');
 
-/** The suite's auth scenarios: every one of them (`npx @modelcontextprotocol/conformance list`). */
-const PASSING = [
-  'metadata-default',
-  'metadata-var1',
-  'metadata-var2',
-  'metadata-var3',
-  'scope-from-www-authenticate',
-  'scope-from-scopes-supported',
-  'scope-omitted-when-undefined',
-  'token-endpoint-auth-basic',
-  'token-endpoint-auth-post',
-  'token-endpoint-auth-none',
-  'pre-registration',
-  '2025-03-26-oauth-metadata-backcompat',
-  '2025-03-26-oauth-endpoint-fallback',
-  'resource-mismatch',
-  'offline-access-scope',
-  'offline-access-not-supported',
-  'client-credentials-basic',
-  'client-credentials-jwt',
-  'scope-step-up',
-  'scope-retry-limit',
-  'basic-cimd',
-  'cross-app-access-complete-flow',
-];
-
-/** The scenarios a person logs in to (authorization code): also run with the login that opens itself. */
-const BROWSER_LOGINS = PASSING.filter((s) => !s.startsWith('client-credentials-') && !s.startsWith('cross-app-access'));
-
 describe('conformance suite, auth scenarios, mcpmux as the client', () => {
-  it.for(PASSING)('auth/%s', async (scenario, ctx) => {
+  it.for(AUTH_SCENARIOS)('auth/%s', async (scenario, ctx) => {
     expect(await scenarioOutput(node22(ctx), scenario)).toMatch(/OVERALL: PASSED/);
   }, 120_000);
 
   // Issue 22: through `mcpmux stdio` alone, no `mcpmux login` step: mcpmux opens the browser
   // ($BROWSER, headless) itself when the server asks for a login or more scope.
-  it.for(BROWSER_LOGINS)('auth/%s, the login opening itself in mcpmux stdio', async (scenario, ctx) => {
+  it.for(BROWSER_LOGIN_SCENARIOS)('auth/%s, the login opening itself in mcpmux stdio', async (scenario, ctx) => {
     expect(await scenarioOutput(node22(ctx), scenario, { MCPMUX_CONFORMANCE_INTERACTIVE: '1' })).toMatch(/OVERALL: PASSED/);
   }, 120_000);
 });

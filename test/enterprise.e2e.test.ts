@@ -8,30 +8,18 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { awaitJsonLine, freePort, ROOT, tempDir, tempFile, waitFor } from './helpers/harness.js';
+import { awaitJsonLine, freePort, tempDir, tempFile, waitFor } from './helpers/harness.js';
+import { GRANTS, type GrantsFx, type GrantsStats } from './helpers/grants-fixture.js';
 import { parseProm } from './helpers/prom.js';
 
-const GRANTS = path.join(ROOT, 'test/fixtures/grants-as.mjs');
 const OPS_TOKEN = 'ops-static-token-0123456789';
 const CI_TOKEN = 'ci-static-token-0123456789';
 
-interface Fx {
-  url: string;
-  idpIssuer: string;
-  idpTokenEndpoint: string;
-  idpClientId: string;
-}
-interface Stats {
-  tokens: Array<{ kind: string; ok: boolean; error?: string; sub?: string; name?: string }>;
-  mcp: Array<{ server: string; authorization: string | null; verdict: string; sub?: string }>;
-}
-
-let fx: Fx;
+let fx: GrantsFx;
 let child: ChildProcess;
 let daemon: Daemon;
 let adminBase: string;
@@ -40,7 +28,7 @@ const audit = tempFile('enterprise-audit.jsonl');
 const hostJwts: string[] = [];
 const clients: Client[] = [];
 
-const stats = async (): Promise<Stats> => (await fetch(`${fx.url}/admin/stats`)).json() as Promise<Stats>;
+const stats = async (): Promise<GrantsStats> => (await fetch(`${fx.url}/admin/stats`)).json() as Promise<GrantsStats>;
 
 /**
  * A host JWT of the IdP for `sub`: its audience is mcpmux (listen.auth.oidc and the AS's token
@@ -70,12 +58,12 @@ const whoami = async (c: Client, server: string): Promise<string> => {
 const failure = (p: Promise<unknown>): Promise<string> => p.then((x) => `resolved: ${JSON.stringify(x)}`, (e: Error) => e.message);
 const toolNames = async (c: Client) => (await c.listTools()).tools.map((t) => t.name).sort();
 
-const since = (before: Stats, now: Stats) => ({ tokens: now.tokens.slice(before.tokens.length), mcp: now.mcp.slice(before.mcp.length) });
+const since = (before: GrantsStats, now: GrantsStats) => ({ tokens: now.tokens.slice(before.tokens.length), mcp: now.mcp.slice(before.mcp.length) });
 
 beforeAll(async () => {
   child = spawn(process.execPath, [GRANTS, JSON.stringify({ ttl: { short: 2 }, refuseSubs: ['mallory'] })], { stdio: ['pipe', 'pipe', 'pipe'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  fx = await awaitJsonLine(child.stdout!, exited, (j) => (j.url ? (j as Fx) : undefined), { ms: 15_000, what: 'grants fixture URL', log: () => '' });
+  fx = await awaitJsonLine(child.stdout!, exited, (j) => (j.url ? (j as GrantsFx) : undefined), { ms: 15_000, what: 'grants fixture URL', log: () => '' });
   const exchange = (name: string) => ({
     url: `${fx.url}/mcp/${name}`,
     oauth: { grant: 'token_exchange', clientId: 'mux', clientSecret: '${ENT_SECRET}', audience: 'mcp-audience', tokenEndpoint: `${fx.url}/token` },

@@ -8,7 +8,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
 import { Writable } from 'node:stream';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -17,25 +16,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RemoteServerConfig } from '../src/config/types.js';
 import { OAuthTokens } from '../src/upstream/oauth/tokens.js';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
-import { awaitJsonLine, ROOT, tempDir, waitFor } from './helpers/harness.js';
-
-const GRANTS = path.join(ROOT, 'test/fixtures/grants-as.mjs');
-const ID_JAG = 'urn:ietf:params:oauth:token-type:id-jag';
-
-interface Fx {
-  url: string;
-  idpIssuer: string;
-  idpTokenEndpoint: string;
-  idpClientId: string;
-}
-interface Stats {
-  discovery: string[];
-  tokens: Array<{ kind: string; ok: boolean; error?: string; sub?: string; name?: string }>;
-  mcp: Array<{ server: string; authorization: string | null; verdict: string }>;
-}
+import { awaitJsonLine, tempDir, waitFor } from './helpers/harness.js';
+import { GRANTS, type GrantsFx, type GrantsStats } from './helpers/grants-fixture.js';
 
 let fixture: ChildProcess;
-let fx: Fx;
+let fx: GrantsFx;
 const servers: Server[] = [];
 const hosts: Client[] = [];
 
@@ -49,7 +34,7 @@ beforeAll(async () => {
   let err = '';
   fixture.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
   const exited = new Promise<void>((resolve) => fixture.once('exit', () => resolve()));
-  fx = await awaitJsonLine(fixture.stdout!, exited, (j) => (j.url ? (j as Fx) : undefined), { ms: 15_000, what: 'grants-as URL', log: () => err });
+  fx = await awaitJsonLine(fixture.stdout!, exited, (j) => (j.url ? (j as GrantsFx) : undefined), { ms: 15_000, what: 'grants-as URL', log: () => err });
 });
 
 afterAll(async () => {
@@ -60,7 +45,7 @@ afterAll(async () => {
   fixture?.kill('SIGKILL');
 });
 
-const stats = async (): Promise<Stats> => (await fetch(`${fx.url}/admin/stats`)).json() as Promise<Stats>;
+const stats = async (): Promise<GrantsStats> => (await fetch(`${fx.url}/admin/stats`)).json() as Promise<GrantsStats>;
 const sign = async (claims: { sub: string; aud?: string; wrongKey?: boolean }): Promise<string> =>
   ((await (await fetch(`${fx.url}/admin/sign`, { method: 'POST', body: JSON.stringify(claims) })).json()) as { jwt: string }).jwt;
 
@@ -166,7 +151,7 @@ describe('issued_token_type (RFC 8693 2.2.1; SEP-990: the ID-JAG type)', () => {
 
 describe('a failed grant forgets the discovered metadata only when the authorization server is at fault', () => {
   it("one person's refusal at the IdP makes no one discover again; the AS refusing mcpmux's client does", async () => {
-    const disco = (s: Stats, from: Stats, name: string) => s.discovery.slice(from.discovery.length).filter((p) => p.includes(`/mcp/${name}`)).length;
+    const disco = (s: GrantsStats, from: GrantsStats, name: string) => s.discovery.slice(from.discovery.length).filter((p) => p.includes(`/mcp/${name}`)).length;
     const alice = await sign({ sub: 'alice' });
     const eve = await sign({ sub: 'eve', wrongKey: true });
     const bob = await sign({ sub: 'bob' });

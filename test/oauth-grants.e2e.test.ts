@@ -16,24 +16,12 @@ import type { RemoteServerConfig } from '../src/config/types.js';
 import { OAuthTokens } from '../src/upstream/oauth/tokens.js';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
 import { awaitJsonLine, closeAll, MUX_BIN, readEvents, ROOT, runMux, startMux, tempDir, tempFile, waitFor, writeConfig } from './helpers/harness.js';
+import { GRANTS, type GrantsFx, type GrantsStats } from './helpers/grants-fixture.js';
 
-const GRANTS = path.join(ROOT, 'test/fixtures/grants-as.mjs');
 const OAUTH = path.join(ROOT, 'test/fixtures/oauth-upstream.mjs');
 
-interface Fx {
-  url: string;
-  idpIssuer: string;
-  idpTokenEndpoint: string;
-  idpClientId: string;
-}
-interface Stats {
-  discovery: string[];
-  tokens: Array<{ kind: string; ok: boolean; error?: string; sub?: string; name?: string; audience?: string; resource?: string; scope?: string }>;
-  mcp: Array<{ server: string; authorization: string | null; verdict: string }>;
-}
-
 const children: ChildProcess[] = [];
-let fx: Fx;
+let fx: GrantsFx;
 
 async function startFixture(script: string, opts: object): Promise<{ child: ChildProcess; info: any }> {
   const child = spawn(process.execPath, [script, JSON.stringify(opts)], { stdio: ['pipe', 'pipe', 'pipe'] });
@@ -46,7 +34,7 @@ async function startFixture(script: string, opts: object): Promise<{ child: Chil
 }
 
 beforeAll(async () => {
-  fx = (await startFixture(GRANTS, { ttl: { short: 2, 'cc-short': 2 } })).info as Fx;
+  fx = (await startFixture(GRANTS, { ttl: { short: 2, 'cc-short': 2 } })).info as GrantsFx;
 });
 
 afterAll(async () => {
@@ -55,7 +43,7 @@ afterAll(async () => {
   for (const c of children) c.kill('SIGKILL');
 });
 
-const stats = async (): Promise<Stats> => (await fetch(`${fx.url}/admin/stats`)).json() as Promise<Stats>;
+const stats = async (): Promise<GrantsStats> => (await fetch(`${fx.url}/admin/stats`)).json() as Promise<GrantsStats>;
 const sign = async (claims: { sub: string; aud?: string; expSeconds?: number; wrongKey?: boolean }): Promise<string> =>
   ((await (await fetch(`${fx.url}/admin/sign`, { method: 'POST', body: JSON.stringify(claims) })).json()) as { jwt: string }).jwt;
 const xaa = (name: string, idToken = '${XAA_ID_TOKEN}', extra: object = {}) => ({
