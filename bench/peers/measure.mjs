@@ -1,10 +1,11 @@
 // One target, one scenario: start it on the given upstreams, then measure. Shared by every
 // row so that each peer gets the same client, warm-up, payload and clock.
 
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { HttpLight, StdioLight } from '../lib/light-client.mjs';
-import { TICK_MS, cmdline, cpuTicks, groupMembers, memory, spawnTracked, stopTracked } from '../lib/procs.mjs';
+import { TICK_MS, cpuTicks, groupMembers, memory, spawnTracked, stopTracked } from '../lib/procs.mjs';
 import { latencySummary, median } from '../lib/stats.mjs';
 import { SseLight } from './sse-light.mjs';
 
@@ -58,9 +59,27 @@ export async function listAll(c, timeoutMs = 60_000) {
   return { tools, pages };
 }
 
+/**
+ * Whether a process is an upstream echo server (node running it, or a shell a peer started it
+ * through), not the peer itself, whose own arguments may name the echo server too.
+ */
+function argvOf(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  } catch {
+    return [];
+  }
+}
+const isEchoServer = (argv) => argv[1]?.endsWith('echo-server.mjs') ?? false;
+function isUpstream(pid) {
+  const argv = argvOf(pid);
+  if (isEchoServer(argv)) return true;
+  return /(^|\/)(ba|da)?sh$/.test(argv[0]) && argv.some((a) => a.includes('echo-server.mjs'));
+}
+
 /** The processes of a target (its process group) other than the upstream echo servers. */
 function proxyPids(rootPid) {
-  return groupMembers(rootPid).filter((p) => !cmdline(p).includes('echo-server.mjs'));
+  return groupMembers(rootPid).filter((p) => !isUpstream(p));
 }
 
 /** VmRSS and VmHWM summed over the target's own processes, in MB. */
@@ -246,7 +265,7 @@ export async function measureLists(t, o, { servers, expectedTools, tmp }) {
     rec.list = latencySummary(lat);
     await sleep(2000);
     rec.mem = proxyMemory(running.child.pid);
-    rec.upstreams = groupMembers(running.child.pid).filter((p) => cmdline(p).startsWith(process.execPath) && cmdline(p).includes('echo-server.mjs')).length;
+    rec.upstreams = groupMembers(running.child.pid).filter((p) => isEchoServer(argvOf(p))).length;
   } finally {
     await s.close().catch(() => {});
     const left = await stopTarget(t, running);
