@@ -951,6 +951,8 @@ function renderSurface(L, s) {
 // ---- main -------------------------------------------------------------------------------------
 
 async function main() {
+  // `--peers`: mcpmux beside supergateway, mcp-proxy and mcp-hub instead (bench/peers.mjs).
+  if (process.argv.includes('--peers')) return (await import('./peers.mjs')).runPeers(process.argv.slice(2).filter((a) => a !== '--peers'));
   const o = parseOptions(process.argv.slice(2));
   if (o.render) {
     // Re-render the markdown of a saved latest.json (no measurement).
