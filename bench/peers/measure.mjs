@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { HttpLight, StdioLight } from '../lib/light-client.mjs';
-import { TICK_MS, cpuTicks, groupMembers, memory, spawnTracked, stopTracked } from '../lib/procs.mjs';
+import { TICK_MS, childrenOf, cpuTicks, memory, spawnTracked, stopTracked } from '../lib/procs.mjs';
 import { latencySummary, median } from '../lib/stats.mjs';
 import { SseLight } from './sse-light.mjs';
 
@@ -77,9 +77,30 @@ function isUpstream(pid) {
   return /(^|\/)(ba|da)?sh$/.test(argv[0]) && argv.some((a) => a.includes('echo-server.mjs'));
 }
 
-/** The processes of a target (its process group) other than the upstream echo servers. */
+/**
+ * The target's own processes: its process tree minus the upstream echo servers and what they
+ * started (by parentage, not process group: mcpmux puts each upstream in a group of its own).
+ */
 function proxyPids(rootPid) {
-  return groupMembers(rootPid).filter((p) => !isUpstream(p));
+  const out = [];
+  const walk = (pid, depth) => {
+    if (isUpstream(pid) || depth > 8) return;
+    out.push(pid);
+    for (const c of childrenOf(pid)) walk(c, depth + 1);
+  };
+  walk(rootPid, 0);
+  return out.filter((p) => memory(p));
+}
+
+/** How many upstream echo servers the target runs (anywhere in its process tree). */
+function upstreamCount(rootPid) {
+  let n = 0;
+  const walk = (pid, depth) => {
+    if (isEchoServer(argvOf(pid))) n++;
+    if (depth < 8) for (const c of childrenOf(pid)) walk(c, depth + 1);
+  };
+  walk(rootPid, 0);
+  return n;
 }
 
 /** VmRSS and VmHWM summed over the target's own processes, in MB. */
@@ -265,7 +286,7 @@ export async function measureLists(t, o, { servers, expectedTools, tmp }) {
     rec.list = latencySummary(lat);
     await sleep(2000);
     rec.mem = proxyMemory(running.child.pid);
-    rec.upstreams = groupMembers(running.child.pid).filter((p) => isEchoServer(argvOf(p))).length;
+    rec.upstreams = upstreamCount(running.child.pid);
   } finally {
     await s.close().catch(() => {});
     const left = await stopTarget(t, running);
