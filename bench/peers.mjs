@@ -44,6 +44,7 @@ function parseOptions(argv) {
       case '--duration': o.duration = num(a, next()); break;
       case '--inflight': o.inflight = Math.round(num(a, next())); break;
       case '--list-repeats': o.listRepeats = Math.round(num(a, next())); break;
+      case '--idle': o.idleMs = num(a, next()) * 1000; break;
       case '--servers': o.servers = Math.round(num(a, next())); break;
       case '--tools': o.tools = Math.round(num(a, next())); break;
       case '--only': {
@@ -71,6 +72,7 @@ function parseOptions(argv) {
   o.warmup ??= q ? 50 : 200;
   o.duration ??= q ? 2 : 10;
   o.listRepeats ??= q ? 10 : 30;
+  o.idleMs ??= 2000; // before reading the idle RSS
   o.startTimeoutMs = 180_000;
   // Per target and round: start-up (up to 3 min on a loaded machine), calls, then the lists case.
   o.maxMinutes ??= Math.ceil((o.rounds * o.only.length * (2 * 60 + o.duration + 30 + (o.lists ? 120 : 0))) / 60) + 10;
@@ -78,7 +80,7 @@ function parseOptions(argv) {
 }
 
 const USAGE = `usage: node bench/peers.mjs [--quick] [--rounds N] [--calls N] [--warmup N] [--duration S] [--inflight N]
-                          [--list-repeats N] [--servers N] [--tools N] [--only KEYS] [--no-install] [--no-lists]
+                          [--list-repeats N] [--idle S] [--servers N] [--tools N] [--only KEYS] [--no-install] [--no-lists]
                           [--out DIR] [--max-minutes M]
        node bench/peers.mjs --render bench/results/peers-latest.json
        npm run bench -- --peers [the same options]
@@ -205,20 +207,23 @@ export async function runPeers(argv) {
 
 const get = (obj, path) => path.split('.').reduce((v, k) => (v == null ? undefined : v[k]), obj);
 
-/** The column headers, in order; the markdown test checks them. */
-export const COLUMNS = [
-  'transport',
-  'version',
-  'start-up: spawn → initialize answered / echo listed (ms)',
-  'tools/call p50 (ms)',
-  'calls/s, 64 in flight',
-  'CPU/call of the middle process (ms)',
-  'RSS idle / peak after the calls (MB)',
-  '10×100: spawn → all tools listed (ms)',
-  '10×100: tools/list first (ms)',
-  '10×100: tools/list repeated, p50 (ms)',
-  '10×100: RSS idle after listing / peak (MB)',
-];
+/** The column headers, in order (the smoke test checks them); they name the run's sizes. */
+export function columns(o) {
+  const n = `${o.servers}×${o.tools}`;
+  return [
+    'transport',
+    'version',
+    'start-up: spawn → initialize answered / echo listed (ms)',
+    'tools/call p50 (ms)',
+    `calls/s, ${o.inflight} in flight`,
+    'CPU/call of the middle process (ms)',
+    'RSS idle / peak after the calls (MB)',
+    `${n}: spawn → all tools listed (ms)`,
+    `${n}: tools/list first (ms)`,
+    `${n}: tools/list repeated, p50 (ms)`,
+    `${n}: RSS idle after listing / peak (MB)`,
+  ];
+}
 
 export function renderMarkdown(results) {
   const { meta: m, options: o } = results;
@@ -230,6 +235,7 @@ export function renderMarkdown(results) {
   L.push(`Peers: ${Object.entries(m.versions).filter(([k]) => k !== 'mcpmux').map(([k, v]) => `${k} ${v ?? 'not available'}`).join(', ') || 'none'}. Client: the bench's light client (one JSON.parse per message) for every row; upstream: \`bench/echo-server.mjs\` (official SDK ${m.sdk}) for every row.`);
   L.push(`${o.rounds} round(s), every target once per round in turn; ${o.warmup} warm-up + ${o.calls} sequential calls; ${o.inflight} in flight for ${o.duration} s; ${o.servers} upstreams × ${o.tools} tools (${o.servers * (o.tools + 1)} tools), ${o.listRepeats} timed listings. Cells: median over rounds (min–max).`);
   L.push('');
+  const COLUMNS = columns(o);
   L.push(`| | ${COLUMNS.join(' | ')} |`);
   L.push(`|---|${COLUMNS.map((_, i) => (i < 2 ? '---' : '---:')).join('|')}|`);
   const notes = [];

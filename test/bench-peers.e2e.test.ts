@@ -12,7 +12,7 @@ import { exitWithin, ROOT, tempDir } from './helpers/harness.js';
 
 it('bench --peers, mcpmux and direct rows only: one table with every column and a figure in every cell', async () => {
   const out = tempDir();
-  const args = ['--peers', '--quick', '--only', 'direct,mcpmux', '--no-install', '--servers', '2', '--tools', '5', '--duration', '0.5', '--calls', '20', '--warmup', '5', '--list-repeats', '3', '--max-minutes', '4', '--out', out];
+  const args = ['--peers', '--quick', '--only', 'direct,mcpmux', '--no-install', '--servers', '2', '--tools', '5', '--duration', '0.5', '--calls', '20', '--warmup', '5', '--list-repeats', '3', '--idle', '0.2', '--max-minutes', '4', '--out', out];
   const child = spawn(process.execPath, [path.join(ROOT, 'bench/run.mjs'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
@@ -22,7 +22,9 @@ it('bench --peers, mcpmux and direct rows only: one table with every column and 
   const code = await exitWithin(child, exited, 250_000);
   expect(code, stderr.slice(-2000)).toBe(0);
 
-  const { COLUMNS } = (await import(path.join(ROOT, 'bench/peers.mjs'))) as { COLUMNS: string[] };
+  const { columns } = (await import(path.join(ROOT, 'bench/peers.mjs'))) as { columns: (o: object) => string[] };
+  const COLUMNS = columns({ servers: 2, tools: 5, inflight: 64 });
+  expect(COLUMNS).toContain('2×5: tools/list first (ms)');
   const md = readFileSync(path.join(out, 'peers-latest.md'), 'utf8');
   expect(stdout.trim()).toBe(md.trim());
   const header = md.split('\n').find((l) => l.startsWith('| | '));

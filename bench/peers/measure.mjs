@@ -232,7 +232,7 @@ async function throughput(call, { inflight, durationMs, rootPid }) {
 
 /**
  * Scenario "calls": one echo upstream. Start-up, sequential p50 after a warm-up, calls/s with
- * `inflight` in flight, then 2 s idle and the memory of the target's own processes.
+ * `inflight` in flight, then `idleMs` idle and the memory of the target's own processes.
  */
 export async function measureCalls(t, o, { echoArgs, tmp }) {
   const { running, c, rec } = await startTarget(t, { servers: [{ name: 'echo', args: echoArgs }], tmp, expectedTools: 1, timeoutMs: o.startTimeoutMs });
@@ -244,7 +244,7 @@ export async function measureCalls(t, o, { echoArgs, tmp }) {
     const call = callOf(c, tool);
     rec.seq = await sequential(call, o.warmup, o.calls);
     rec.tput = await throughput(call, { inflight: o.inflight, durationMs: o.duration * 1000, rootPid: running.child.pid });
-    await sleep(2000);
+    await sleep(o.idleMs);
     rec.mem = proxyMemory(running.child.pid);
     if (c.mode) rec.responseMode = c.mode;
   } finally {
@@ -258,7 +258,7 @@ export async function measureCalls(t, o, { echoArgs, tmp }) {
 /**
  * Scenario "lists": `servers` upstreams of `tools` tools each. Spawn → whole catalogue listed;
  * the first full listing (HTTP: of a new session opened once everything is up); repeated
- * listings (p50, after 2 unmeasured); then 2 s idle and memory.
+ * listings (p50, after 2 unmeasured); then `idleMs` idle and memory.
  */
 export async function measureLists(t, o, { servers, expectedTools, tmp }) {
   const { running, c, rec } = await startTarget(t, { servers, tmp, expectedTools, timeoutMs: o.startTimeoutMs });
@@ -284,7 +284,7 @@ export async function measureLists(t, o, { servers, expectedTools, tmp }) {
       lat.push(now() - t0);
     }
     rec.list = latencySummary(lat);
-    await sleep(2000);
+    await sleep(o.idleMs);
     rec.mem = proxyMemory(running.child.pid);
     rec.upstreams = upstreamCount(running.child.pid);
   } finally {
