@@ -286,7 +286,7 @@ export function renderMarkdown(results) {
   for (const t of results.targets) L.push(`- **${t.label}**: ${t.how}.`);
   L.push('');
   L.push('Start-up: from spawning the process to the answer of the first `initialize` that got through (HTTP rows poll every 25 ms until one does) / to the first `tools/list` holding the echo tool. ' +
-    'Middle process: the target\'s own processes (its process group minus the echo servers); direct rows have none. ' +
+    'Middle process: the target\'s own processes (its process tree minus the echo servers); direct rows have none. ' +
     `10×100 "first": the first full listing of a new session opened once all ${o.servers * (o.tools + 1)} tools were listed (HTTP), or, over stdio, the first listing that held them all.`);
   return L.join('\n');
 }
