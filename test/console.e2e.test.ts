@@ -6,6 +6,7 @@
 //
 // MCPMUX_CONSOLE_SCREENSHOT=docs/console.png writes the README's screenshot on the way.
 
+import { readFileSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -29,6 +30,7 @@ let page: Page;
 let host: Client;
 let other: Server;
 let otherPort: number;
+let auditFile: string;
 
 const status = async (): Promise<any> => (await fetch(`${d.base}/status`, { headers: { authorization: `Bearer ${OPS}` } })).json();
 const srv = async (): Promise<any> => (await status()).upstreams.find((u: any) => u.name === 'srv');
@@ -56,7 +58,7 @@ async function confirm(expected: RegExp): Promise<void> {
 }
 
 beforeAll(async () => {
-  const audit = tempFile('audit.jsonl');
+  auditFile = tempFile('audit.jsonl');
   d = await startDaemon(
     {
       mcpServers: {
@@ -64,7 +66,7 @@ beforeAll(async () => {
         srv: { command: process.execPath, args: [BAD, '{}'], pinTools: true, restart: { maxRetries: 5, backoffMs: 2500 } },
       },
       listen: { auth: { tokens: [{ client: 'ops', tokenEnv: 'CONSOLE_OPS_TOKEN', admin: true }, { client: 'ci', tokenEnv: 'CONSOLE_CI_TOKEN' }] } },
-      audit: { path: audit },
+      audit: { path: auditFile, arguments: 'redacted' },
     },
     { CONSOLE_OPS_TOKEN: OPS, CONSOLE_CI_TOKEN: CI, MCPMUX_STATE_DIR: tempDir() },
   );
@@ -194,5 +196,14 @@ describe('web console', () => {
     await page.locator('#held-none').waitFor({ state: 'visible', timeout: WAIT_MS });
     await waitFor(async () => (await names()).includes('srv__misbehave'), { what: 'the approved tool listed again', timeoutMs: WAIT_MS });
     await page.locator('#audit li').filter({ hasText: '"action":"approve","server":"srv","tool":"misbehave","outcome":"ok"' }).waitFor({ timeout: WAIT_MS });
+    // The console's audit lines are the file's, byte for byte: redacted as the file is.
+    await page.locator('#audit li').filter({ hasText: '"method":"tools/call"' }).filter({ hasText: '"arguments":{"mode":"[REDACTED]"}' }).waitFor({ timeout: WAIT_MS });
+    expect(await page.locator('#audit').textContent()).not.toContain('rug-pull');
+    const { lines } = (await (await fetch(`${d.base}/status/audit`, { headers: { authorization: `Bearer ${OPS}` } })).json()) as { lines: string[] };
+    const inFile = await waitFor(() => {
+      const text = readFileSync(auditFile, 'utf8');
+      return text.includes(lines.at(-1)!) && text.split('\n');
+    }, { what: 'the last ring line in the file', timeoutMs: WAIT_MS });
+    expect(inFile).toEqual(expect.arrayContaining(lines));
   }, 60_000);
 });
