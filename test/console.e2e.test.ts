@@ -67,6 +67,8 @@ beforeAll(async () => {
       },
       listen: { auth: { tokens: [{ client: 'ops', tokenEnv: 'CONSOLE_OPS_TOKEN', admin: true }, { client: 'ci', tokenEnv: 'CONSOLE_CI_TOKEN' }] } },
       audit: { path: auditFile, arguments: 'redacted' },
+      // One call of ci's to srv a minute: after one, its bucket is empty (near its limit).
+      rateLimits: [{ client: 'ci', server: 'srv', tool: '*', perMinute: 1, burst: 1 }],
     },
     { CONSOLE_OPS_TOKEN: OPS, CONSOLE_CI_TOKEN: CI, MCPMUX_STATE_DIR: tempDir() },
   );
@@ -189,6 +191,8 @@ describe('web console', () => {
     await waitFor(async () => !(await names()).includes('srv__misbehave'), { what: 'the changed tool held', timeoutMs: WAIT_MS });
     const held = page.locator('#held tr[data-held="srv/misbehave"]');
     await held.waitFor({ timeout: WAIT_MS });
+    // That call emptied ci's bucket for srv's misbehave: shown as near its limit.
+    await page.locator('#limits tbody tr').filter({ hasText: 'ci' }).filter({ hasText: 'misbehave' }).waitFor({ timeout: WAIT_MS });
     await expect(held.textContent()).resolves.toContain('description, inputSchema');
     if (process.env.MCPMUX_CONSOLE_SCREENSHOT) await page.screenshot({ path: path.resolve(ROOT, process.env.MCPMUX_CONSOLE_SCREENSHOT), fullPage: true });
     await held.getByRole('button', { name: 'Approve' }).click();
