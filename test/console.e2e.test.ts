@@ -87,7 +87,7 @@ beforeAll(async () => {
   page = await browser.newPage({ viewport: { width: 1200, height: 860 } });
   host = new Client({ name: 'console-test-host', version: '1.0.0' });
   await host.connect(new StreamableHTTPClientTransport(new URL(d.url), { requestInit: { headers: { authorization: `Bearer ${CI}` } } }));
-}, 60_000);
+}, 90_000);
 
 afterAll(async () => {
   await host?.close().catch(() => {});
@@ -135,7 +135,7 @@ describe('web console', () => {
     await refusedFrom(`http://127.0.0.1:${otherPort}`, 401);
     await refusedFrom(`http://${FOREIGN}:${otherPort}`, 403);
     expect((await srv()).restarts).toBe(0);
-  }, 60_000);
+  }, 90_000);
 
   it('loads after the token is entered once, kept in sessionStorage (never a cookie or the URL), with strict headers', async () => {
     const res = await page.goto(`${d.base}/ui`);
@@ -158,7 +158,7 @@ describe('web console', () => {
     expect(cookies).toEqual([]);
     // The host's session is listed with its client and era.
     await page.locator('#sessions tbody tr').filter({ hasText: 'ci' }).filter({ hasText: 'legacy' }).waitFor({ timeout: WAIT_MS });
-  }, 60_000);
+  }, 90_000);
 
   it('shows an upstream going down and coming back, live', async () => {
     const before = await srv();
@@ -171,7 +171,7 @@ describe('web console', () => {
     const after = await srv();
     expect(after.pid).not.toBe(before.pid);
     await row('srv').locator('td.pid').getByText(String(after.pid), { exact: true }).waitFor({ timeout: WAIT_MS });
-  }, 60_000);
+  }, 90_000);
 
   it('restarts an upstream from its button, after the confirmation, and the audit lines show who did', async () => {
     const before = await srv();
@@ -181,7 +181,7 @@ describe('web console', () => {
     await page.locator('#upstreams tr[data-upstream="srv"][data-state="ready"]').waitFor({ timeout: WAIT_MS });
     expect((await srv()).pid).not.toBe(before.pid);
     await page.locator('#audit li').filter({ hasText: '"client":"ops","action":"restart","server":"srv","outcome":"ok"' }).waitFor({ timeout: WAIT_MS });
-  }, 60_000);
+  }, 90_000);
 
   it('approves a tool held by pinning from its button: hosts see it again', async () => {
     const names = async () => (await host.listTools()).tools.map((t) => t.name);
@@ -209,5 +209,5 @@ describe('web console', () => {
       return text.includes(lines.at(-1)!) && text.split('\n');
     }, { what: 'the last ring line in the file', timeoutMs: WAIT_MS });
     expect(inFile).toEqual(expect.arrayContaining(lines));
-  }, 60_000);
+  }, 90_000);
 });

@@ -33,10 +33,13 @@ export const CONSOLE_JS = String.raw`// mcpmux web console. Reads /status (every
     var m = r.body && r.body.error && r.body.error.message;
     return m || ('HTTP ' + r.status);
   }
+  var noticeAt = 0;
+  var NOTICE_MS = 8000;
   function notice(text, bad) {
     var n = $('notice');
     n.textContent = text;
     n.className = bad ? 'error' : 'muted';
+    noticeAt = Date.now();
   }
   function cell(tr, text, cls) {
     var td = document.createElement('td');
@@ -226,6 +229,8 @@ export const CONSOLE_JS = String.raw`// mcpmux web console. Reads /status (every
         $('forget').hidden = !token();
         render(st.body);
         renderAudit(both[1]);
+        // What an action said, or a failed poll, fades once the page is current again.
+        if (Date.now() - noticeAt > NOTICE_MS) $('notice').textContent = '';
         document.body.dataset.updated = new Date().toISOString();
       }
       timer = setTimeout(refresh, POLL_MS);
