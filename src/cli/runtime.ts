@@ -10,6 +10,9 @@ import { createGovernance } from '../governance/governance.js';
 import { ToolPins } from '../governance/pins.js';
 import { stateDir } from '../state.js';
 import { AuditLog } from '../observe/audit.js';
+import { AuditRing } from '../observe/audit-ring.js';
+import type { RateLimiter } from '../governance/rate-limit.js';
+import type { SharedRateLimiter } from '../governance/shared-rate-limit.js';
 import type { HostTransport } from '../observe/events.js';
 import { logOutput } from '../observe/log-format.js';
 import { addLogSecrets, createLogger, flushLogs, type Logger } from '../observe/logger.js';
@@ -42,6 +45,8 @@ export interface Runtime {
   router: Router;
   /** Tool-definition pins (governance/pins.ts). */
   pins: ToolPins;
+  /** The rate limiter in force (a reload replaces it): what the console shows of the buckets. */
+  readonly limiter: RateLimiter | SharedRateLimiter;
   /** The shared store (Redis) when the config has `store`; close it after the router. */
   store: SharedStore | undefined;
   /** This daemon's id and keys among the daemons of a cluster, when the config has `cluster`. */
@@ -151,6 +156,9 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
     log,
     router,
     pins,
+    get limiter() {
+      return governance.limiter;
+    },
     store,
     cluster,
     parked,
@@ -176,6 +184,8 @@ function warnUnavailable(log: Logger, config: Config, before?: Config): void {
 export interface Observers {
   metrics: Metrics | undefined;
   readonly audit: AuditLog | undefined;
+  /** The last audit lines as written (the web console), kept across reloads; empty while the audit log is off. */
+  readonly auditRing: AuditRing;
   /**
    * A reload's audit settings: another file or other argument rules start a new writer, and the
    * old one writes out what it holds. Returns why not when the new file cannot be opened (the
@@ -186,9 +196,9 @@ export interface Observers {
   close(): Promise<void>;
 }
 
-function openAudit(config: Config, log: Logger): AuditLog | undefined {
+function openAudit(config: Config, log: Logger, ring: AuditRing): AuditLog | undefined {
   if (!config.audit.path) return undefined;
-  return new AuditLog({ path: config.audit.path, arguments: config.audit.arguments, redact: config.audit.redact, secrets: config.secrets, log });
+  return new AuditLog({ path: config.audit.path, arguments: config.audit.arguments, redact: config.audit.redact, secrets: config.secrets, log, ring });
 }
 
 /**
@@ -199,8 +209,9 @@ function openAudit(config: Config, log: Logger): AuditLog | undefined {
 export function startObservers(config: Config, log: Logger, withMetrics: boolean): Observers | undefined {
   const metrics = withMetrics ? new Metrics({ version: VERSION, toolLabel: config.metrics.toolLabel, toolLabelLimit: config.metrics.toolLabelLimit, log }) : undefined;
   let audit: AuditLog | undefined;
+  const auditRing = new AuditRing();
   try {
-    audit = openAudit(config, log);
+    audit = openAudit(config, log, auditRing);
   } catch (err) {
     const e = new ConfigError(config.path ?? '(config)', [{ path: '/audit/path', message: `cannot open the audit log: ${(err as Error).message}` }]);
     process.stderr.write(`mcpmux: ${e.message}\n`);
@@ -216,12 +227,13 @@ export function startObservers(config: Config, log: Logger, withMetrics: boolean
     get audit() {
       return audit;
     },
+    auditRing,
     reconfigure(next) {
       const wanted = JSON.stringify([next.audit, next.secrets]);
       if (wanted === settings) return undefined;
       let fresh: AuditLog | undefined;
       try {
-        fresh = openAudit(next, log);
+        fresh = openAudit(next, log, auditRing);
       } catch (err) {
         return `/audit/path: cannot open the audit log: ${(err as Error).message}`;
       }

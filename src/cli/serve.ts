@@ -15,7 +15,8 @@ import { claimConfig } from '../config/self-reference.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
 import { cannotListen } from './listen-error.js';
 import { announceReady } from './ready-line.js';
-import { addStatusRoutes } from './status.js';
+import { addStatusRoutes, operatorInfo } from './status.js';
+import { addConsoleRoutes } from '../console/routes.js';
 import { ClusterRegistry } from '../cluster/registry.js';
 import { ClusterForward } from '../transport/http/cluster-forward.js';
 
@@ -117,7 +118,9 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     lastReload: () => reloader.last,
     idleSessions: () => idleByTransport().reduce((n, [, k]) => n + k, 0),
     ...(registry && { cluster: () => registry.status() }),
+    ...operatorInfo(runtime, observers, reloader),
   });
+  addConsoleRoutes(server.adminRoutes);
 
   // The ports first, the upstreams after: a port in use (another daemon running) must fail
   // before any server is spawned, not after each started and had to be stopped again.

@@ -1,20 +1,27 @@
 // Seeing the daemon: `GET /status` (and `POST /status/restart?server=NAME`) on the operator
-// routes, and the `mcpmux status` / `mcpmux restart` commands that read and use them.
-// Both need a token when `listen.auth.tokens` is set, on the main listener and on an admin port
-// alike (they name the config's servers, pids and errors, and restart them). A restart is an
-// operator action: only a client marked `"admin": true` may (403 otherwise), and every attempt
-// by a known client is published (mcpmux:operator:action), so the audit log records it.
+// routes, and the `mcpmux status` / `mcpmux restart` commands that read and use them; the web
+// console (src/console/) reads and uses the same routes, and the few it adds here:
+// `POST /status/reload`, `POST /status/approve?server=S&tool=T` and `GET /status/audit`.
+// All need a token when `listen.auth.tokens` is set, on the main listener and on an admin port
+// alike (they name the config's servers, pids and errors, and change them). Restart, reload and
+// approve are operator actions: only a client marked `"admin": true` may (403 otherwise), and
+// every attempt by a known client is published (mcpmux:operator:action), so the audit log
+// records it; reading the audit lines is for admins too.
 
 import { publishOperatorAction, type OperatorActionEvent } from '../observe/events.js';
 import { printable } from '../observe/log-format.js';
 import type { ClusterStatus } from '../cluster/registry.js';
 import type { Router, RouterStatus } from '../router/router.js';
-import type { OperatorRoutes } from '../transport/http/admin.js';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { HeldTool } from '../governance/pins.js';
+import { RateLimiter } from '../governance/rate-limit.js';
+import type { SharedRateLimiter } from '../governance/shared-rate-limit.js';
+import type { Caller, OperatorRoutes } from '../transport/http/admin.js';
 import { HttpRpcCode, sendError, sendJson } from '../transport/http/respond.js';
 import { queryOf } from '../transport/http/url.js';
 import { VERSION } from '../version.js';
-import type { ReloadRecord } from './reload.js';
-import { UsageError } from './runtime.js';
+import type { Reloader, ReloadRecord } from './reload.js';
+import { UsageError, type Observers, type Runtime } from './runtime.js';
 
 const DEFAULT_BASE = 'http://127.0.0.1:7330';
 
@@ -26,6 +33,14 @@ export interface DaemonInfo {
   idleSessions?(): number;
   /** In a cluster: this daemon and the others as Redis knows them (cluster/registry.ts). */
   cluster?(): Promise<ClusterStatus>;
+  /** Tool pinning: what it holds now, and approving it (POST /status/approve). */
+  pins?: { held(): HeldTool[]; approve(pairs: { server: string; tool: string }[]): Promise<unknown> };
+  /** The rate limiter in force: its buckets near their limit go into /status. */
+  limiter?(): RateLimiter | SharedRateLimiter;
+  /** Reloads the config now, as SIGHUP does (POST /status/reload); resolves to that reload's record. */
+  reload?(): Promise<ReloadRecord | undefined>;
+  /** The last audit lines as written (GET /status/audit); `on`: whether the audit log is on at all. */
+  audit?(): { on: boolean; lines: string[] };
 }
 
 export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: DaemonInfo): void {
@@ -36,6 +51,7 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
       if (req.method !== 'GET') return sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'GET' });
       // Never rejects: a Redis that is down is said inside the section.
       const cluster = await info.cluster?.();
+      const limiter = info.limiter?.();
       sendJson(res, 200, {
         version: VERSION,
         pid: process.pid,
@@ -43,6 +59,10 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
         config: { path: info.configPath ?? null },
         lastReload: info.lastReload() ?? null,
         ...withIdle(router.status(), info.idleSessions?.() ?? 0),
+        // The web console's additions: sessions one by one, held tools, buckets near their limit.
+        sessionList: router.sessionList(),
+        ...(info.pins && { held: info.pins.held() }),
+        ...(limiter && { rateLimits: limiter instanceof RateLimiter ? { shared: false, near: limiter.nearLimit() } : { shared: true, near: [] } }),
         ...(cluster && { cluster }),
       });
     },
@@ -53,13 +73,9 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
     (req, res, caller) => {
       if (req.method !== 'POST') return sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'POST' });
       const server = queryOf(req).get('server') ?? undefined;
-      const audit = (outcome: OperatorActionEvent['outcome'], status: number): void =>
-        publishOperatorAction({ action: 'restart', client: caller.client, target: server, outcome, status, remote: req.socket.remoteAddress });
+      const audit = auditor('restart', req, caller, server);
       // Before anything that would tell a non-operator which servers exist.
-      if (!caller.admin) {
-        audit('denied', 403);
-        return sendError(res, 403, HttpRpcCode.Transport, `Forbidden: client ${JSON.stringify(caller.client)} may not restart upstreams (only a client with "admin": true in listen.auth.tokens may)`);
-      }
+      if (!admitted(res, caller, audit, 'restart upstreams')) return;
       if (!server) {
         audit('error', 400);
         return sendError(res, 400, HttpRpcCode.Transport, 'Bad Request: ?server=NAME is required');
@@ -73,6 +89,91 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
     },
     { needsToken: true },
   );
+  const { pins, reload, audit: auditLines } = info;
+  if (pins) {
+    // What `mcpmux tools --approve server/tool` does, for a tool held now (the console's button).
+    routes.set(
+      '/status/approve',
+      async (req, res, caller) => {
+        if (req.method !== 'POST') return sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'POST' });
+        const q = queryOf(req);
+        const server = q.get('server') ?? undefined;
+        const tool = q.get('tool') ?? undefined;
+        const audit = auditor('approve', req, caller, server, tool);
+        if (!admitted(res, caller, audit, 'approve held tools')) return;
+        if (!server || !tool) {
+          audit('error', 400);
+          return sendError(res, 400, HttpRpcCode.Transport, "Bad Request: ?server=NAME&tool=NAME are required (the tool's own name on that server)");
+        }
+        if (!pins.held().some((h) => h.server === server && h.tool === tool)) {
+          audit('error', 404);
+          return sendError(res, 404, HttpRpcCode.Transport, `Not Found: no held tool ${JSON.stringify(tool)} of ${JSON.stringify(server)}`);
+        }
+        try {
+          await pins.approve([{ server, tool }]);
+        } catch (err) {
+          audit('error', 503);
+          return sendError(res, 503, HttpRpcCode.Transport, `Service Unavailable: cannot record the approval: ${(err as Error).message}`);
+        }
+        audit('ok', 200);
+        sendJson(res, 200, { server, tool, approved: true });
+      },
+      { needsToken: true },
+    );
+  }
+  if (reload) {
+    // What SIGHUP does; answered once the reload is applied or refused, with its record.
+    routes.set(
+      '/status/reload',
+      async (req, res, caller) => {
+        if (req.method !== 'POST') return sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'POST' });
+        const audit = auditor('reload', req, caller, undefined);
+        if (!admitted(res, caller, audit, 'reload the config')) return;
+        const record = await reload();
+        const applied = record?.result === 'applied';
+        audit(applied ? 'ok' : 'error', 200);
+        sendJson(res, 200, record ?? { result: 'refused', error: 'no reload took place' });
+      },
+      { needsToken: true },
+    );
+  }
+  if (auditLines) {
+    // The last audit lines, as the file got them. Admin only: they name every client's calls.
+    routes.set(
+      '/status/audit',
+      (req, res, caller) => {
+        if (req.method !== 'GET') return sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'GET' });
+        if (!caller.admin) return sendError(res, 403, HttpRpcCode.Transport, `Forbidden: client ${JSON.stringify(caller.client)} may not read the audit log (only a client with "admin": true in listen.auth.tokens may)`);
+        sendJson(res, 200, auditLines());
+      },
+      { needsToken: true },
+    );
+  }
+}
+
+/** What a long-running command's /status adds for the console: pins, buckets, reload, audit lines. */
+export function operatorInfo(runtime: Runtime, observers: Observers, reloader: Reloader): Pick<DaemonInfo, 'pins' | 'limiter' | 'reload' | 'audit'> {
+  return {
+    pins: runtime.pins,
+    limiter: () => runtime.limiter,
+    reload: () => reloader.reload('http').then(() => reloader.last),
+    audit: () => ({ on: observers.audit !== undefined, lines: observers.auditRing.snapshot() }),
+  };
+}
+
+/** Publishes an operator action's outcome (the audit log's line for it). */
+function auditor(action: OperatorActionEvent['action'], req: IncomingMessage, caller: Caller, target: string | undefined, tool?: string): Audit {
+  return (outcome, status) => publishOperatorAction({ action, client: caller.client, target, ...(tool !== undefined && { tool }), outcome, status, remote: req.socket.remoteAddress });
+}
+
+type Audit = (outcome: OperatorActionEvent['outcome'], status: number) => void;
+
+/** Whether the caller may take operator actions; else answers 403 (audited) and returns false. */
+function admitted(res: ServerResponse, caller: Caller, audit: Audit, what: string): boolean {
+  if (caller.admin) return true;
+  audit('denied', 403);
+  sendError(res, 403, HttpRpcCode.Transport, `Forbidden: client ${JSON.stringify(caller.client)} may not ${what} (only a client with "admin": true in listen.auth.tokens may)`);
+  return false;
 }
 
 /** The router's session counts, and how many of them are idle (`idle` <= `total`). */

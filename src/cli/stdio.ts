@@ -14,7 +14,8 @@ import { unknownToolset } from '../config/suggest.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
 import { cannotListen } from './listen-error.js';
 import { announceReady } from './ready-line.js';
-import { addStatusRoutes } from './status.js';
+import { addStatusRoutes, operatorInfo } from './status.js';
+import { addConsoleRoutes } from '../console/routes.js';
 import { InteractiveLogins } from '../upstream/oauth/interactive.js';
 
 /**
@@ -66,7 +67,8 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
     addHealthRoutes(routes, () => ({ ready: started && connected, status: connected ? (started ? 'ready' : 'starting') : 'draining', sessions: connected ? 1 : 0 }));
     addMetricsRoute(routes, observers.metrics!);
     observers.metrics!.countSurfaces(() => router.surfaceGroups());
-    addStatusRoutes(routes, router, { configPath: config.path, lastReload: () => reloader.last });
+    addStatusRoutes(routes, router, { configPath: config.path, lastReload: () => reloader.last, ...operatorInfo(runtime, observers, reloader) });
+    addConsoleRoutes(routes);
     guard = new Guard({ host, allowedOrigins: config.listen.allowedOrigins, tokens: config.listen.auth.tokens });
     admin = new AdminListener(host, adminPort, routes, guard);
     try {

@@ -93,6 +93,13 @@ export interface PinsOptions {
   onChange?: () => void;
 }
 
+/** A tool held by pinning: its server, its own name there, and what changed (or `(new tool)`). */
+export interface HeldTool {
+  server: string;
+  tool: string;
+  changed: string[];
+}
+
 /** One upstream connection as pruning needs it: a closed one's listing no longer counts. */
 export interface Lister {
   readonly name: string;
@@ -260,6 +267,25 @@ export class ToolPins {
     });
     for (const [server, tools] of byServer) await this.storage.approve(server, tools);
     return done;
+  }
+
+  /**
+   * The tools held now (the web console's list, with an approve button each): of the pinned
+   * servers, the definitions seen last that are not the approved ones. Computed from what is
+   * kept and seen, never stored apart. `max`: at most this many.
+   */
+  held(max = 500): HeldTool[] {
+    const out: HeldTool[] = [];
+    for (const server of this.opts.pinned) {
+      if (!this.storage.isRead(server)) continue;
+      for (const [tool, fields] of this.seen.get(server) ?? []) {
+        if (this.approved(server, tool, fields)) continue;
+        const pin = this.storage.servers[server]?.[tool];
+        out.push({ server, tool, changed: pin ? FIELDS.filter((f) => pin.fields[f] !== fields[f]) : ['(new tool)'] });
+        if (out.length >= max) return out;
+      }
+    }
+    return out;
   }
 
   /** Hears of approvals by other processes (`mcpmux tools --approve`, other daemons). */

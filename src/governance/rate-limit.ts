@@ -57,6 +57,17 @@ interface Bucket {
   at: number;
 }
 
+/** A bucket near its limit, as the console shows it (`*`: the rule does not count per that field). */
+export interface NearLimit {
+  rule: number;
+  client: string;
+  server: string;
+  tool: string;
+  tokens: number;
+  burst: number;
+  perMinute: number;
+}
+
 export interface Refusal {
   retryAfterMs: number;
   rule: number;
@@ -136,6 +147,25 @@ export class RateLimiter {
 
   get active(): boolean {
     return this.rules.length > 0;
+  }
+
+  /**
+   * The buckets near their limit now (the web console): at most `share` of their burst left,
+   * or less than one call's token; emptiest first, at most `max`. Read without refilling or
+   * touching them (their LRU order stays).
+   */
+  nearLimit(share = 0.2, max = 50): NearLimit[] {
+    const now = this.now();
+    const out: NearLimit[] = [];
+    for (const [key, b] of this.buckets.entries()) {
+      const [index, client, server, tool] = key.split('\0');
+      const r = this.rules[Number(index)];
+      if (!r) continue;
+      const tokens = Math.min(r.burst, b.tokens + (now - b.at) * r.rate);
+      if (tokens >= 1 && tokens > r.burst * share) continue;
+      out.push({ rule: r.index, client: client || '*', server: server || '*', tool: tool || '*', tokens: Math.floor(tokens * 100) / 100, burst: r.burst, perMinute: r.perMinute });
+    }
+    return out.sort((a, b) => a.tokens / a.burst - b.tokens / b.burst).slice(0, max);
   }
 
   /**

@@ -14,6 +14,7 @@ import { ANONYMOUS_CLIENT, NO_CLIENT } from '../config/types.js';
 import { restoreBigNumbers } from '../jsonrpc/big-numbers.js';
 import { materialise } from '../jsonrpc/opaque.js';
 import { AuditFile } from './audit-file.js';
+import type { AuditRing } from './audit-ring.js';
 import { CHANNEL, publishAuditError, type ConfigReloadEvent, type OperatorActionEvent, type RequestEvent } from './events.js';
 import { makeScrubber, type Logger } from './logger.js';
 
@@ -23,6 +24,8 @@ export interface AuditOptions {
   redact: readonly string[];
   secrets: readonly string[];
   log: Logger;
+  /** Gets every line as the file does (the web console's last lines): formatted and scrubbed. */
+  ring?: AuditRing;
 }
 
 const REDACTED = '[REDACTED]';
@@ -49,6 +52,10 @@ export class AuditLog {
   constructor(private readonly opts: AuditOptions) {
     this.file = new AuditFile(opts.path, { onLoss: (why, lines) => this.loss(why, lines) });
     const scrub = makeScrubber(opts.secrets);
+    const file = this.file;
+    const ring = opts.ring;
+    // The ring is fed here, after pino's formatter and the scrubber: the very line the file gets.
+    const destination = ring ? { write: (line: string): boolean => (ring.push(line), file.write(line)) } : file;
     this.out = pino(
       {
         base: null,
@@ -59,7 +66,7 @@ export class AuditLog {
         // Ids and arguments too big for a double are written as their digits, as they arrived.
         hooks: { streamWrite: scrub ? (line: string) => scrub(restoreBigNumbers(line)) : restoreBigNumbers },
       },
-      this.file,
+      destination,
     );
     this.redactPaths = opts.redact.map((p) => p.split('.'));
   }
@@ -122,6 +129,7 @@ export class AuditLog {
       client: ev.client ?? ANONYMOUS_CLIENT,
       action: ev.action,
       server: ev.target,
+      tool: ev.tool,
       outcome: ev.outcome,
       status: ev.status,
       remote: ev.remote,

@@ -371,7 +371,8 @@ export function publishAuditError(ev: AuditErrorEvent): void {
 export interface ConfigReloadEvent {
   /** `applied`, or `refused` (the new file is invalid; the running config stays). */
   result: 'applied' | 'refused';
-  trigger: 'signal' | 'file';
+  /** `http`: an admin's POST /status/reload (the web console's reload button). */
+  trigger: 'signal' | 'file' | 'http';
   file: string;
   /** Why it was refused: every problem with its JSON path. */
   error?: string;
@@ -391,16 +392,19 @@ export function publishConfigReload(ev: ConfigReloadEvent): void {
 // ---- operator actions -------------------------------------------------------------------------
 
 /**
- * An operator action asked over HTTP (today: restarting an upstream), by a caller whose token
- * was good: done, refused (403: the token's client is not `admin`), or failed (no such server).
+ * An operator action asked over HTTP (restarting an upstream, reloading the config, approving a
+ * held tool), by a caller whose token was good: done, refused (403: the token's client is not
+ * `admin`), or failed (no such server or held tool; a refused reload).
  * Requests without a valid token are answered 401 and not published, like every other route.
  */
 export interface OperatorActionEvent {
-  action: 'restart';
+  action: 'restart' | 'reload' | 'approve';
   /** The token's client; undefined when no tokens are configured (everyone is the operator). */
   client: string | undefined;
   /** What it acts on: the server name asked for (as given, when there is no such server). */
   target: string | undefined;
+  /** `approve`: the tool approved (its upstream's own name). */
+  tool?: string;
   outcome: 'ok' | 'denied' | 'error';
   /** The HTTP status of the answer (202, 403, 404...). */
   status: number;

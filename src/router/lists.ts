@@ -13,6 +13,7 @@ import { toolViewUris } from '../protocol/apps.js';
 import { wrapToolView, wrapUri, type NameIndex, type NamedKind } from './naming.js';
 import { Walks, type WalkFailure } from './walks.js';
 import { settingsClient } from '../config/types.js';
+import { estimateTokens, toolDefinitionText } from '../surface/tokens.js';
 
 export type ListName = 'tools' | 'prompts' | 'resources' | 'templates' | 'tasks';
 
@@ -27,6 +28,8 @@ export class Lists {
    */
   private readonly uris = new Map<string, Set<string>>();
   private readonly views = new Map<string, Set<string>>();
+  /** Per server, each tool's estimated tokens as hosts are shown it (public name -> tokens): its token cost in /status. */
+  private readonly toolTokens = new Map<string, Map<string, number>>();
   /** `<server>\0<method>`: lists some upstream of that server has answered (so its count is known). */
   private readonly listed = new Set<string>();
 
@@ -108,13 +111,14 @@ export class Lists {
    * list nobody has asked that server for yet (status says "not listed yet", not a false 0).
    * A list the server does not offer is 0.
    */
-  counts(up: Upstream): { tools: number | null; prompts: number | null; resources: number | null } {
+  counts(up: Upstream): { tools: number | null; toolTokens: number | null; prompts: number | null; resources: number | null } {
     const known = (kind: ListKind, n: () => number): number | null => {
       if (up.state === 'ready' && up.capabilities[kind.capability] === undefined) return 0;
       return this.listed.has(`${up.name}\0${kind.method}`) ? n() : null;
     };
     return {
       tools: known(this.kinds.tools, () => this.names.count('tools', up.name)),
+      toolTokens: known(this.kinds.tools, () => this.tokensOf(up.name)),
       prompts: known(this.kinds.prompts, () => this.names.count('prompts', up.name)),
       resources: known(this.kinds.resources, () => this.uris.get(up.name)?.size ?? 0),
     };
@@ -123,6 +127,7 @@ export class Lists {
   /** A server removed or restarted (reload): what its lists showed is no longer known. */
   forget(server: string): void {
     this.uris.delete(server);
+    this.toolTokens.delete(server);
     this.views.delete(server);
     for (const kind of Object.values(this.kinds)) this.listed.delete(`${server}\0${kind.method}`);
   }
@@ -177,9 +182,30 @@ export class Lists {
     // An MCP Apps view: its URI is shown namespaced like any resource, and remembered so that
     // a view asking for its own URI (it knows no other) finds its server.
     const views = toolViewUris(item);
-    if (views.length === 0) return shown;
+    if (views.length === 0) return this.costed(up.name, shown);
     for (const uri of views) remember(this.views, up.name, uri);
-    return up.config.resources.namespace === 'prefix' ? wrapToolView(shown, up.name) : shown;
+    return this.costed(up.name, up.config.resources.namespace === 'prefix' ? wrapToolView(shown, up.name) : shown);
+  }
+
+  /** Notes what a tool's definition costs a host's model (the same estimate auto weighs), as it is shown. */
+  private costed(server: string, tool: Params): Params {
+    let own = this.toolTokens.get(server);
+    if (!own) this.toolTokens.set(server, (own = new Map()));
+    own.set(tool.name as string, estimateTokens(toolDefinitionText(tool)));
+    // Names a server no longer lists go once they outnumber the ones it does: bounded like the names.
+    if (own.size > 2 * this.names.count('tools', server) + 64) {
+      const live = new Set(this.names.publishedBy('tools', server));
+      for (const name of own.keys()) if (!live.has(name)) own.delete(name);
+    }
+    return tool;
+  }
+
+  /** A server's tools' estimated tokens: what its tools/list costs a host's model. */
+  private tokensOf(server: string): number {
+    const own = this.toolTokens.get(server);
+    let sum = 0;
+    if (own) for (const name of this.names.publishedBy('tools', server)) sum += own.get(name) ?? 0;
+    return sum;
   }
 
   /** Whether a server's tools open MCP Apps views (its views call tools by their own names). */

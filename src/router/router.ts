@@ -48,6 +48,18 @@ export interface RouterStatus {
   surface: { mode: string; sessions: SurfaceGroup[] };
 }
 
+/** One open session as the web console lists it. */
+export interface SessionRow {
+  id: string;
+  client: string;
+  transport: string;
+  /** `legacy` or `modern` (2026-07-28); null before its first request. */
+  era: string | null;
+  protocolVersion: string;
+  toolset: string | null;
+  surface: 'all' | 'search' | 'undecided';
+}
+
 /** Sessions that got the same surface for the same reason (the client, toolset and view size alike). */
 export interface SurfaceGroup {
   client: string;
@@ -266,6 +278,25 @@ export class Router {
       byClient[s.client] = (byClient[s.client] ?? 0) + 1;
     }
     return { upstreams, sessions: { total, byTransport, byClient, statelessOpen: stateless }, surface: { mode: this.config.surface.mode, sessions: this.surfaceGroups() } };
+  }
+
+  /**
+   * Open sessions one by one (the web console), oldest first: at most `max`, and how many more.
+   * A session id is shown by its first 8 characters: enough to tell sessions apart and find
+   * them in the audit log, not a Streamable HTTP session id to paste.
+   */
+  sessionList(max = 200): { list: SessionRow[]; more: number } {
+    const list: SessionRow[] = [];
+    let more = 0;
+    for (const s of this.audience.sessions) {
+      if (s.stateless) continue;
+      if (list.length >= max) {
+        more++;
+        continue;
+      }
+      list.push({ id: s.id.slice(0, 8), client: s.client, transport: s.transport, era: s.era ?? null, protocolVersion: s.protocolVersion, toolset: s.toolset ?? null, surface: this.surfaces.of(s)?.mode ?? 'undecided' });
+    }
+    return { list, more };
   }
 
   /** Open sessions grouped by the surface they got (for /status and mcpmux_surface_* metrics). */

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-// Installs the real services the scale-out tests run (Debian's redis-server and haproxy) when
+// Installs the real services the scale-out tests run (Debian's redis-server and haproxy), and
+// the browser the web console's test drives (Debian's chromium, through playwright-core), when
 // they are missing: `npm test` runs this after setup:node22, and `npm run setup:services` runs
-// it alone. The tests start and stop their own servers on loopback ports; nothing here starts
-// one. apt needs root (or sudo); on a machine without apt the packages must be installed by
+// it alone. The tests start and stop their own servers (and browser) on loopback ports; nothing
+// here starts one. apt needs root (or sudo); on a machine without apt the packages must be installed by
 // hand, and the tests that need them fail saying which binary is missing.
 //
 // It never fails the run itself: every other test still runs.
@@ -13,6 +14,7 @@ import { existsSync } from 'node:fs';
 const NEEDED = [
   { bin: '/usr/bin/redis-server', pkg: 'redis-server' },
   { bin: '/usr/sbin/haproxy', pkg: 'haproxy' },
+  { bin: '/usr/bin/chromium', pkg: 'chromium' },
 ];
 
 const missing = NEEDED.filter((n) => !existsSync(n.bin)).map((n) => n.pkg);
@@ -28,5 +30,5 @@ const install = () => apt(['install', '-y', '--no-install-recommends', ...missin
 process.stderr.write(`setup:services: installing ${missing.join(', ')} (apt)\n`);
 // A fresh machine's package lists may be stale: update once, and only if the first try fails.
 if (!install() && !(apt(['update']) && install())) {
-  process.stderr.write(`setup:services: could not install ${missing.join(', ')}; the scale-out tests will fail until they are installed (apt-get install ${missing.join(' ')})\n`);
+  process.stderr.write(`setup:services: could not install ${missing.join(', ')}; the scale-out and console tests will fail until they are installed (apt-get install ${missing.join(' ')})\n`);
 }

@@ -1,0 +1,35 @@
+// The last audit lines, in memory, for the web console (`GET /status/audit`). Fed by the audit
+// log's own writer (audit.ts hands it every line on its way to the file, after the formatter
+// and the secret scrubber), so what the console shows is byte for byte what the file got: the
+// same redaction, no second formatter to drift from it. Bounded in lines and in each line's
+// length; outlives a reload that starts a new audit writer, so the console keeps its history.
+
+/** Lines kept at most. */
+export const AUDIT_RING_LINES = 200;
+/** A line longer than this (full arguments) is kept cut, with a mark; the file has it whole. */
+export const AUDIT_RING_LINE_CHARS = 4096;
+
+export class AuditRing {
+  private readonly lines: string[] = [];
+  /** Where the oldest line is, once the ring is full. */
+  private head = 0;
+
+  constructor(private readonly max = AUDIT_RING_LINES) {}
+
+  /** One serialised audit line (with or without its newline). */
+  push(line: string): void {
+    let text = line.endsWith('\n') ? line.slice(0, -1) : line;
+    if (text.length > AUDIT_RING_LINE_CHARS) text = `${text.slice(0, AUDIT_RING_LINE_CHARS)}…[cut]`;
+    if (this.lines.length < this.max) {
+      this.lines.push(text);
+      return;
+    }
+    this.lines[this.head] = text;
+    this.head = (this.head + 1) % this.max;
+  }
+
+  /** The lines kept, oldest first. */
+  snapshot(): string[] {
+    return [...this.lines.slice(this.head), ...this.lines.slice(0, this.head)];
+  }
+}
