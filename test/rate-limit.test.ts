@@ -110,4 +110,21 @@ describe('RateLimiter', () => {
     // 100 000 live buckets would hold well over 10 MB (key strings, entries, bucket objects).
     expect(grown).toBeLessThan(4 * 1024 * 1024);
   });
+
+  it('a limiter with the default cap of 100 000 keys and few in use holds memory for the keys in use, not for the cap', () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    gc();
+    const before = process.memoryUsage();
+    // Kept alive to the end: every daemon builds one (with no rules, too).
+    const limiters = [new RateLimiter([], 100_000), limiter([rule({ perMinute: 60, burst: 3 })], 100_000).rl];
+    limiters[1]!.take('a', 's', 'tools/call', 't');
+    gc();
+    const after = process.memoryUsage();
+    // lru-cache with `max` allocated its index arrays for the whole cap up front: ~2.7 MB of
+    // heap and array buffers per limiter (heap snapshot of an idle daemon, issue 23).
+    expect(after.arrayBuffers - before.arrayBuffers).toBeLessThan(256 * 1024);
+    expect(after.heapUsed - before.heapUsed).toBeLessThan(1024 * 1024);
+    expect(limiters[1]!.size).toBe(1);
+  });
 });

@@ -118,7 +118,11 @@ export class RateLimiter {
     private readonly now: () => number = () => performance.now(),
   ) {
     this.rules = compileRules(rules);
-    this.buckets = new LRUCache({ max: maxKeys });
+    // The cap as a size of one per key, not `max`: with `max`, lru-cache allocates its index
+    // arrays for every possible key up front (100 000 keys by default: ~2.7 MB held by every
+    // daemon, even one with no rate limits). Sized this way they grow with the keys in use;
+    // the cap and the least-recently-used eviction are the same.
+    this.buckets = new LRUCache({ maxSize: maxKeys, sizeCalculation: () => 1 });
   }
 
   /**
