@@ -8,6 +8,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeAll, fixture, freePort, readEvents, startRawMux, tempFile, waitFor, writeConfig, type RawPeer } from './helpers/harness.js';
+import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
 import { startHttpFixture, type Fixture } from './helpers/http-fixture.js';
 
 /** A span as the receiver decoded it (OTLP JSON: ids in hex, attributes flattened). */
@@ -130,6 +131,7 @@ describe('traces over OTLP/HTTP', () => {
   afterAll(async () => {
     await mux?.close();
     await web?.close();
+    await stopAllDaemons();
     await receiver?.close();
     await closeAll();
   });
@@ -231,6 +233,39 @@ describe('traces over OTLP/HTTP', () => {
     const sampling = spans.find((s) => s.name === 'sampling/createMessage')!;
     expect(sampling.parentSpanId).toBe(client.spanId);
     expect(sampling.attrs).toMatchObject({ 'mcp.method.name': 'sampling/createMessage', 'mcpmux.direction': 'server-to-host', 'mcpmux.upstream': 'alpha' });
+  });
+
+  it('takes a Streamable HTTP host\'s traceparent header as the context of its request (mcpmux serve)', async () => {
+    const events = tempFile('serve-events.jsonl');
+    const d = await startDaemon(
+      { mcpServers: { alpha: fixture({ name: 'alpha', tools: 1, events }) }, surface: { mode: 'all' }, telemetry: { otlp: { endpoint: receiver.url } } },
+      FAST_EXPORT,
+    );
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    const init = await fetch(d.url, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'http-host', version: '0' } } }),
+    });
+    const sid = init.headers.get('mcp-session-id')!;
+    await init.text();
+    const session = { ...headers, 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' };
+    await (await fetch(d.url, { method: 'POST', headers: session, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).text();
+    const trace = 'ddddddddddddddddddddddddddddddd1';
+    const answer = await fetch(d.url, {
+      method: 'POST',
+      headers: { ...session, traceparent: `00-${trace}-${HOST_SPAN}-01` },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'alpha__echo', arguments: { text: 'over http' } } }),
+    });
+    expect(await answer.text()).toContain('over http');
+    const got = await waitFor(() => readEvents(events).find((e) => e.type === 'request' && e.method === 'tools/call'));
+    const spans = await spansOf(trace, (s) => s.some((x) => x.kind === 2) && s.some((x) => x.kind === 3));
+    const server = spans.find((s) => s.kind === 2)!;
+    expect(server.parentSpanId).toBe(HOST_SPAN);
+    expect(server.attrs).toMatchObject({ 'network.transport': 'tcp', 'network.protocol.name': 'http' });
+    expect(typeof server.attrs['mcp.session.id']).toBe('string');
+    expect(got.params._meta.traceparent).toBe(`00-${trace}-${spans.find((s) => s.kind === 3)!.spanId}-01`);
+    await d.stop();
   });
 
   it('ignores a malformed traceparent (a new trace) and never forwards it', async () => {

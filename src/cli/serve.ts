@@ -75,6 +75,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     ...(config.listen.auth.oidc && { oidc: config.listen.auth.oidc }),
     toolsets: config.toolsets,
     maxMessageBytes: config.limits.maxMessageBytes,
+    ...(tracing && { traceHeaders: true }),
     maxSessions: config.limits.maxSessions,
     maxSessionsPerClient: config.limits.maxSessionsPerClient,
     idleSessionMs: envMs(IDLE_ENV) ?? DEFAULT_IDLE_SESSION_MS,

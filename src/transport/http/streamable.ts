@@ -3,6 +3,7 @@
 // one with Last-Event-ID, DELETE ends the session. Stream bookkeeping lives in
 // streamable-session.ts; this file is the HTTP surface: validation, status codes, sessions.
 
+import { adoptTraceHeaders } from './trace-headers.js';
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { jsonText } from '../../jsonrpc/big-numbers.js';
@@ -31,6 +32,8 @@ export interface StreamableOptions {
   log: Logger;
   /** In a cluster: forwarding of 2026-07-28 retries to the daemon that holds their call. */
   cluster?: ClusterForward;
+  /** Tracing is on: a POST's traceparent header counts as its requests' context (trace-headers.ts). */
+  traceHeaders?: boolean;
 }
 
 /** Priming events carry empty data, which clients before 2025-11-25 may try to parse. */
@@ -82,6 +85,7 @@ export class StreamableHttp {
     const body = await readJsonBody(req, res, this.opts.maxMessageBytes, this.opts.bodies);
     if (!body) return;
     const value = body.value;
+    if (this.opts.traceHeaders) adoptTraceHeaders(req, value);
     // A POST without a session that declares 2026-07-28 (header or body) is a stateless request.
     if (header(req, 'mcp-session-id') === undefined && isModernPost(req, value)) return this.modern.post(req, res, value, body.bytes, who, body.raw);
     const batch = Array.isArray(value);
