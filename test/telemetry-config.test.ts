@@ -1,6 +1,7 @@
 // The `telemetry` config key (issue 24.1): what turns traces on, what adjusts them, and every
 // bad value refused with a clear error. Real files through loadConfig, as test/config.test.ts.
 
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,6 +10,7 @@ import { planReload } from '../src/config/diff.js';
 import { loadConfig } from '../src/config/load.js';
 import { ConfigError, type ConfigIssue } from '../src/config/types.js';
 import { makeScrubber } from '../src/observe/logger.js';
+import { ROOT } from './helpers/harness.js';
 
 let dir: string;
 let n = 0;
@@ -83,3 +85,16 @@ describe('telemetry config', () => {
     expect(planReload(before, after).needsRestart).toContain('telemetry');
   });
 });
+
+describe('with traces off, no OpenTelemetry code is loaded', () => {
+  it('only observe/tracing.ts imports OpenTelemetry, and only startTracing imports it (dynamically, when on)', () => {
+    const files = readdirSync(path.join(ROOT, 'src'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'));
+    const importers = files.filter((f) => /from '@opentelemetry\//.test(readFileSync(path.join(ROOT, 'src', f), 'utf8')));
+    expect(importers.map((f) => f.split(path.sep).join('/'))).toEqual(['observe/tracing.ts']);
+    const loaders = files.filter((f) => /observe\/tracing\.js'/.test(readFileSync(path.join(ROOT, 'src', f), 'utf8')));
+    expect(loaders.map((f) => f.split(path.sep).join('/'))).toEqual(['cli/runtime.ts']);
+    const runtime = readFileSync(path.join(ROOT, 'src/cli/runtime.ts'), 'utf8');
+    expect(runtime).toMatch(/if \(!telemetry\) return undefined;\n\s+const \{ Tracing \} = await import\('\.\.\/observe\/tracing\.js'\);/);
+  });
+});
+
