@@ -3,7 +3,6 @@
 // one with Last-Event-ID, DELETE ends the session. Stream bookkeeping lives in
 // streamable-session.ts; this file is the HTTP surface: validation, status codes, sessions.
 
-import { adoptTraceHeaders } from './trace-headers.js';
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { jsonText } from '../../jsonrpc/big-numbers.js';
@@ -22,6 +21,7 @@ import { ReplayBudget } from './replay-budget.js';
 import { maxBacklogBytes } from '../backlog.js';
 import type { BodyBudget } from './body-budget.js';
 import type { ClusterForward } from './cluster-forward.js';
+import { adoptTraceHeaders } from './trace-headers.js';
 
 export interface StreamableOptions {
   registry: SessionRegistry;
