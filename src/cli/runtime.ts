@@ -255,6 +255,29 @@ export function startObservers(config: Config, log: Logger, withMetrics: boolean
 }
 
 /**
+ * Traces (`telemetry` in the config, or OTEL_TRACES_EXPORTER=otlp): the tracer and the
+ * OpenTelemetry packages are loaded only then, and the upstream connections are handed the
+ * function that gives each request its trace context. Call before router.start(). Read once:
+ * a reload does not change it (config/diff.ts lists it as needing a restart).
+ */
+export async function startTracing(runtime: Runtime): Promise<{ close(): Promise<void> } | undefined> {
+  const telemetry = runtime.config.telemetry;
+  if (!telemetry) return undefined;
+  const { Tracing } = await import('../observe/tracing.js');
+  const tracing = new Tracing({
+    telemetry,
+    version: VERSION,
+    log: runtime.log.child({ component: 'traces' }),
+    audit: () => runtime.config.audit,
+    surfaceMode: (id) => runtime.router.surfaceModeOf(id),
+  });
+  tracing.start();
+  runtime.router.traceWith(tracing.traceContext);
+  runtime.log.info({ sampleRatio: telemetry.sampleRatio }, 'traces on: spans are exported over OTLP/HTTP');
+  return tracing;
+}
+
+/**
  * The reloader of a long-running command: the new config goes to the observers first (a new
  * audit file that cannot be opened refuses the reload before anything changed), then to
  * `listeners` (the HTTP front's tokens, origins and quotas), then to the runtime.

@@ -12,7 +12,7 @@ import type { HostTransport } from '../observe/events.js';
 import { HttpServer } from '../transport/http/server.js';
 import { DEFAULT_IDLE_SESSION_MS, IDLE_REPORT_MS, type SessionKind } from '../transport/http/sessions.js';
 import { claimConfig } from '../config/self-reference.js';
-import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
+import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, startTracing, watchLoginsFor, type GlobalOptions } from './runtime.js';
 import { cannotListen } from './listen-error.js';
 import { announceReady } from './ready-line.js';
 import { addStatusRoutes, operatorInfo } from './status.js';
@@ -58,6 +58,8 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   const unwatchLogins = await watchLoginsFor(runtime);
   const observers = startObservers(config, log, true);
   if (!observers) return 1;
+  // Traces, when configured: loaded (with OpenTelemetry) before any upstream starts.
+  const tracing = await startTracing(runtime);
   let started = false;
   // In a cluster: this daemon in Redis's list, and retries of calls other daemons hold sent there.
   const registry = runtime.cluster && runtime.store && new ClusterRegistry(runtime.store, runtime.cluster, log.child({ component: 'cluster' }));
@@ -74,6 +76,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     ...(config.listen.auth.oidc && { oidc: config.listen.auth.oidc }),
     toolsets: config.toolsets,
     maxMessageBytes: config.limits.maxMessageBytes,
+    ...(tracing && { traceHeaders: true }),
     maxSessions: config.limits.maxSessions,
     maxSessionsPerClient: config.limits.maxSessionsPerClient,
     idleSessionMs: envMs(IDLE_ENV) ?? DEFAULT_IDLE_SESSION_MS,
@@ -170,6 +173,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     await pins.close();
     await runtime.store?.close();
     await observers.close();
+    await tracing?.close();
     log.info('stopped');
   });
   // Runs until a signal; onShutdownSignals exits the process once `stop` is done.

@@ -11,7 +11,7 @@ import type { StopGrace } from '../upstream/connect.js';
 import { flushLogs } from '../observe/logger.js';
 import { claimConfig } from '../config/self-reference.js';
 import { unknownToolset } from '../config/suggest.js';
-import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
+import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, startTracing, watchLoginsFor, type GlobalOptions } from './runtime.js';
 import { cannotListen } from './listen-error.js';
 import { announceReady } from './ready-line.js';
 import { addStatusRoutes, operatorInfo } from './status.js';
@@ -54,6 +54,8 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   const unwatchLogins = await watchLoginsFor(runtime);
   const observers = startObservers(config, log, adminPort !== undefined);
   if (!observers) return 1;
+  // Traces, when configured: loaded (with OpenTelemetry) before any upstream starts.
+  const tracing = await startTracing(runtime);
   let guard: Guard | undefined;
   // A reload's tokens and origins apply to the admin listener at once, as under serve.
   const reloader = reloaderFor(runtime, observers, (next) => guard?.admit({ allowedOrigins: next.listen.allowedOrigins, tokens: next.listen.auth.tokens }));
@@ -104,6 +106,7 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
     await pins.close();
     await runtime.store?.close();
     await observers.close();
+    await tracing?.close();
     await admin?.close();
   });
 

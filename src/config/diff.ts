@@ -36,6 +36,8 @@ const RESTART_ONLY: [string, (c: Config) => unknown][] = [
   ['limits.maxMessageBytes', (c) => c.limits.maxMessageBytes],
   ['namespace', (c) => c.namespace],
   ['metrics', (c) => c.metrics],
+  // The tracer (and its exporter) is set up once, at start, like the metrics.
+  ['telemetry', (c) => c.telemetry],
   // The store's connection and the cluster's identity are set up once, at start.
   ['store', (c) => c.store],
   ['cluster', (c) => c.cluster],
@@ -98,6 +100,7 @@ export function inForce(old: Config, next: Config): Config {
     limits: { ...next.limits, maxMessageBytes: old.limits.maxMessageBytes },
     namespace: old.namespace,
     metrics: old.metrics,
+    telemetry: old.telemetry,
     store: old.store,
     cluster: old.cluster,
   };

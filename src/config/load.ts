@@ -36,6 +36,7 @@ import {
   type RateLimitRule,
   type ServerConfig,
   type SurfaceConfig,
+  type TelemetryConfig,
   type ToolsetConfig,
   type TransportKind,
 } from './types.js';
@@ -88,6 +89,7 @@ interface RawConfig {
   rateLimits?: { client?: string; server?: string; tool?: string; perMinute: number; burst?: number; per?: ('client' | 'server' | 'tool')[] }[];
   audit?: { path?: string; arguments?: 'redacted' | 'full' | 'none'; redact?: string[] };
   metrics?: { toolLabel?: boolean; toolLabelLimit?: number };
+  telemetry?: { otlp?: { endpoint?: string; headers?: Record<string, string> }; sampleRatio?: number };
   timeouts?: { requestMs?: number; maxMs?: number; startupMs?: number; startupWaitMs?: number };
   limits?: { maxMessageBytes?: number; maxInFlightPerSession?: number; maxSessions?: number; maxSessionsPerClient?: number; maxSessionUpstreams?: number; maxRateLimitKeys?: number };
   logLevel?: string;
@@ -416,6 +418,7 @@ function build(
   }
 
   const { store, cluster } = sharedState(raw, env, clean, issue);
+  const telemetry = clean('/telemetry') ? telemetrySettings(raw, env, issue) : undefined;
 
   const auditPath = raw.audit?.path;
   return {
@@ -446,6 +449,7 @@ function build(
       toolLabel: raw.metrics?.toolLabel ?? false,
       toolLabelLimit: raw.metrics?.toolLabelLimit ?? DEFAULTS.toolLabelLimit,
     },
+    telemetry,
     timeouts,
     limits: {
       maxMessageBytes: raw.limits?.maxMessageBytes ?? DEFAULTS.maxMessageBytes,
@@ -460,6 +464,37 @@ function build(
     cluster,
     secrets: [],
   };
+}
+
+/**
+ * `telemetry`: traces are on with `telemetry.otlp`, or with OTEL_TRACES_EXPORTER=otlp alone (the
+ * SDK's own switch); OTEL_TRACES_EXPORTER=none turns them off whatever the file says. A key
+ * that would do nothing (sampleRatio with traces off) is refused, as are headers that would
+ * cross a network in clear.
+ */
+function telemetrySettings(raw: RawConfig, env: NodeJS.ProcessEnv, issue: (p: string, m: string) => void): TelemetryConfig | undefined {
+  const t = raw.telemetry;
+  const exporter = env.OTEL_TRACES_EXPORTER?.trim().toLowerCase();
+  const on = exporter !== 'none' && (t?.otlp !== undefined || exporter === 'otlp');
+  if (t?.sampleRatio !== undefined && t.otlp === undefined && exporter !== 'otlp') {
+    issue('/telemetry/sampleRatio', 'applies only when traces are on: add telemetry.otlp (or set OTEL_TRACES_EXPORTER=otlp)');
+  }
+  const endpoint = t?.otlp?.endpoint;
+  const headers = t?.otlp?.headers ?? {};
+  if (endpoint !== undefined) {
+    let url: URL | undefined;
+    try {
+      url = new URL(endpoint);
+    } catch {
+      issue('/telemetry/otlp/endpoint', `must be an http:// or https:// URL, got ${JSON.stringify(endpoint)}`);
+    }
+    if (url && url.protocol !== 'http:' && url.protocol !== 'https:') issue('/telemetry/otlp/endpoint', `must be an http:// or https:// URL, got ${JSON.stringify(url.protocol)}`);
+    else if (url && url.protocol === 'http:' && Object.keys(headers).length > 0 && !plainHttpAllowed(url)) {
+      issue('/telemetry/otlp/headers', 'would be sent in clear to a collector that is not on this machine: use an https:// endpoint');
+    }
+  }
+  if (!on) return undefined;
+  return { endpoint, headers, sampleRatio: t?.sampleRatio ?? 1 };
 }
 
 /** `listen.auth.oidc` with its defaults; URLs and client names checked (the schema checked the shapes). */
@@ -795,6 +830,8 @@ function collectSecrets(config: Config, fromEnv: string[], named: ReadonlySet<st
   // The store's URL may carry a password; the shared keys are secrets through and through.
   if (config.store) for (const v of [...urlSecrets(config.store.redis.url), config.store.secret]) if (v) all.add(v);
   if (config.cluster) all.add(config.cluster.secret);
+  // The collector's headers carry its API keys.
+  for (const v of Object.values(config.telemetry?.headers ?? {})) all.add(v);
   all.delete('');
   return [...all];
 }

@@ -309,6 +309,8 @@ export interface Config {
     toolLabel: boolean;
     toolLabelLimit: number;
   };
+  /** OpenTelemetry traces (observe/tracing.ts); undefined: off, and no OpenTelemetry module is loaded. Read at start only. */
+  telemetry: TelemetryConfig | undefined;
   /**
    * startupMs: how long an upstream may take to start and initialize; startupWaitMs: how long a
    * host's initialize waits for them (later ones join with list_changed).
@@ -396,3 +398,16 @@ export const DEFAULTS = {
     callToolName: 'call_tool',
   },
 } as const;
+
+/**
+ * Traces are on (`telemetry.otlp` in the config, or OTEL_TRACES_EXPORTER=otlp). What the config
+ * leaves out, the standard OTEL_EXPORTER_OTLP_* variables decide (the exporter reads them).
+ */
+export interface TelemetryConfig {
+  /** The collector's OTLP/HTTP base URL (spans go to `<endpoint>/v1/traces`); undefined: the variables', else http://localhost:4318. */
+  endpoint: string | undefined;
+  /** Sent with every export; secrets (scrubbed from every log line). */
+  headers: Record<string, string>;
+  /** Share of new traces recorded (0..1); a host's sampled flag decides for the traces it starts. */
+  sampleRatio: number;
+}

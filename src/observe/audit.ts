@@ -201,8 +201,8 @@ function redactAll(v: unknown, depth: number): unknown {
   return out;
 }
 
-/** A copy to redact in, cut at MAX_DEPTH. */
-function copyBounded(v: unknown, depth: number): unknown {
+/** A copy to redact in, cut at MAX_DEPTH (traces use it too). */
+export function copyBounded(v: unknown, depth: number): unknown {
   if (typeof v !== 'object' || v === null) return v;
   if (depth >= MAX_DEPTH) return '[TOO DEEP]';
   if (Array.isArray(v)) return v.map((x) => copyBounded(x, depth + 1));
@@ -212,7 +212,7 @@ function copyBounded(v: unknown, depth: number): unknown {
 }
 
 /** Replaces the value(s) at `path` (segments; `*` is any key or index) in place. */
-function redactPath(v: unknown, path: readonly string[], i: number): void {
+export function redactPath(v: unknown, path: readonly string[], i: number): void {
   if (typeof v !== 'object' || v === null) return;
   const obj = v as Record<string, unknown>;
   const seg = path[i]!;

@@ -118,6 +118,11 @@ export class RequestEvent {
   rounds = 1;
   /** On a retry's own record: the record of the call it continues (see continueCall). */
   roundOf: RequestEvent | undefined = undefined;
+  /**
+   * Server-initiated requests: the host request whose upstream call it came with, when mcpmux
+   * can tell (an HTTP upstream says which of our requests it belongs to).
+   */
+  cause: RequestEvent | undefined = undefined;
 
   constructor(
     readonly direction: 'host-to-server' | 'server-to-host',
@@ -255,6 +260,8 @@ export interface UpstreamRequestEvent {
   durationMs: number;
   /** The host session the request serves; undefined for mcpmux's own (lists, re-subscribes). */
   sessionId: string | undefined;
+  /** The host request it serves (its record); undefined for mcpmux's own. */
+  request: RequestEvent | undefined;
 }
 
 /** performance.now() if anyone listens to upstream requests, else -1 (then nothing is measured). */
@@ -262,11 +269,11 @@ export function upstreamRequestClock(): number {
   return upstreamRequest.hasSubscribers ? performance.now() : -1;
 }
 
-/** `t0` from upstreamRequestClock(); `err` when the request failed. */
-export function publishUpstreamRequest(t0: number, server: string, method: string, sessionId: string | undefined, err?: unknown): void {
+/** `t0` from upstreamRequestClock(); `err` when the request failed; `request`: the host request it serves. */
+export function publishUpstreamRequest(t0: number, server: string, method: string, sessionId: string | undefined, err?: unknown, request?: RequestEvent): void {
   if (t0 < 0 || !upstreamRequest.hasSubscribers) return;
   const code = err === undefined ? undefined : err instanceof RpcError ? err.code : -32603;
-  const ev: UpstreamRequestEvent = { server, method, sessionId, outcome: code === undefined ? 'ok' : outcomeOfCode(code), code, durationMs: performance.now() - t0 };
+  const ev: UpstreamRequestEvent = { server, method, sessionId, request, outcome: code === undefined ? 'ok' : outcomeOfCode(code), code, durationMs: performance.now() - t0 };
   upstreamRequest.publish(ev);
 }
 

@@ -132,10 +132,10 @@ async function send(usage: Usage, call: Call): Promise<Result> {
       hostCapabilities: session?.clientCapabilities,
       onResult: call.onResult,
     });
-    publishUpstreamRequest(t0, up.name, call.method, session?.id);
+    publishUpstreamRequest(t0, up.name, call.method, session?.id, undefined, call.event);
     return result;
   } catch (err) {
-    publishUpstreamRequest(t0, up.name, call.method, session?.id, err);
+    publishUpstreamRequest(t0, up.name, call.method, session?.id, err, call.event);
     throw err;
   } finally {
     release?.();

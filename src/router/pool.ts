@@ -14,6 +14,7 @@ import { MuxError, type Params } from '../protocol/mcp.js';
 import type { LoginIdentity, StopGrace } from '../upstream/connect.js';
 import { Upstream, type UpstreamListener } from '../upstream/upstream.js';
 import type { InteractiveLogins } from '../upstream/oauth/interactive.js';
+import type { TraceContextOf } from '../upstream/trace-context.js';
 import { VERSION } from '../version.js';
 import type { SessionPort } from './session-port.js';
 
@@ -84,6 +85,8 @@ export class UpstreamPool {
   grace: StopGrace | undefined;
   /** `mcpmux stdio`: logins that open themselves, for every connection made from now on (upstream.ts). */
   logins: InteractiveLogins | undefined;
+  /** Tracing is on: the trace context every connection made from now on sends upstream (upstream/trace-context.ts). */
+  traceContext: TraceContextOf | undefined;
   /** Connections closing (a session's, a reload's), which closeAll waits for too. */
   private readonly closing = new Map<Promise<void>, Upstream>();
 
@@ -403,6 +406,7 @@ export class UpstreamPool {
       clientInfo: CLIENT_INFO,
       ...(who && { who }),
       ...(this.logins && { logins: this.logins }),
+      ...(this.traceContext && { traceContext: this.traceContext }),
     });
   }
 }

@@ -149,6 +149,7 @@ export class Reverse implements UpstreamListener {
     const call = context as Call | undefined;
     const { session, sharedBy } = this.recipient(up, call);
     const ev = startServerRequest(session, req.method, req.id, req.params, up.name);
+    if (ev) ev.cause = call?.event;
     // The answer the upstream gets (or its absence) says how the request ended.
     if (ev) info.onAnswered = (response) => endRequest(ev, response, 0);
     return this.deliver(up, req, signal, call, session, sharedBy);

@@ -18,6 +18,7 @@ import type { Params } from '../protocol/mcp.js';
 import type { StopGrace } from '../upstream/connect.js';
 import type { Upstream } from '../upstream/upstream.js';
 import type { InteractiveLogins } from '../upstream/oauth/interactive.js';
+import type { TraceContextOf } from '../upstream/trace-context.js';
 import { Audience } from './audience.js';
 import { Dispatch } from './dispatch.js';
 import { ForwardChain, OPEN_GOVERNANCE, ownCall, type Forward, type Governance } from './forward.js';
@@ -314,10 +315,24 @@ export class Router {
     return [...groups.values()];
   }
 
+  /** The surface decided for a session (`all`, `search`), for traces; a walk of the sessions, asked only with tracing on. */
+  surfaceModeOf(sessionId: string): string | undefined {
+    for (const s of this.audience.sessions) if (s.id === sessionId) return this.surfaces.of(s)?.mode;
+    return undefined;
+  }
+
   /** What tool pinning holds changed without the upstreams saying so (an approval): rebuild and tell hosts. */
   refreshTools(): void {
     this.lists.catalogue.reset();
     this.audience.listChanged('tools');
+  }
+
+  /**
+   * Tracing is on (observe/tracing.ts): every upstream request carries the trace context this
+   * gives for it. Handed down to the connections; set before start().
+   */
+  traceWith(traceContext: TraceContextOf): void {
+    this.pool.traceContext = traceContext;
   }
 
   /**

@@ -11,6 +11,7 @@ import { cancelProtocol, MuxError } from '../protocol/mcp.js';
 import { declaredVersion, ModernError } from '../protocol/modern.js';
 import { bodyText, describeFetchError, errorExcerpt, excerptOf, fetchSameOrigin, mediaType, readBody, safeUrl } from './fetch.js';
 import { modernHeaders } from './modern-headers.js';
+import { traceHeaders } from './trace-context.js';
 import { requestIdOf, unavailable } from './remote-messages.js';
 import { readSse, TooLargeError } from './sse-reader.js';
 import { encodeMessage } from '../jsonrpc/framing.js';
@@ -165,6 +166,7 @@ export class StreamableHttpTransport implements RemoteTransport {
     // that revision requires, on a connection of its own that cancelling it closes.
     const modern = Array.isArray(msg) ? undefined : declaredVersion((msg as { params?: unknown }).params);
     const headers = this.requestHeaders(`${JSON_TYPE}, ${SSE_TYPE}`, true);
+    traceHeaders(headers, msg);
     let signal = this.abort.signal;
     if (modern !== undefined) {
       modernHeaders(headers, modern, msg as { method?: unknown; params?: Record<string, unknown> });

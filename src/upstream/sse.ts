@@ -12,6 +12,7 @@ import type { RemoteTransport } from './connect.js';
 import { describeFetchError, errorExcerpt, fetchSameOrigin, mediaType, safeUrl } from './fetch.js';
 import { requestIdOf, unavailable } from './remote-messages.js';
 import { readSse, TooLargeError } from './sse-reader.js';
+import { traceHeaders } from './trace-context.js';
 import { parseJson } from '../jsonrpc/big-numbers.js';
 
 export class LegacySseTransport implements RemoteTransport {
@@ -111,6 +112,7 @@ export class LegacySseTransport implements RemoteTransport {
     try {
       const headers = this.requestHeaders('application/json, text/event-stream');
       headers.set('content-type', 'application/json');
+      traceHeaders(headers, msg);
       res = await fetchSameOrigin(endpoint, { method: 'POST', headers, body, signal: this.abort.signal });
     } catch (err) {
       if (!this.closed) this.fail(`cannot reach ${safeUrl(endpoint)}: ${describeFetchError(err)}`);

@@ -15,6 +15,7 @@ import { fromModern, PARAM_HEADERS, paramHeaders, paramHeaderValues, ResourceLis
 import { stripEnvelope } from '../protocol/modern.js';
 import { backoffDelay } from '../backoff.js';
 import type { InteractiveLogins } from './oauth/interactive.js';
+import { withTraceContext, type TraceContextOf } from './trace-context.js';
 
 export type UpstreamState = 'starting' | 'ready' | 'failed' | 'closed';
 
@@ -52,6 +53,8 @@ export interface UpstreamDeps {
    * more scope; calls wait for them (oauth.interactiveWaitMs). Absent under `serve`.
    */
   logins?: InteractiveLogins;
+  /** Tracing is on: the trace context each request carries upstream (trace-context.ts). Absent: off. */
+  traceContext?: TraceContextOf;
 }
 
 /** What a call held for a login that opened itself came to: the upstream is ready, the wait ran out (the browser is still open), or there is nothing to wait for. */
@@ -543,6 +546,9 @@ export class Upstream {
     }
     // A legacy server never sees the 2026-07-28 envelope (a host may have put one there).
     else if (params?._meta) stripEnvelope(params);
+    // Tracing: this request's span is the upstream's parent, in its _meta (and HTTP headers).
+    const traced = this.deps.traceContext?.(opts.context, id);
+    if (traced) params = withTraceContext(params, traced);
     const http = modern && this.config.transport === 'http';
     if (http && method === 'tools/call' && typeof params?.name === 'string') {
       const specs = this.headerParams.get(params.name);

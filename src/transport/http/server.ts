@@ -36,6 +36,8 @@ export interface HttpServerOptions {
   /** The config's toolsets: `?toolset=` must name one of them (only the names matter here). */
   toolsets: Readonly<Record<string, unknown>>;
   maxMessageBytes: number;
+  /** Tracing is on: a Streamable HTTP POST's traceparent header counts as its requests' context. */
+  traceHeaders?: boolean;
   maxSessions: number;
   maxSessionsPerClient: number;
   open: OpenSession;
@@ -107,7 +109,7 @@ export class HttpServer {
     });
     // One budget for the bodies being read on every MCP route (/mcp, /messages).
     const common = { registry: this.registry, open: opts.open, maxMessageBytes: opts.maxMessageBytes, bodies: bodyBudgetFor(opts.maxMessageBytes), log };
-    this.streamable = new StreamableHttp({ ...common, ...(opts.cluster && { cluster: opts.cluster }) });
+    this.streamable = new StreamableHttp({ ...common, ...(opts.cluster && { cluster: opts.cluster }), ...(opts.traceHeaders && { traceHeaders: true }) });
     this.sse = new LegacySse(common);
     this.ws = new WsEndpoint({ ...common, guard: this.guard });
 

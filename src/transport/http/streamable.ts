@@ -21,6 +21,7 @@ import { ReplayBudget } from './replay-budget.js';
 import { maxBacklogBytes } from '../backlog.js';
 import type { BodyBudget } from './body-budget.js';
 import type { ClusterForward } from './cluster-forward.js';
+import { adoptTraceHeaders } from './trace-headers.js';
 
 export interface StreamableOptions {
   registry: SessionRegistry;
@@ -31,6 +32,8 @@ export interface StreamableOptions {
   log: Logger;
   /** In a cluster: forwarding of 2026-07-28 retries to the daemon that holds their call. */
   cluster?: ClusterForward;
+  /** Tracing is on: a POST's traceparent header counts as its requests' context (trace-headers.ts). */
+  traceHeaders?: boolean;
 }
 
 /** Priming events carry empty data, which clients before 2025-11-25 may try to parse. */
@@ -82,6 +85,7 @@ export class StreamableHttp {
     const body = await readJsonBody(req, res, this.opts.maxMessageBytes, this.opts.bodies);
     if (!body) return;
     const value = body.value;
+    if (this.opts.traceHeaders) adoptTraceHeaders(req, value);
     // A POST without a session that declares 2026-07-28 (header or body) is a stateless request.
     if (header(req, 'mcp-session-id') === undefined && isModernPost(req, value)) return this.modern.post(req, res, value, body.bytes, who, body.raw);
     const batch = Array.isArray(value);
