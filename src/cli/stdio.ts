@@ -4,17 +4,15 @@
 // desktop host's mcpmux can be scraped too; /status and restart there need a token when
 // `listen.auth.tokens` is set, as under serve.
 
-import { Guard } from '../transport/http/guard.js';
-import { AdminListener, addHealthRoutes, OperatorRoutes } from '../transport/http/admin.js';
+import type { Guard } from '../transport/http/guard.js';
+import type { AdminListener } from '../transport/http/admin.js';
 import { StreamTransport } from '../transport/stream.js';
 import type { StopGrace } from '../upstream/connect.js';
 import { flushLogs } from '../observe/logger.js';
 import { claimConfig } from '../config/self-reference.js';
 import { unknownToolset } from '../config/suggest.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, watchLoginsFor, type GlobalOptions } from './runtime.js';
-import { cannotListen } from './listen-error.js';
 import { announceReady } from './ready-line.js';
-import { addStatusRoutes } from './status.js';
 import { InteractiveLogins } from '../upstream/oauth/interactive.js';
 
 /**
@@ -61,6 +59,14 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   let started = false;
   let connected = true;
   if (adminPort !== undefined) {
+    // The admin listener's modules (HTTP, the guard and its OIDC verifier with jose, /status)
+    // load only when there is one: most hosts run mcpmux without, and wait for its start-up.
+    const [{ Guard }, { AdminListener, addHealthRoutes, OperatorRoutes }, { cannotListen }, { addStatusRoutes }] = await Promise.all([
+      import('../transport/http/guard.js'),
+      import('../transport/http/admin.js'),
+      import('./listen-error.js'),
+      import('./status.js'),
+    ]);
     const host = config.listen.adminHost;
     const routes = new OperatorRoutes(log);
     addHealthRoutes(routes, () => ({ ready: started && connected, status: connected ? (started ? 'ready' : 'starting') : 'draining', sessions: connected ? 1 : 0 }));
