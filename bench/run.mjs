@@ -24,6 +24,7 @@ import { fetchCorpus } from './surface/fetch-corpus.mjs';
 import { renderRecall, runRecall } from './surface/recall.mjs';
 import { renderTokenSurface, runTokenSurface } from './surface/token-surface.mjs';
 import { measureSharedLimits, renderSharedLimits } from './shared-limits.mjs';
+import { measureStartup, renderStartup } from './startup.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
@@ -72,9 +73,12 @@ function parseOptions(argv) {
         // `--only surface`: only the tool-search recall section (and it runs only when named).
         // `--only shared-limits`: only governance with Redis vs in memory.
         const list = next().split(',').map((s) => s.trim()).filter(Boolean);
-        o.only = list.filter((s) => s !== 'governance' && s !== 'surface' && s !== 'shared-limits');
-        for (const t of o.only) if (!['stdio', 'http', 'ws'].includes(t)) usage(`--only takes stdio, http, ws, governance, shared-limits or surface, got ${t}`);
+        o.only = list.filter((s) => s !== 'governance' && s !== 'surface' && s !== 'shared-limits' && s !== 'startup');
+        for (const t of o.only) if (!['stdio', 'http', 'ws'].includes(t)) usage(`--only takes stdio, http, ws, governance, shared-limits, startup or surface, got ${t}`);
         o.surface = list.includes('surface');
+        // `--only startup`: only the start-up section (bench/startup.mjs).
+        o.startupOnly = list.includes('startup') && list.length === 1;
+        if (o.startupOnly) (o.governance = false, o.sharedLimits = false, o.twenty = false, o.profile ??= false);
         if ((o.surface || list.includes('shared-limits')) && !list.includes('governance') && o.only.length === 0) {
           o.governance = false;
           o.sharedLimits = list.includes('shared-limits');
@@ -839,6 +843,7 @@ function renderMarkdown(results, o) {
   if (results.governance) renderGovernance(L, results.governance, o);
   if (results.sharedLimits) renderSharedLimits(L, results.sharedLimits, o);
   if (results.surface) renderSurface(L, results.surface);
+  if (results.startup) L.push(renderStartup(results.startup));
   if (results.twenty) {
     const t = results.twenty;
     L.push(`## ${o.twentyServers} upstreams × ${o.twentyTools} tools (stdio host)`);
@@ -1099,6 +1104,16 @@ async function main() {
         results.twenty.defaultStartup = await probeDefaultStartup(o, twentyDefault);
       } catch (e) {
         results.twenty.defaultStartup = { error: errText(e) };
+      }
+    }
+
+    // Start-up as a host feels it (bench/startup.mjs): with stdio, or alone with --only startup.
+    if (o.only.includes('stdio') || o.startupOnly) {
+      try {
+        results.startup = await measureStartup(o, { phase, tmp, root: ROOT });
+      } catch (e) {
+        results.startup = { error: errText(e) };
+        process.stderr.write(`bench: start-up failed: ${results.startup.error}\n`);
       }
     }
 

@@ -4,10 +4,11 @@
 import { Command, CommanderError, Option } from 'commander';
 import { LOG_FORMATS } from '../observe/log-format.js';
 import { VERSION } from '../version.js';
-import { runCheck } from './check.js';
-import { UsageError, type GlobalOptions } from './runtime.js';
-import { runStdio, type StdioOptions } from './stdio.js';
-import { runTools } from './tools.js';
+// Each command's module loads when that command runs: a host waits for `mcpmux stdio`'s first
+// answer, and what `tools`, `check` or `serve` need (search, Redis, HTTP) would only delay it.
+import { UsageError } from './usage-error.js';
+import type { GlobalOptions } from './runtime.js';
+import type { StdioOptions } from './stdio.js';
 
 export async function main(argv: string[]): Promise<number> {
   let result: Promise<number> = Promise.resolve(0);
@@ -31,14 +32,14 @@ export async function main(argv: string[]): Promise<number> {
     .option('--admin-port <port>', 'serve /metrics, /healthz and /readyz on this port (default: listen.adminPort; none)')
     .option('--toolset <name>', 'offer the host only this toolset\'s tools (a name in "toolsets")')
     .action((o: StdioOptions) => {
-      result = runStdio(o);
+      result = import('./stdio.js').then((m) => m.runStdio(o));
     });
 
   configured('check', 'validate the config; --probe also connects to every upstream')
     .option('--probe', 'connect to each upstream and report its capabilities and counts')
     .option('--strict', 'exit 1 when a server is disabled because an environment variable it needs is not set')
     .action((o: import('./check.js').CheckOptions) => {
-      result = runCheck(o);
+      result = import('./check.js').then((m) => m.runCheck(o));
     });
 
   configured('login', 'log in to a remote server behind OAuth (opens a browser; the daemon picks the login up)')
@@ -67,7 +68,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--search <query>', 'print what search_tools would answer a host for this query')
     .option('--limit <n>', 'with --search: how many matches (default: surface.searchLimit)')
     .action((o: import('./tools.js').ToolsOptions) => {
-      result = runTools(o);
+      result = import('./tools.js').then((m) => m.runTools(o));
     });
 
   configured('serve', 'run the daemon: Streamable HTTP at /mcp, HTTP+SSE at /sse, WebSocket at /ws')

@@ -29,6 +29,7 @@ import { Reloader } from './reload.js';
 import type { OperatorRoutes } from '../transport/http/admin.js';
 import type { Transport } from '../transport/transport.js';
 import { VERSION } from '../version.js';
+import { UsageError } from './usage-error.js';
 
 /** Who a host session is for: its token's client, and the toolset chosen for it. */
 export interface SessionOwner {
@@ -77,7 +78,7 @@ export function configPath(opts: GlobalOptions): string {
   return p;
 }
 
-export class UsageError extends Error {}
+export { UsageError } from './usage-error.js';
 
 /** A port flag's value: an integer from 0 (any free port) to 65535. */
 export function parsePort(s: string, flag: string): number {

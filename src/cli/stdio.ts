@@ -4,18 +4,15 @@
 // desktop host's mcpmux can be scraped too; /status and restart there need a token when
 // `listen.auth.tokens` is set, as under serve.
 
-import { Guard } from '../transport/http/guard.js';
-import { AdminListener, addHealthRoutes, OperatorRoutes } from '../transport/http/admin.js';
+import type { Guard } from '../transport/http/guard.js';
+import type { AdminListener } from '../transport/http/admin.js';
 import { StreamTransport } from '../transport/stream.js';
 import type { StopGrace } from '../upstream/connect.js';
 import { flushLogs } from '../observe/logger.js';
 import { claimConfig } from '../config/self-reference.js';
 import { unknownToolset } from '../config/suggest.js';
 import { addMetricsRoute, createRuntime, loadOrReport, onShutdownSignals, parsePort, reloaderFor, startObservers, startTracing, watchLoginsFor, type GlobalOptions } from './runtime.js';
-import { cannotListen } from './listen-error.js';
 import { announceReady } from './ready-line.js';
-import { addStatusRoutes, operatorInfo } from './status.js';
-import { addConsoleRoutes } from '../console/routes.js';
 import { InteractiveLogins } from '../upstream/oauth/interactive.js';
 
 /**
@@ -64,6 +61,15 @@ export async function runStdio(opts: StdioOptions): Promise<number> {
   let started = false;
   let connected = true;
   if (adminPort !== undefined) {
+    // The admin listener's modules (HTTP, the guard and its OIDC verifier with jose, /status)
+    // load only when there is one: most hosts run mcpmux without, and wait for its start-up.
+    const [{ Guard }, { AdminListener, addHealthRoutes, OperatorRoutes }, { cannotListen }, { addStatusRoutes, operatorInfo }, { addConsoleRoutes }] = await Promise.all([
+      import('../transport/http/guard.js'),
+      import('../transport/http/admin.js'),
+      import('./listen-error.js'),
+      import('./status.js'),
+      import('../console/routes.js'),
+    ]);
     const host = config.listen.adminHost;
     const routes = new OperatorRoutes(log);
     addHealthRoutes(routes, () => ({ ready: started && connected, status: connected ? (started ? 'ready' : 'starting') : 'draining', sessions: connected ? 1 : 0 }));

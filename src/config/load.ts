@@ -5,11 +5,13 @@
 // defaults. Every problem found along the way is collected and thrown together as one
 // `ConfigError`, each issue located by its JSON path.
 
-import { readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Ajv, type ErrorObject } from 'ajv';
+import type { ErrorObject, Options, ValidateFunction } from 'ajv';
 import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
 import { isObject } from '../objects.js';
 import { JsoncError, parseJsonc } from '../jsonc.js';
@@ -51,10 +53,46 @@ export const SCHEMA_URL = new URL('../../schema/config.schema.json', import.meta
  */
 export const MCPMUX_HOME = fileURLToPath(new URL('../..', import.meta.url)).replace(/[\\/]$/, '');
 
-const schema = JSON.parse(readFileSync(SCHEMA_URL, 'utf8')) as object;
 // verbose: errors carry the offending value, so type errors can say what they got, and the schema
 // they failed, so an unknown key can be matched against the keys allowed beside it.
-const validate = new Ajv({ allErrors: true, verbose: true, allowUnionTypes: true }).compile(schema);
+const AJV_OPTIONS: Options = { allErrors: true, verbose: true, allowUnionTypes: true };
+const validate = configValidator(readFileSync(SCHEMA_URL, 'utf8'));
+
+/**
+ * The config schema's validator. Importing ajv and compiling the schema was the largest piece
+ * of `mcpmux stdio`'s start-up CPU (a host waits for it), so the code ajv generates is kept in
+ * dist/config (its "standalone" output, named for a hash of ajv's version, the options and the
+ * schema: a changed schema never meets an old file) and later starts load that instead; its
+ * errors are the same objects. Where dist/ cannot be written (an install owned by root), or
+ * the file cannot be read, every start compiles, as before.
+ */
+function configValidator(schemaText: string): ValidateFunction {
+  const require = createRequire(import.meta.url);
+  const version = (require('ajv/package.json') as { version: string }).version;
+  const key = createHash('sha256').update(`${version}\0${JSON.stringify(AJV_OPTIONS)}\0${schemaText}`).digest('hex').slice(0, 16);
+  // src/config and dist/config are both two levels down: the file lives in dist/ either way.
+  const dir = fileURLToPath(new URL('../../dist/config/', import.meta.url));
+  const file = path.join(dir, `config-schema.${key}.cjs`);
+  try {
+    return require(file) as ValidateFunction;
+  } catch {
+    // Not there yet (or unreadable): compile, and keep the code for the next start.
+  }
+  const { Ajv } = require('ajv') as typeof import('ajv');
+  const ajv = new Ajv({ ...AJV_OPTIONS, code: { source: true } });
+  const validate = ajv.compile(JSON.parse(schemaText) as object);
+  const tmp = `${file}.${process.pid}.tmp`;
+  try {
+    const standalone = (require('ajv/dist/standalone') as typeof import('ajv/dist/standalone/index.js')).default;
+    writeFileSync(tmp, standalone(ajv, validate));
+    // Renamed into place whole: another mcpmux starting now reads the old state or the new file.
+    renameSync(tmp, file);
+    for (const old of readdirSync(dir)) if (old.startsWith('config-schema.') && old.endsWith('.cjs') && old !== path.basename(file)) rmSync(path.join(dir, old), { force: true });
+  } catch {
+    rmSync(tmp, { force: true });
+  }
+  return validate;
+}
 
 // ---- the file's shape once the schema has accepted it (everything optional) ----
 

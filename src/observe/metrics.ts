@@ -7,7 +7,8 @@
 // URI ever becomes a label. The metric table is in the README.
 
 import dc from 'node:diagnostics_channel';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { createRequire } from 'node:module';
+import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { NO_CLIENT, settingsClient } from '../config/types.js';
 import { MODERN_METHODS } from '../protocol/modern.js';
 import {
@@ -59,7 +60,7 @@ export interface MetricsOptions {
 }
 
 export class Metrics {
-  readonly registry = new Registry();
+  readonly registry: Registry;
   // Updated on every request: kept in our own tables (series.ts), read by the registry on scrape.
   private readonly requests: FastCounter;
   private readonly duration: FastHistogram;
@@ -88,6 +89,10 @@ export class Metrics {
   private storeHealth: () => string | undefined = () => undefined;
 
   constructor(private readonly opts: MetricsOptions) {
+    // prom-client (and the OpenTelemetry API it pulls in) loads only when metrics are on: a
+    // desktop host's `mcpmux stdio` without an admin port never needs it.
+    const { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } = createRequire(import.meta.url)('prom-client') as typeof import('prom-client');
+    this.registry = new Registry();
     const registers = [this.registry];
     const toolLabel = opts.toolLabel ? ['tool'] : [];
     new Gauge({ name: 'mcpmux_build_info', help: 'Always 1; the version is a label.', labelNames: ['version'], registers }).set({ version: opts.version }, 1);

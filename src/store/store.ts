@@ -17,7 +17,8 @@
 // make a new one (which is ready only once Redis answers again); TCP keep-alive catches a peer
 // gone silent while idle.
 
-import { Redis, type RedisOptions } from 'ioredis';
+import { createRequire } from 'node:module';
+import type { Redis, RedisOptions } from 'ioredis';
 import type { StoreConfig } from '../config/types.js';
 import { RpcError } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
@@ -33,6 +34,17 @@ const retryStrategy = (attempt: number): number => Math.min(100 * attempt, 2_000
 const WATCHDOG_MS = 1_000;
 /** TCP keep-alive's first probe after this long idle (ms). */
 const KEEPALIVE_MS = 10_000;
+
+/**
+ * ioredis, loaded when a store is made: every command imports this module (pins, rate limits and
+ * logins can live in the store), but only a config with `store` needs Redis, and loading it
+ * costs a host's `mcpmux stdio` start-up more than anything else it does not use.
+ */
+let ioredis: typeof import('ioredis') | undefined;
+function newRedis(url: string, options: RedisOptions): Redis {
+  ioredis ??= createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
+  return new ioredis.Redis(url, options);
+}
 
 /** Whether a command failed because of the connection (down, hung), not because Redis refused it (OOM, NOPERM, WRONGTYPE...). */
 export function connectionError(err: unknown): boolean {
@@ -61,7 +73,7 @@ export class SharedStore {
     readonly config: StoreConfig,
     private readonly log: Logger,
   ) {
-    this.redis = new Redis(config.redis.url, { ...this.options(), keyPrefix: config.redis.keyPrefix });
+    this.redis = newRedis(config.redis.url, { ...this.options(), keyPrefix: config.redis.keyPrefix });
     this.redis.on('ready', () => this.set('up'));
     this.redis.on('error', (err: Error) => this.set('down', describe(err)));
     this.redis.on('close', () => this.set('down', this.why ?? 'connection closed'));
@@ -161,7 +173,7 @@ export class SharedStore {
     const full = this.key(channel);
     if (!this.sub) {
       // No keyPrefix here: channels are named in full above (ioredis does not prefix them).
-      this.sub = new Redis(this.config.redis.url, this.options());
+      this.sub = newRedis(this.config.redis.url, this.options());
       this.sub.on('error', () => {}); // the command connection reports health; this one only listens
       // Every channel again once connected: a SUBSCRIBE sent before (no offline queue) was refused,
       // and ioredis resubscribes after a reconnect only the channels it had subscribed.
@@ -301,7 +313,7 @@ async function quit(r: Redis): Promise<void> {
  * the store answers, else why not.
  */
 export async function probeStore(config: StoreConfig, timeoutMs = 3_000): Promise<string | undefined> {
-  const r = new Redis(config.redis.url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: timeoutMs, commandTimeout: timeoutMs, retryStrategy: () => null });
+  const r = newRedis(config.redis.url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: timeoutMs, commandTimeout: timeoutMs, retryStrategy: () => null });
   // connect() rejects with "Connection is closed"; the reason (ECONNREFUSED, WRONGPASS...) comes as an event.
   let cause: Error | undefined;
   r.on('error', (err: Error) => (cause ??= err));

@@ -5,7 +5,8 @@
 // Ranking is BM25+ over separately weighted fields (MiniSearch does the scoring, prefix and
 // fuzzy matching); tokenising, stop words, stemming and synonyms live in ./terms.ts, so the same
 // pipeline runs on the tools and on the request. docs/search.md describes the weights.
-import MiniSearch from 'minisearch';
+import { createRequire } from 'node:module';
+import type MiniSearch from 'minisearch';
 import { queryTerms, terms } from './terms.js';
 import { isObject } from '../objects.js';
 
@@ -62,6 +63,8 @@ const FIELDS = Object.keys(BOOST) as Field[];
 
 type Doc = { id: number } & Record<Field, string>;
 
+let miniSearch: typeof MiniSearch | undefined;
+
 export class ToolIndex {
   readonly size: number;
 
@@ -75,7 +78,10 @@ export class ToolIndex {
 
   static build(tools: readonly SearchableTool[]): ToolIndex {
     const kept = [...tools];
-    const mini = new MiniSearch<Doc>({
+    // MiniSearch (its CommonJS build) loads with the first index: a session that never gets the
+    // search surface, as most desktop sessions do not, never needs it.
+    miniSearch ??= createRequire(import.meta.url)('minisearch') as typeof MiniSearch;
+    const mini = new miniSearch<Doc>({
       fields: FIELDS,
       idField: 'id',
       // Fields hold pre-computed terms joined by spaces (see toDoc): the pipeline runs once, here.

@@ -112,6 +112,21 @@ const SUBJECT_RETRY_MS = 5_000;
 
 let connections = 0;
 
+/**
+ * Children are spawned one per turn of the event loop. A spawn blocks the thread until the new
+ * child has exec'd, and with many upstreams starting at once (20 Node servers on 2 cores) the
+ * children already booting take the CPU that exec waits for: spawned back to back, 20 of them
+ * kept mcpmux from reading its host's initialize, and its startupWaitMs timer, for seconds
+ * (measured: 8 s of one blocked turn under load). Between two spawns, the host is answered
+ * and the timers fire.
+ */
+let spawning: Promise<void> = Promise.resolve();
+function spawnTurn(): Promise<void> {
+  const turn = spawning.then(() => new Promise<void>((resolve) => setImmediate(resolve)));
+  spawning = turn;
+  return turn;
+}
+
 export class Upstream {
   state: UpstreamState = 'starting';
   /** Why the upstream is failed or closed. */
@@ -248,6 +263,10 @@ export class Upstream {
     this.publish('starting');
     this.startedWith = actsForHost(this.config) ? this.deps.who?.subject?.() : undefined;
     try {
+      if (this.config.transport === 'stdio') {
+        await spawnTurn();
+        if (epoch !== this.epoch) return;
+      }
       const conn = connectUpstream(this.config, this.deps.maxMessageBytes, this.log, this.deps.who);
       this.connection = conn;
       const ep = new Endpoint(conn.transport, this.handlers, {
