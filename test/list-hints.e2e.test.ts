@@ -40,8 +40,9 @@ describe('list caching hints merged for modern hosts', () => {
     expect(r.ttlMs).toBeGreaterThan(300_000 - (Date.now() - t0) - 1000);
 
     const legacy = startRawMux(config);
-    await legacy.initialize();
-    const l = (await legacy.request('tools/list', {})).result;
+    await legacy.request('initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'legacy', version: '0' } }, 45_000);
+    legacy.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    const l = (await legacy.request('tools/list', {}, 45_000)).result;
     expect(l.tools.map((t: any) => t.name)).toContain('b__echo');
     expect(l.ttlMs).toBeUndefined();
     expect(l.cacheScope).toBeUndefined();
@@ -53,7 +54,7 @@ describe('list caching hints merged for modern hosts', () => {
     expect(mixed).toMatchObject({ cacheScope: 'private' });
     expect(mixed.ttlMs).toBeGreaterThan(500_000);
 
-    const policy = startRawMux(await writeConfig({ mcpServers: { a: hinted(600_000, 'public') }, surface: { mode: 'all' }, policy: { clients: { ci: { deny: ['a__greet'] } } } }));
+    const policy = startRawMux(await writeConfig({ mcpServers: { a: hinted(600_000, 'public') }, surface: { mode: 'all' }, policy: { clients: { anonymous: { deny: ['a__greet'] } } } }));
     expect(await modernList(policy)).toMatchObject({ cacheScope: 'private' });
 
     // The default surface ("auto") may give another client the search surface: not the same list for all.
