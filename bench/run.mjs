@@ -24,6 +24,7 @@ import { fetchCorpus } from './surface/fetch-corpus.mjs';
 import { renderRecall, runRecall } from './surface/recall.mjs';
 import { renderTokenSurface, runTokenSurface } from './surface/token-surface.mjs';
 import { measureSharedLimits, renderSharedLimits } from './shared-limits.mjs';
+import { measureLists, renderLists } from './lists.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
@@ -72,8 +73,11 @@ function parseOptions(argv) {
         // `--only surface`: only the tool-search recall section (and it runs only when named).
         // `--only shared-limits`: only governance with Redis vs in memory.
         const list = next().split(',').map((s) => s.trim()).filter(Boolean);
-        o.only = list.filter((s) => s !== 'governance' && s !== 'surface' && s !== 'shared-limits');
-        for (const t of o.only) if (!['stdio', 'http', 'ws'].includes(t)) usage(`--only takes stdio, http, ws, governance, shared-limits or surface, got ${t}`);
+        // `--only lists`: the 10 x 100 tools/list over HTTP (bench/lists.mjs), alone unless named with others.
+        o.lists = list.includes('lists');
+        if (o.lists && list.length === 1) (o.governance = false, o.sharedLimits = false, (o.profile ??= false));
+        o.only = list.filter((s) => s !== 'governance' && s !== 'surface' && s !== 'shared-limits' && s !== 'lists');
+        for (const t of o.only) if (!['stdio', 'http', 'ws'].includes(t)) usage(`--only takes stdio, http, ws, governance, shared-limits, surface or lists, got ${t}`);
         o.surface = list.includes('surface');
         if ((o.surface || list.includes('shared-limits')) && !list.includes('governance') && o.only.length === 0) {
           o.governance = false;
@@ -838,6 +842,7 @@ function renderMarkdown(results, o) {
   }
   if (results.governance) renderGovernance(L, results.governance, o);
   if (results.sharedLimits) renderSharedLimits(L, results.sharedLimits, o);
+  if (results.lists) renderLists(L, results.lists);
   if (results.surface) renderSurface(L, results.surface);
   if (results.twenty) {
     const t = results.twenty;
@@ -1065,6 +1070,16 @@ async function main() {
           results.governance.error ??= r.error;
           process.stderr.write(`bench: governance failed: ${r.error}\n`);
         }
+      }
+    }
+
+    // tools/list of 10 x 100 over HTTP, first and repeated (bench/lists.mjs): with --only lists.
+    if (o.lists) {
+      try {
+        results.lists = await measureLists(o, { phase });
+      } catch (e) {
+        results.lists = { error: errText(e) };
+        process.stderr.write(`bench: lists failed: ${results.lists.error}\n`);
       }
     }
 
