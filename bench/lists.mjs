@@ -49,7 +49,7 @@ async function startMux(servers, tools, tmp, timeoutMs) {
       if (m.msg === 'upstream ready') ready++;
       if (listening && ready >= servers) {
         clearTimeout(t);
-        child.onStderrLine = undefined;
+        child.onStderrLine = () => {}; // later lines of this same chunk still come here
         resolve(listening);
       }
     };

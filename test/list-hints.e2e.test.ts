@@ -5,10 +5,12 @@
 // mcpmux's own cache keeps an upstream's page for its ttlMs (docs/decisions.md).
 
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { closeAll, readEvents, ROOT, startRawMux, tempFile, waitFor, writeConfig } from './helpers/harness.js';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
+import { closeAll, fixture, readEvents, ROOT, startRawMux, tempFile, waitFor, writeConfig } from './helpers/harness.js';
 
 afterEach(closeAll);
+afterAll(stopAllDaemons);
 
 const MODERN_FIXTURE = path.join(ROOT, 'test/fixtures/modern-upstream.mjs');
 const MODERN = '2026-07-28';
@@ -92,4 +94,28 @@ describe('list caching hints merged for modern hosts', () => {
     await waitFor(async () => (await modernList(peer)).tools.some((t: any) => t.name === 'long__added_0'), { what: 'the added tool listed after list_changed', timeoutMs: 15_000 });
     expect(lists(longEvents)).toBeGreaterThan(long0);
   }, 150_000);
+});
+
+describe('a list over Streamable HTTP', () => {
+  it('is answered as one JSON body with a length when the host takes both forms alike; a call still streams', async () => {
+    const d = await startDaemon({ mcpServers: { fx: fixture({ name: 'fx' }) } });
+    const accept = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    const init = await fetch(d.url, { method: 'POST', headers: accept, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '0' } } }) });
+    await init.text();
+    const headers = { ...accept, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-11-25' };
+    await (await fetch(d.url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).text();
+    const list = await fetch(d.url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) });
+    expect(list.headers.get('content-type')).toBe('application/json');
+    const body = await list.text();
+    expect(Number(list.headers.get('content-length'))).toBe(Buffer.byteLength(body));
+    expect(JSON.parse(body)).toMatchObject({ id: 2, result: { tools: expect.arrayContaining([expect.objectContaining({ name: 'fx__echo' })]) } });
+    // A list asking for progress, and a call (progress, questions), keep the event stream.
+    const withProgress = await fetch(d.url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/list', params: { _meta: { progressToken: 'p' } } }) });
+    expect(withProgress.headers.get('content-type')).toBe('text/event-stream');
+    await withProgress.text();
+    const call = await fetch(d.url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'fx__echo', arguments: { a: 1 } } }) });
+    expect(call.headers.get('content-type')).toBe('text/event-stream');
+    await call.text();
+    await d.stop();
+  }, 60_000);
 });
