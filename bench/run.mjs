@@ -25,6 +25,7 @@ import { renderRecall, runRecall } from './surface/recall.mjs';
 import { renderTokenSurface, runTokenSurface } from './surface/token-surface.mjs';
 import { measureSharedLimits, renderSharedLimits } from './shared-limits.mjs';
 import { measureStartup, renderStartup } from './startup.mjs';
+import { measureLists, renderLists } from './lists.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
@@ -73,8 +74,11 @@ function parseOptions(argv) {
         // `--only surface`: only the tool-search recall section (and it runs only when named).
         // `--only shared-limits`: only governance with Redis vs in memory.
         const list = next().split(',').map((s) => s.trim()).filter(Boolean);
-        o.only = list.filter((s) => s !== 'governance' && s !== 'surface' && s !== 'shared-limits' && s !== 'startup');
-        for (const t of o.only) if (!['stdio', 'http', 'ws'].includes(t)) usage(`--only takes stdio, http, ws, governance, shared-limits, startup or surface, got ${t}`);
+        // `--only lists`: the 10 x 100 tools/list over HTTP (bench/lists.mjs), alone unless named with others.
+        o.lists = list.includes('lists');
+        if (o.lists && list.length === 1) (o.governance = false, o.sharedLimits = false, (o.profile ??= false));
+        o.only = list.filter((s) => s !== 'governance' && s !== 'surface' && s !== 'shared-limits' && s !== 'startup' && s !== 'lists');
+        for (const t of o.only) if (!['stdio', 'http', 'ws'].includes(t)) usage(`--only takes stdio, http, ws, governance, shared-limits, startup, surface or lists, got ${t}`);
         o.surface = list.includes('surface');
         // `--only startup`: only the start-up section (bench/startup.mjs).
         o.startupOnly = list.includes('startup') && list.length === 1;
@@ -86,7 +90,7 @@ function parseOptions(argv) {
         }
         break;
       }
-      case '--no-20x100': o.twenty = false; break;
+      case '--no-20x100': (o.twenty = false, o.noTwenty = true); break;
       case '--no-relay': o.relay = false; break;
       case '--no-governance': o.governance = false; break;
       case '--no-shared-limits': o.sharedLimits = false; break;
@@ -842,6 +846,7 @@ function renderMarkdown(results, o) {
   }
   if (results.governance) renderGovernance(L, results.governance, o);
   if (results.sharedLimits) renderSharedLimits(L, results.sharedLimits, o);
+  if (results.lists) renderLists(L, results.lists);
   if (results.surface) renderSurface(L, results.surface);
   if (results.startup) L.push(renderStartup(results.startup));
   if (results.twenty) {
@@ -1072,6 +1077,16 @@ async function main() {
           results.governance.error ??= r.error;
           process.stderr.write(`bench: governance failed: ${r.error}\n`);
         }
+      }
+    }
+
+    // tools/list of 10 x 100 over HTTP, first and repeated (bench/lists.mjs): with --only lists.
+    if (o.lists) {
+      try {
+        results.lists = await measureLists(o, { phase });
+      } catch (e) {
+        results.lists = { error: errText(e) };
+        process.stderr.write(`bench: lists failed: ${results.lists.error}\n`);
       }
     }
 

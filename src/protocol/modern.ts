@@ -103,17 +103,27 @@ export function stripEnvelope(params: Params | undefined): void {
   if (Object.keys(meta).length === 0) delete params!._meta;
 }
 
+/** Freshness hints of a result, when its maker knows them (a merged list page: router/catalogue.ts). */
+export type HintsOf = (result: Params) => { freshUntil: number; public: boolean } | undefined;
+
 /**
  * A result as a modern host must see it: `resultType`, mcpmux named in `_meta`, and for
  * cacheable ones the freshness hints. A new object: results may be shared (cached pages).
- * ttlMs 0 and "private": upstreams come and go and policy filters lists per client, so no
- * list is fresh for long or the same for everyone; change notices come over subscriptions/listen.
+ * A merged list says what its upstreams said, merged (`hintsOf`): the shortest ttlMs left of
+ * the pages in it, and "public" only when every one said public and every client is shown the
+ * same list. Anything else gets ttlMs 0 and "private": upstreams come and go and policy filters
+ * per client; change notices come over subscriptions/listen.
  */
-export function modernResult(method: string, result: Params, serverInfo: Params): Params {
+export function modernResult(method: string, result: Params, serverInfo: Params, hintsOf?: HintsOf): Params {
   const meta = { ...(result._meta as Params | undefined), [META.serverInfo]: serverInfo };
   const out: Params = { ...result, resultType: result.resultType ?? 'complete', _meta: meta };
   // An interim input_required answer is never cacheable, and carries no hints.
   if (CACHEABLE.has(method) && out.resultType === 'complete') {
+    const hints = hintsOf?.(result);
+    if (hints) {
+      out.ttlMs = Math.max(0, Math.floor(hints.freshUntil - Date.now()));
+      out.cacheScope = hints.public ? 'public' : 'private';
+    }
     out.ttlMs ??= 0;
     out.cacheScope ??= 'private';
   }

@@ -44,6 +44,27 @@ interface Page {
   listed: number;
   /** Its size in the cache (JSON characters of its items and cursors), once cached. */
   size?: number;
+  /** Until when the upstream said it stays fresh (its `ttlMs` from when it answered); none: no hint. */
+  freshUntil?: number;
+  /** The upstream said `cacheScope: "public"` (the same page for every client). */
+  public: boolean;
+}
+
+/**
+ * The 2026-07-28 caching hints of a merged page: until when every upstream page in it stays
+ * fresh (the shortest of theirs; a page without a hint is fresh for no time) and whether it
+ * may be shared between clients (every upstream said public, and no client sees it differently).
+ */
+export interface ListHints {
+  freshUntil: number;
+  public: boolean;
+}
+
+const hints = new WeakMap<object, ListHints>();
+
+/** The hints of a result the catalogue built (undefined: not a merged list page). */
+export function listHintsOf(result: object): ListHints | undefined {
+  return hints.get(result);
 }
 
 /** Upstream pages cached, at most, in JSON characters of what they hold (their cursors included). */
@@ -68,6 +89,8 @@ export class Catalogue {
   /** Per upstream connection and list: bumped by list_changed, so old pages are never served. */
   private readonly generations = new WeakMap<Upstream, Record<string, number>>();
   private readonly ids = new WeakMap<Upstream, number>();
+  /** A memoised page's end: the first ttlMs end of its pages kept for their hint alone (Infinity: none). */
+  private readonly memoExpiry = new WeakMap<object, number>();
   private nextId = 1;
   /** Bumped by `reset`: pages fetched before it are never served after it. */
   private epoch = 0;
@@ -96,17 +119,22 @@ export class Catalogue {
     /** Per-host visibility (policy), applied after the cache, and a name for it (the client). */
     visible?: (item: Params) => boolean,
     visibleKey = '',
+    /** The page is the same for every client (no policy, toolset, surface or session's own upstream shapes it). */
+    shared = false,
   ): Promise<Params> {
     // Checked before the memo: a bad cursor (123, "", null) must not find the first page there.
     const from = params?.cursor === undefined ? undefined : decodeCursor(kind.method, params.cursor);
     const offered = offering(kind, upstreams);
     // A page that only cached upstream pages go into is the same object until one of them
     // changes: reuse it, and with it its serialisation (markStable).
-    const memoKey = offered.every((u) => this.cacheable(kind, u)) ? this.memoKey(kind, offered, params?.cursor as string | undefined, visibleKey) : undefined;
+    const memoKey = offered.every((u) => this.cacheable(kind, u)) ? this.memoKey(kind, offered, params?.cursor as string | undefined, `${visibleKey}${shared ? '\0shared' : ''}`) : undefined;
     const memo = memoKey === undefined ? undefined : this.merged.get(memoKey);
-    if (memo) return memo;
-    const { result, size } = await this.build(kind, offered, from, signal, visible);
+    // A memo made of pages kept only for their ttlMs lasts as long as the shortest of them.
+    if (memo && !(this.memoExpiry.get(memo)! <= Date.now())) return memo;
+    const { result, size, freshUntil, allPublic, expires } = await this.build(kind, offered, from, signal, visible);
+    hints.set(result, { freshUntil, public: shared && allPublic });
     if (memoKey !== undefined) {
+      this.memoExpiry.set(result, expires);
       markStable(result);
       this.merged.set(memoKey, result, { size: size + memoKey.length + ENTRY_CHARS });
     }
@@ -119,9 +147,20 @@ export class Catalogue {
     return key;
   }
 
+  /**
+   * Whether an upstream's pages are kept: it says when its list changes (kept until it does),
+   * or its pages say how long they stay fresh (`ttlMs` above 0: kept that long; see page()).
+   */
   private cacheable(kind: ListKind, up: Upstream): boolean {
+    return this.announces(kind, up) || (this.ttlSeen.get(up)?.[kind.capability] ?? false);
+  }
+
+  private announces(kind: ListKind, up: Upstream): boolean {
     return (up.capabilities[kind.capability] as Params | undefined)?.listChanged === true;
   }
+
+  /** Upstreams whose last page of a list came with a ttlMs above 0 (so the next ones are worth keeping). */
+  private readonly ttlSeen = new WeakMap<Upstream, Record<string, boolean>>();
 
   private async build(
     kind: ListKind,
@@ -129,7 +168,18 @@ export class Catalogue {
     from: CursorState | undefined,
     signal: CancelSignal,
     visible: ((item: Params) => boolean) | undefined,
-  ): Promise<{ result: Params; size: number }> {
+  ): Promise<{ result: Params; size: number; freshUntil: number; allPublic: boolean; expires: number }> {
+    const now = Date.now();
+    let freshUntil = Infinity;
+    let allPublic = true;
+    let expires = Infinity;
+    const hinted = (p: Page, up: Upstream): Page => {
+      freshUntil = Math.min(freshUntil, p.freshUntil ?? now);
+      allPublic &&= p.public;
+      if (!this.announces(kind, up) && p.freshUntil !== undefined) expires = Math.min(expires, p.freshUntil);
+      return p;
+    };
+    const out = (result: Params, size: number) => ({ result, size, freshUntil: freshUntil === Infinity ? now : freshUntil, allPublic, expires });
     let start = 0;
     let innerCursor: string | undefined;
     if (from !== undefined) {
@@ -137,30 +187,33 @@ export class Catalogue {
       if (start < 0) throw new RpcError(ErrorCode.InvalidParams, `Invalid cursor: server "${from.server}" is no longer available`);
       innerCursor = from.cursor;
     }
-    if (offering.length === 0) return { result: { [kind.key]: [] }, size: 0 };
+    if (offering.length === 0) return out({ [kind.key]: [] }, 0);
 
     // The cursor's upstream first: if it has more pages, that page is the whole answer.
     const take = (items: Params[]): Params[] => (visible ? items.filter(visible) : items);
     // A first upstream that fails is left out like any other (a host walking its later pages
     // goes on with the next servers); only the host's own cancellation ends the list.
-    const first = await this.page(kind, offering[start]!, innerCursor, signal).catch((err) => {
-      if (signal.aborted) throw err;
-      return this.skip(offering[start]!, kind, err);
-    });
+    const first = hinted(
+      await this.page(kind, offering[start]!, innerCursor, signal).catch((err) => {
+        if (signal.aborted) throw err;
+        return this.skip(offering[start]!, kind, err);
+      }),
+      offering[start]!,
+    );
     let size = first.size ?? 0;
-    if (first.next !== undefined) return { result: this.result(kind, take(first.items), offering[start]!, first.next), size };
+    if (first.next !== undefined) return out(this.result(kind, take(first.items), offering[start]!, first.next), size);
 
     // Otherwise the following upstreams' first pages, fetched together, until one has more.
     const rest = offering.slice(start + 1);
-    const pages = await Promise.all(rest.map((u) => this.page(kind, u, undefined, signal).catch((err) => this.skip(u, kind, err))));
+    const pages = await Promise.all(rest.map(async (u) => hinted(await this.page(kind, u, undefined, signal).catch((err) => this.skip(u, kind, err)), u)));
     const items = take(first.items).slice();
     for (let i = 0; i < pages.length; i++) {
       const p = pages[i]!;
       size += p.size ?? 0;
       for (const item of take(p.items)) items.push(item);
-      if (p.next !== undefined) return { result: this.result(kind, items, rest[i]!, p.next), size };
+      if (p.next !== undefined) return out(this.result(kind, items, rest[i]!, p.next), size);
     }
-    return { result: { [kind.key]: items }, size };
+    return out({ [kind.key]: items }, size);
   }
 
   private result(kind: ListKind, items: Params[], up: Upstream, next: string): Params {
@@ -180,7 +233,7 @@ export class Catalogue {
       this.saidSkips.add(key);
       up.log.warn({ err: reason, method: kind.method, once: true }, 'list failed; leaving this server out (said once per server and reason)');
     }
-    return { items: [], next: undefined, listed: 0 };
+    return { items: [], next: undefined, listed: 0, public: false };
   }
 
   /**
@@ -210,10 +263,18 @@ export class Catalogue {
   }
 
   private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal): Promise<Page> {
-    if (!this.cacheable(kind, up)) return this.fetch(kind, up, cursor, signal);
     const key = `${this.epoch}:${this.idOf(up)}:${this.generationsOf(up)[kind.capability] ?? 0}:${kind.method}:${cursor ?? ''}`;
+    if (!this.cacheable(kind, up)) {
+      // Not kept so far; a page that now says how long it stays fresh is kept that long.
+      const epoch = this.epoch;
+      const p = await this.fetch(kind, up, cursor, signal);
+      if (epoch === this.epoch && this.cacheable(kind, up)) this.cache.set(key, p, { size: (p.size = sizeOf(key, p)) });
+      return p;
+    }
     const hit = this.cache.get(key);
-    if (hit) return hit;
+    // A page kept for its ttlMs alone is asked for again once that has passed; one from an
+    // upstream that announces changes stays until list_changed says otherwise.
+    if (hit && (this.announces(kind, up) || !(hit.freshUntil! <= Date.now()))) return hit;
     let pending = this.inflight.get(key);
     if (!pending) {
       // Shared by every host asking at once, so it is not tied to any one host's cancellation.
@@ -246,7 +307,13 @@ export class Catalogue {
       const shown = kind.present(up, item as Params);
       if (shown) items.push(shown);
     }
-    return { items, next: nextCursorOf(res), listed: raw.length };
+    // 2026-07-28 caching hints (a legacy upstream sends none: fresh for no time, private).
+    const ttl = res.ttlMs;
+    const freshUntil = typeof ttl === 'number' && Number.isFinite(ttl) && ttl >= 0 ? Date.now() + ttl : undefined;
+    let seen = this.ttlSeen.get(up);
+    if (!seen) this.ttlSeen.set(up, (seen = {}));
+    seen[kind.capability] = freshUntil !== undefined && (ttl as number) > 0;
+    return { items, next: nextCursorOf(res), listed: raw.length, freshUntil, public: res.cacheScope === 'public' };
   }
 
   private generationsOf(up: Upstream): Record<string, number> {

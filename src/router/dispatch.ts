@@ -165,7 +165,7 @@ export class Dispatch {
   }
 
   private toolsList(session: SessionPort, params: Params, signal: CancelSignal): Promise<Result> {
-    const page = (): Promise<Result> => this.lists.page('tools', session.client, this.resolve.live(session), params, signal, this.surface.toolset(session));
+    const page = (): Promise<Result> => this.lists.page('tools', session.client, this.resolve.live(session), params, signal, this.surface.toolset(session), this.surface.sameForAll());
     // Mode "all" settles without a turn of its own: the list is the merged page, as before surfaces.
     const own = this.surface.list(session, params, signal);
     return own ? own.then((answer) => answer ?? page()) : page();

@@ -67,12 +67,23 @@ export class Lists {
    * One merged page of a list of named items or resources, as `client` may see it (and, for
    * tools, as the session's toolset narrows it).
    */
-  page(list: Exclude<ListName, 'tasks'>, client: string, ups: readonly Upstream[], params: Params, signal: CancelSignal, toolset?: { name: string; allows: (name: string) => boolean }): Promise<Result> {
+  page(
+    list: Exclude<ListName, 'tasks'>,
+    client: string,
+    ups: readonly Upstream[],
+    params: Params,
+    signal: CancelSignal,
+    toolset?: { name: string; allows: (name: string) => boolean },
+    /** False when something outside the list (the tool surface) may show clients other lists. */
+    sameForAll = true,
+  ): Promise<Result> {
     const kind = this.kinds[list];
     const item: ItemKind = list === 'templates' ? 'resources' : list;
     const gov = this.governance();
     const policy = gov.filtersClients(item);
-    if (!policy && !toolset) return this.catalogue.list(kind, ups, params, signal);
+    // May be `public` (caching hints): only a list every client is shown alike, of shared upstreams alone.
+    const shared = sameForAll && !policy && !toolset && ups.every((u) => u.config.sharing === 'shared');
+    if (!policy && !toolset) return this.catalogue.list(kind, ups, params, signal, undefined, '', shared);
     const key = list === 'resources' ? 'uri' : list === 'templates' ? 'uriTemplate' : 'name';
     // Keyed by client and toolset: a memoised page must never be served to a session that may see less.
     const visible = (it: Params): boolean => (!policy || gov.clientAllows(client, item, it[key] as string)) && (!toolset || toolset.allows(it[key] as string));

@@ -147,6 +147,11 @@ export class Surfaces {
     return fixed;
   }
 
+  /** Whether every session is shown the same surface (mode "all"): then a tools/list may be the same for every client. */
+  sameForAll(): boolean {
+    return this.deps.config().surface.mode === 'all';
+  }
+
   /** Whether a tools/call names a meta-tool (then `route` says what it means). */
   isMeta(name: unknown): boolean {
     const { searchToolName, callToolName } = this.deps.config().surface;

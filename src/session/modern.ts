@@ -12,6 +12,7 @@ import { materialise } from '../jsonrpc/opaque.js';
 import { awaitRetry, continueCall, type RequestEvent } from '../observe/events.js';
 import { logLevelRank, McpError, progressTokenOf, type LogLevel, type Params } from '../protocol/mcp.js';
 import { META, MODERN_METHODS, MODERN_VERSIONS, modernResult, readEnvelope, stripEnvelope } from '../protocol/modern.js';
+import { listHintsOf } from '../router/catalogue.js';
 import type { Router, SessionPort } from '../router/router.js';
 import { BridgedCall, type Waiter } from './bridged-call.js';
 import type { ParkedCalls } from './parked.js';
@@ -136,7 +137,7 @@ export class ModernHost {
         case 'resources/read':
           return modernResult(req.method, await this.withInput(req, params, signal, event), this.serverInfo);
         default:
-          return modernResult(req.method, await this.router.handle(this.session, req, signal, event), this.serverInfo);
+          return modernResult(req.method, await this.router.handle(this.session, req, signal, event), this.serverInfo, listHintsOf);
       }
     } catch (err) {
       // 2026-07-28 reports an unknown resource as invalid params.

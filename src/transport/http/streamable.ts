@@ -153,7 +153,10 @@ export class StreamableHttp {
     if (session.answersBehind()) return sendBehind(res);
     const version = init ? negotiateVersion(init.params?.protocolVersion) : session.host.protocolVersion;
     session.openPost(res, [...seen], {
-      sse: sse >= json,
+      // Equal preference means SSE, except for a lone list request without a progress token:
+      // nothing but its answer can come on that stream, and one JSON body with a length is
+      // cheaper for the host to read than an event stream (docs/performance.md, issue 23).
+      sse: sse > json || (sse === json && !answerOnly(value)),
       batch,
       prime: versionAtLeast(version, PRIMING_SINCE),
     });
@@ -270,6 +273,16 @@ function isModernPost(req: IncomingMessage, value: unknown): boolean {
   const v = header(req, 'mcp-protocol-version');
   if (v !== undefined) return isModernVersion(v) || (!isSupportedVersion(v) && declared !== undefined);
   return isModernVersion(declared);
+}
+
+/** Requests whose POST can carry nothing but their answer: the lists (no progress, no questions). */
+const ANSWER_ONLY: ReadonlySet<string> = new Set(['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list']);
+
+/** A single list request that asks for no progress: its stream would carry its answer alone. */
+function answerOnly(value: unknown): boolean {
+  if (Array.isArray(value)) return false;
+  const msg = value as { method?: unknown; params?: { _meta?: Params } };
+  return typeof msg.method === 'string' && ANSWER_ONLY.has(msg.method) && msg.params?._meta?.progressToken === undefined;
 }
 
 function acceptsEventStream(req: IncomingMessage): boolean {
