@@ -699,14 +699,17 @@ function rowsFor(kind) {
   }
   r.push(['tools/list, 1 upstream, p50 (ms)', 'list.p50', { better: 'lower' }]);
   const p50target = kind === 'stdio' ? { op: '<=', x: 1.25 } : kind === 'http' ? { op: '<=', x: 1.0 } : undefined;
-  r.push(['tools/call p50, SDK client (ms)', 'seqSdk.p50', { better: 'lower', target: p50target }]);
+  // Issue 23: against the no-op relay (stdio), the floor of any process in the middle.
+  const relayP50 = kind === 'stdio' ? { op: 'added', ms: 0.03 } : undefined;
+  const relayTput = kind === 'stdio' ? { op: '>=', x: 0.95 } : undefined;
+  r.push(['tools/call p50, SDK client (ms)', 'seqSdk.p50', { better: 'lower', target: p50target, relayTarget: relayP50 }]);
   r.push(['tools/call p90, SDK client (ms)', 'seqSdk.p90', { better: 'lower' }]);
   r.push(['tools/call p99, SDK client (ms)', 'seqSdk.p99', { better: 'lower' }]);
-  r.push(['tools/call p50, light client (ms)', 'seqLight.p50', { better: 'lower', target: p50target }]);
+  r.push(['tools/call p50, light client (ms)', 'seqLight.p50', { better: 'lower', target: p50target, relayTarget: relayP50 }]);
   r.push(['tools/call p90, light client (ms)', 'seqLight.p90', { better: 'lower' }]);
   r.push(['tools/call p99, light client (ms)', 'seqLight.p99', { better: 'lower' }]);
-  r.push(['throughput, SDK client (calls/s)', 'tputSdk.callsPerSec', { better: 'higher', target: kind === 'stdio' ? { op: '>=', x: 0.8 } : undefined }]);
-  r.push(['throughput, light client (calls/s)', 'tputLight.callsPerSec', { better: 'higher', target: kind === 'stdio' ? { op: '>=', x: 0.8 } : kind === 'http' ? { op: '>=', x: 1.5 } : undefined }]);
+  r.push(['throughput, SDK client (calls/s)', 'tputSdk.callsPerSec', { better: 'higher', target: kind === 'stdio' ? { op: '>=', x: 0.8 } : undefined, relayTarget: relayTput }]);
+  r.push(['throughput, light client (calls/s)', 'tputLight.callsPerSec', { better: 'higher', target: kind === 'stdio' ? { op: '>=', x: 0.8 } : kind === 'http' ? { op: '>=', x: 1.5 } : undefined, relayTarget: relayTput }]);
   r.push(['echo 100 KB, p50 (ms)', 'echo.100 KB', { better: 'lower', echo: true, target: { op: '<=', x: 1.3 } }]);
   r.push(['echo 1 MB, p50 (ms)', 'echo.1 MB', { better: 'lower', echo: true, target: { op: 'ok' } }]);
   r.push(['echo 10 MB, p50 (ms)', 'echo.10 MB', { better: 'lower', echo: true, target: { op: 'ok' } }]);
@@ -728,6 +731,12 @@ function echoGrowth(rec, label) {
 function value(rec, path) {
   if (!rec) return undefined;
   return typeof path === 'function' ? path(rec) : get(rec, path);
+}
+
+/** Issue 23's targets against the relay (medians of the per-round figures): p50 at most `ms` above it, or a ratio to it. */
+function relayVerdict(target, over, ratio) {
+  if (target.op === 'added') return Number.isFinite(over) ? `${over <= target.ms ? 'ok' : '**MISSED**'} (≤ relay + ${Math.round(target.ms * 1000)} µs)` : '';
+  return Number.isFinite(ratio) ? `${ratio >= target.x ? 'ok' : '**MISSED**'} (≥ ${target.x}x relay)` : '';
 }
 
 function verdict(target, ratio, proxyEcho, proxyValue) {
@@ -775,6 +784,12 @@ function summarise(results, o) {
       const ratios = rounds.map((_, i) => pv[i] / dv[i]);
       const ratio = meta.proxyOnly ? NaN : p.med / d.med;
       const row = { label, direct: d, proxy: p, relay: spread(rounds.map(({ x }) => value(x, path))), ratio, ratios: meta.proxyOnly ? spread([]) : spread(ratios), verdict: verdict(meta.target, ratio, undefined, p.med) };
+      if (hasRelay && !meta.proxyOnly && !meta.pair) {
+        // mcpmux against the relay of the same round (issue 23's floor): ratio, and what it adds.
+        row.vsRelay = spread(rounds.map(({ p: pr, x }) => value(pr, path) / value(x, path)));
+        row.overRelay = spread(rounds.map(({ p: pr, x }) => value(pr, path) - value(x, path)));
+        if (meta.relayTarget) row.relayVerdict = relayVerdict(meta.relayTarget, row.overRelay.med, row.vsRelay.med);
+      }
       if (meta.pair) {
         row.relayPair = spread(rounds.map(({ x }) => value(x, meta.pair)));
         row.directPair = spread(rounds.map(({ d }) => value(d, meta.pair)));
@@ -819,9 +834,9 @@ function renderMarkdown(results, o) {
     if (s.directError) L.push(`\n**${s.floor} failed:** ${s.directError.split('\n')[0]}`);
     if (s.proxyError) L.push(`\n**mcpmux ${s.kind}: not available** — ${s.proxyError.split('\n')[0]}`);
     L.push('');
-    if (s.hasRelay) L.push(`The "no-op relay" column is \`bench/relay.mjs\` in mcpmux's place: a process that only pipes bytes both ways, the cheapest possible middle process; its ratio to the direct floor is in brackets.\n`);
-    L.push(`| figure | ${s.floor} |${s.hasRelay ? ' no-op relay |' : ''} mcpmux ${s.kind} | ratio | added | target |`);
-    L.push(`|---|---:|${s.hasRelay ? '---:|' : ''}---:|---:|---:|---|`);
+    if (s.hasRelay) L.push(`The "no-op relay" column is \`bench/relay.mjs\` in mcpmux's place: a process that only pipes bytes both ways, the cheapest possible middle process; its ratio to the direct floor is in brackets. The last three columns hold mcpmux against the relay of the same round (medians of the per-round figures) and issue 23's targets: p50 within relay + 30 µs, calls/s at least 0.95x the relay's.\n`);
+    L.push(`| figure | ${s.floor} |${s.hasRelay ? ' no-op relay |' : ''} mcpmux ${s.kind} | ratio | added | target |${s.hasRelay ? ' ÷ relay | over relay | target vs relay |' : ''}`);
+    L.push(`|---|---:|${s.hasRelay ? '---:|' : ''}---:|---:|---:|---|${s.hasRelay ? '---:|---:|---|' : ''}`);
     for (const r of s.rows) {
       let d = cell(r.direct, r.directFailed);
       let p = cell(r.proxy, r.proxyFailed);
@@ -840,7 +855,16 @@ function renderMarkdown(results, o) {
       }
       // What mcpmux adds, in the row's own unit, for times (a ratio hides a tiny floor).
       const added = /\(ms\)/.test(r.label) && !r.directPair && Number.isFinite(r.ratio) ? `${r.proxy.med - r.direct.med >= 0 ? '+' : '−'}${fmt(Math.abs(r.proxy.med - r.direct.med))} ms` : '';
-      L.push(`| ${r.label} | ${d} |${x} ${p} | ${ratio} | ${added} | ${r.verdict ?? ''} |`);
+      let vs = '';
+      if (s.hasRelay) {
+        const rr = r.vsRelay;
+        const ratioR = rr && Number.isFinite(rr.med) ? `${rr.med.toFixed(2)}x${rr.n > 1 && rr.min !== rr.max ? ` (${rr.min.toFixed(2)}–${rr.max.toFixed(2)})` : ''}` : '';
+        const o = r.overRelay;
+        const abs = Math.abs(o?.med);
+        const over = Number.isFinite(abs) && /\(ms\)/.test(r.label) ? `${o.med >= 0 ? '+' : '−'}${abs < 1 ? `${Math.round(abs * 1000)} µs` : `${fmt(abs)} ms`}` : '';
+        vs = ` ${ratioR} | ${over} | ${r.relayVerdict ?? ''} |`;
+      }
+      L.push(`| ${r.label} | ${d} |${x} ${p} | ${ratio} | ${added} | ${r.verdict ?? ''} |${vs}`);
     }
     L.push('');
   }

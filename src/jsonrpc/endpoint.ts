@@ -20,6 +20,7 @@ import {
 } from './message.js';
 import { materialise } from './opaque.js';
 import { PendingTable, type PendingOptions } from './pending.js';
+import { SlotMap } from './slot-map.js';
 import type { FrameError, Transport } from '../transport/transport.js';
 
 export type Result = Record<string, unknown>;
@@ -88,7 +89,7 @@ export class Endpoint {
   onclose?: (reason: string) => void;
 
   private readonly pending: PendingTable;
-  private readonly incoming = new Map<JsonRpcId, Canceller>();
+  private readonly incoming = new SlotMap<JsonRpcId, Canceller>();
   private closed = false;
 
   constructor(
@@ -172,7 +173,7 @@ export class Endpoint {
     if (this.closed) return;
     this.closed = true;
     this.pending.failAll(new RpcError(-32000, `Connection ${this.peerText}closed: ${reason}`));
-    for (const ctl of this.incoming.values()) ctl.cancel('connection closed');
+    for (const [, ctl] of this.incoming.entries()) ctl.cancel('connection closed');
     this.incoming.clear();
     this.onclose?.(reason);
   }

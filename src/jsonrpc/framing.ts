@@ -7,7 +7,7 @@
 
 import { parseJson, restoreBigNumbers } from './big-numbers.js';
 import { ErrorCode, RpcError } from './message.js';
-import { decodeJson, opaqueSlices, splice } from './opaque.js';
+import { decodeJson, OPAQUE_MIN_LINE, opaqueSlices, splice } from './opaque.js';
 
 const NEWLINE = 0x0a;
 
@@ -36,6 +36,13 @@ export class LineDecoder {
     let start = 0;
     while (start < chunk.length) {
       const nl = chunk.indexOf(NEWLINE, start);
+      if (nl !== -1 && this.buffered === 0 && !this.skipping && nl - start < OPAQUE_MIN_LINE && nl - start <= this.maxBytes && this.chunks.length === 0) {
+        // The usual line: small and whole within this chunk. Parsed from the chunk itself, with
+        // no Buffer view or array made for it (two per call on each side: issue 23).
+        emit(parseSmall(chunk, start, nl));
+        start = nl + 1;
+        continue;
+      }
       const end = nl === -1 ? chunk.length : nl;
       const piece = start === 0 && end === chunk.length ? chunk : chunk.subarray(start, end);
       if (this.skipping) {
@@ -97,6 +104,19 @@ function parseLine(line: Buffer): Frame {
   if (line[line.length - 1] === 0x0d) line = line.subarray(0, -1);
   if (isBlank(line)) return { ok: true, value: undefined, bytes: line.length };
   return parseBytes(line);
+}
+
+/** parseLine of chunk[start, end), a line shorter than OPAQUE_MIN_LINE (so decodeJson would parse it whole). */
+function parseSmall(chunk: Buffer, start: number, end: number): Frame {
+  if (end > start && chunk[end - 1] === 0x0d) end--;
+  const text = chunk.toString('utf8', start, end);
+  const first = chunk[start];
+  if (first !== 0x7b && first !== 0x5b && text.trim() === '') return { ok: true, value: undefined, bytes: end - start };
+  try {
+    return { ok: true, value: parseJson(text), bytes: end - start };
+  } catch (e) {
+    return { ok: false, error: 'parse', detail: (e as Error).message };
+  }
 }
 
 /** A line with nothing but whitespace (as String.prototype.trim sees it) is skipped. */

@@ -4,6 +4,7 @@
 
 import { materialise } from './opaque.js';
 import { RpcError, type JsonRpcId, type JsonRpcResponse, isFailure } from './message.js';
+import { SlotMap } from './slot-map.js';
 
 /** Error code for a request that ran out of time (the SDK uses the same). */
 export const REQUEST_TIMEOUT = -32001;
@@ -44,13 +45,25 @@ interface Entry {
   reject(err: Error): void;
   onProgress: ((params: Record<string, unknown>) => void) | undefined;
   timeoutMs: number;
+  /** The hard deadline (maxTotalMs), or Infinity. */
   deadline: number;
-  timer: NodeJS.Timeout | undefined;
+  /** When it expires unless answered or touched: the idle timeout, bounded by the deadline. */
+  due: number;
 }
 
+/**
+ * Expiry uses ONE timer per table, not one per request: setTimeout and clearTimeout for every
+ * request (a timer list made and dropped per sequential call, the libuv timer re-armed) were a
+ * measurable part of a call's cost. The timer is armed for the earliest `due` it knows of and
+ * left alone when requests settle; when it fires it expires what is due and re-arms for the
+ * next. A request answered in time therefore costs no timer work at all.
+ */
 export class PendingTable {
-  private readonly entries = new Map<JsonRpcId, Entry>();
+  private readonly entries = new SlotMap<JsonRpcId, Entry>();
   private nextId = 1;
+  private timer: NodeJS.Timeout | undefined;
+  /** When `timer` fires (Infinity: not armed). */
+  private timerAt = Infinity;
 
   /** Called when a request expires, so the owner can tell the peer (cancel notification). */
   constructor(private readonly onExpire: (id: JsonRpcId, reason: string) => void) {}
@@ -82,11 +95,15 @@ export class PendingTable {
         reject,
         onProgress: opts.onProgress,
         timeoutMs,
-        deadline: maxTotal > 0 ? Date.now() + maxTotal : Infinity,
-        timer: undefined,
+        deadline: Infinity,
+        due: Infinity,
       };
+      if (timeoutMs > 0 || maxTotal > 0) {
+        const now = Date.now();
+        if (maxTotal > 0) entry.deadline = now + maxTotal;
+        this.arm(entry, timeoutMs, now);
+      }
       this.entries.set(id, entry);
-      this.arm(id, entry, timeoutMs > 0 ? timeoutMs : maxTotal);
     });
   }
 
@@ -126,7 +143,7 @@ export class PendingTable {
   progress(id: JsonRpcId, params: Record<string, unknown>): boolean {
     const entry = this.entries.get(id);
     if (!entry) return false;
-    if (entry.timeoutMs > 0) this.arm(id, entry, entry.timeoutMs);
+    if (entry.timeoutMs > 0) this.arm(entry, entry.timeoutMs, Date.now());
     entry.onProgress?.(params);
     return true;
   }
@@ -142,24 +159,53 @@ export class PendingTable {
 
   /** Fails everything (the connection is gone). */
   failAll(err: Error): void {
-    for (const [id, entry] of this.entries) {
+    for (const [id, entry] of this.entries.entries()) {
       this.drop(id, entry);
       entry.reject(err);
     }
+    this.disarm();
   }
 
-  private arm(id: JsonRpcId, entry: Entry, ms: number): void {
-    if (entry.timer) clearTimeout(entry.timer);
-    if (ms <= 0 && entry.deadline === Infinity) return;
-    const wait = Math.min(ms > 0 ? ms : Infinity, entry.deadline - Date.now());
-    entry.timer = setTimeout(() => this.expire(id), Math.max(0, wait));
-    entry.timer.unref?.();
+  /** Sets when `entry` expires: `idleMs` from `now` (0: no idle timeout), never past its deadline. */
+  private arm(entry: Entry, idleMs: number, now: number): void {
+    entry.due = Math.min(idleMs > 0 ? now + idleMs : Infinity, entry.deadline);
+    if (entry.due < this.timerAt) this.schedule(entry.due, now);
   }
 
-  private expire(id: JsonRpcId): void {
+  private schedule(at: number, now: number): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(this.sweep, Math.max(0, at - now));
+    this.timer.unref?.();
+  }
+
+  private disarm(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = Infinity;
+  }
+
+  /** The timer fired: expires every request that is due, and re-arms for the earliest left. */
+  private readonly sweep = (): void => {
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    const now = Date.now();
+    let next = Infinity;
+    const due: JsonRpcId[] = [];
+    for (const [id, entry] of this.entries.entries()) {
+      if (entry.due <= now) due.push(id);
+      else if (entry.due < next) next = entry.due;
+    }
+    // Expired after the scan: an expiry's cancel notification may settle or add entries.
+    for (const id of due) this.expire(id, now);
+    // Whatever expire() armed meanwhile stands if it is earlier.
+    if (next < this.timerAt) this.schedule(next, now);
+  };
+
+  private expire(id: JsonRpcId, now: number): void {
     const entry = this.entries.get(id);
-    if (!entry) return;
-    const hard = Date.now() >= entry.deadline;
+    if (!entry || entry.due > now) return;
+    const hard = now >= entry.deadline;
     const reason = hard ? 'maximum total time exceeded' : `no response within ${entry.timeoutMs} ms`;
     this.drop(id, entry);
     if (entry.cancelOnExpire) this.onExpire(id, reason);
@@ -167,7 +213,6 @@ export class PendingTable {
   }
 
   private drop(id: JsonRpcId, entry: Entry): void {
-    if (entry.timer) clearTimeout(entry.timer);
     this.entries.delete(id);
     entry.cleanup?.();
   }

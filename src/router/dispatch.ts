@@ -53,12 +53,20 @@ export class Dispatch {
    * Answers one host request that is not session business (initialize, ping). `event`, when
    * someone observes, learns which server and item the request went to.
    */
-  async handle(session: SessionPort, req: JsonRpcRequest, signal: CancelSignal, event?: RequestEvent): Promise<Result> {
-    const params = req.params ?? {};
-    const id = req.id;
+  handle(session: SessionPort, req: JsonRpcRequest, signal: CancelSignal, event?: RequestEvent): Promise<Result> {
     // A host that signed in again brings back what acted for it (pool.revive); rarely anything to wait for.
     const revived = this.pool.revive(session);
-    if (revived) await revived;
+    if (revived) return revived.then(() => this.route(session, req, signal, event));
+    // Not an async function: each async layer a call passes through costs promise turns both
+    // ways, on every call (issue 23). A plain tools/call goes straight to callNamed.
+    const params = req.params ?? {};
+    if (req.method === 'tools/call' && !this.surface.isMeta(params.name)) return this.callNamed(session, req.id, 'tools', params, signal, event);
+    return this.route(session, req, signal, event);
+  }
+
+  private async route(session: SessionPort, req: JsonRpcRequest, signal: CancelSignal, event?: RequestEvent): Promise<Result> {
+    const params = req.params ?? {};
+    const id = req.id;
     switch (req.method) {
       case 'tools/list':
         // The search surface's own list, or the merged pages (narrowed to the session's toolset).
@@ -141,7 +149,8 @@ export class Dispatch {
     throughSearch = false,
   ): Promise<Result> {
     const asked = requireString(params, 'name');
-    const { up, name, shown: publicName = asked } = await this.resolve.named(session, kind, asked, signal);
+    // A listed name of a ready server is known at once: no promise turn for the usual call.
+    const { up, name, shown: publicName = asked } = this.resolve.listed(session, kind, asked) ?? (await this.resolve.named(session, kind, asked, signal));
     if (kind === 'tools') this.surface.checkToolset(session, publicName);
     if (throughSearch && publicName !== asked) this.surface.refuseAppOnly(session, publicName);
     params.name = name;
@@ -151,7 +160,9 @@ export class Dispatch {
     if (params.task !== undefined) call.onResult = (res) => this.ownTask(session, up, res);
     let result: Result;
     try {
-      result = await this.answered(call);
+      // answered(), inlined: one async layer less per call.
+      result = await this.forward(call);
+      if (needsInput(result) && session.era !== 'modern') result = await fulfilInput(call, result, this.forward, this.pool);
     } catch (err) {
       throw this.adaptError(session, up, err);
     }

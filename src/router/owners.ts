@@ -9,21 +9,26 @@ import type { SessionPort } from './session-port.js';
 export class Usage {
   private readonly inflight = new Map<Upstream, Map<SessionPort, number>>();
 
-  /** A request of `session` to `up` starts; the returned function ends it. */
+  /**
+   * A request of `session` to `up` starts; the returned function ends it. A count that falls to
+   * 0 stays (forgetSession and forgetUpstream remove it): a Map emptied by delete() reallocates
+   * its table in V8, and sequential calls would pay that, and a new Map, on every call.
+   */
   begin(up: Upstream, session: SessionPort): () => void {
     let users = this.inflight.get(up);
     if (!users) this.inflight.set(up, (users = new Map()));
     users.set(session, (users.get(session) ?? 0) + 1);
     return () => {
-      const n = (users.get(session) ?? 1) - 1;
-      if (n > 0) users.set(session, n);
-      else if (users.delete(session) && users.size === 0 && this.inflight.get(up) === users) this.inflight.delete(up);
+      const n = users.get(session);
+      if (n !== undefined && n > 0) users.set(session, n - 1);
     };
   }
 
   /** The sessions with requests in flight to `up` now. */
   users(up: Upstream): SessionPort[] {
-    return [...(this.inflight.get(up)?.keys() ?? [])];
+    const out: SessionPort[] = [];
+    for (const [session, n] of this.inflight.get(up) ?? []) if (n > 0) out.push(session);
+    return out;
   }
 
   forgetSession(session: SessionPort): void {

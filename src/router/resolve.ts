@@ -36,6 +36,17 @@ export class Resolver {
   }
 
   /** `signal`: the host's request; cancelling it ends a walk of the lists no other call waits on. */
+  /**
+   * The usual case of `named`, decided without a promise turn: a listed name whose server is
+   * ready. Undefined for everything else (the caller then asks `named`).
+   */
+  listed(session: SessionPort, kind: NamedKind, publicName: string): Resolved | undefined {
+    const owner = this.names.resolve(kind, publicName);
+    if (!owner) return undefined;
+    const up = this.pool.get(session, owner.server);
+    return up?.state === 'ready' ? { up, name: owner.name } : undefined;
+  }
+
   async named(session: SessionPort, kind: NamedKind, publicName: string, signal: CancelSignal): Promise<Resolved> {
     let owner = this.names.resolve(kind, publicName);
     // An MCP Apps view's call by its server's own name: known without walking every list.

@@ -175,14 +175,18 @@ export class HostSession implements SessionPort {
   // ---- what the host sends ------------------------------------------------------------
 
   /** Every host request passes here: observed (observe/events.ts) when anyone listens. */
-  private observed(req: JsonRpcRequest, signal: CancelSignal, info: IncomingInfo): Promise<Result> {
+  private observed(req: JsonRpcRequest, signal: CancelSignal, info: IncomingInfo): Promise<Result> | Result {
     const ev = startHostRequest(this, req.method, req.id, req.params, info.bytes);
     // The answer the endpoint writes (or its absence) says how the request ended.
     if (ev) info.onAnswered = (response, bytesOut) => endRequest(ev, response, bytesOut);
     return this.onRequest(req, signal, ev, info.inBatch === true);
   }
 
-  private async onRequest(req: JsonRpcRequest, signal: CancelSignal, ev: RequestEvent | undefined, inBatch: boolean): Promise<Result> {
+  /**
+   * Not an async function (the endpoint awaits what it returns, and turns a throw into an error
+   * response): an async layer here would cost every call promise turns both ways (issue 23).
+   */
+  private onRequest(req: JsonRpcRequest, signal: CancelSignal, ev: RequestEvent | undefined, inBatch: boolean): Promise<Result> | Result {
     // MCP's params are an object, and so is their _meta. Anything else is refused here, at once:
     // an upstream would drop such a request without an answer (the SDK's servers do), leaving
     // the host waiting for the whole timeout.
@@ -204,7 +208,7 @@ export class HostSession implements SessionPort {
     if (!this.initializing) {
       throw new RpcError(ErrorCode.InvalidRequest, `Invalid Request: ${req.method} before initialize`);
     }
-    if (!this.initialized) await this.initializing;
+    if (!this.initialized) return this.initializing.then(() => this.router.handle(this, req, signal, ev));
     return this.router.handle(this, req, signal, ev);
   }
 
