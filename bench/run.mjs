@@ -930,9 +930,11 @@ function renderGovernance(L, g, o) {
     ['tools/call p50, light client (ms)', 'seqLight.p50', '<='],
     ['tools/call p50, SDK client (ms)', 'seqSdk.p50', '<='],
     ['tools/call p99, light client (ms)', 'seqLight.p99', ''],
+    ['tools/call p99, SDK client (ms)', 'seqSdk.p99', ''],
     ['throughput, light client (calls/s)', 'tputLight.callsPerSec', '>='],
     ['throughput, SDK client (calls/s)', 'tputSdk.callsPerSec', '>='],
     ['CPU/call of the mcpmux process, light client (ms)', 'tputLight.cpuMsPerCall.0', ''],
+    ['CPU/call of the mcpmux process, SDK client (ms)', 'tputSdk.cpuMsPerCall.0', ''],
   ];
   for (const [label, path, op] of rows) {
     const off = spread(g.rounds.map((r) => get(r.off, path)));

@@ -31,3 +31,28 @@ export function compileAllowDeny(list: { allow: readonly string[]; deny: readonl
   const deny = compileGlobs(list.deny);
   return (name) => allow(name) && !deny(name);
 }
+
+/** Names kept per matcher by `remembered`; past this the cache starts over. */
+const REMEMBERED_MAX = 4096;
+/** Longer names are matched every time, never kept (a hostile host's names must not fill memory). */
+const REMEMBERED_MAX_LENGTH = 256;
+
+/**
+ * The matcher with its answers kept per name, bounded: a policy's lists are matched against the
+ * same few tool names call after call, and each list's RegExp (up to dozens of globs) runs once
+ * per name instead. A reload builds new matchers, so old answers go with the old config.
+ */
+export function remembered(match: Matcher): Matcher {
+  const answers = new Map<string, boolean>();
+  return (name) => {
+    let a = answers.get(name);
+    if (a === undefined) {
+      a = match(name);
+      if (name.length <= REMEMBERED_MAX_LENGTH) {
+        if (answers.size >= REMEMBERED_MAX) answers.clear();
+        answers.set(name, a);
+      }
+    }
+    return a;
+  };
+}

@@ -11,7 +11,7 @@ import { RpcError } from '../jsonrpc/message.js';
 import { publishDenied } from '../observe/events.js';
 import { MuxError } from '../protocol/mcp.js';
 import type { Interceptor, ItemKind, Target } from '../router/forward.js';
-import { compileAllowDeny, type Matcher } from './glob.js';
+import { compileAllowDeny, remembered, type Matcher } from './glob.js';
 
 const KINDS: readonly ItemKind[] = ['tools', 'prompts', 'resources'];
 const WORD: Record<ItemKind, string> = { tools: 'Tool', prompts: 'Prompt', resources: 'Resource' };
@@ -84,8 +84,11 @@ export class Policy {
   }
 }
 
-/** A matcher per kind, or undefined where the list allows everything (nothing to check). */
+/**
+ * A matcher per kind, or undefined where the list allows everything (nothing to check). Each
+ * keeps its answers per name (glob.ts: remembered), so a call to a known tool runs no RegExp.
+ */
 function compile(lists: ItemLists): Compiled {
-  const one = (l: GlobList): Matcher | undefined => (l.allow.includes('*') && l.deny.length === 0 ? undefined : compileAllowDeny(l));
+  const one = (l: GlobList): Matcher | undefined => (l.allow.includes('*') && l.deny.length === 0 ? undefined : remembered(compileAllowDeny(l)));
   return { tools: one(lists.tools), prompts: one(lists.prompts), resources: one(lists.resources) };
 }

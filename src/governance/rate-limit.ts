@@ -108,9 +108,26 @@ export function compileRules(rules: readonly RateLimitRule[]): Rule[] {
   });
 }
 
+/**
+ * A rule's answer for the last call it saw: whether it applies and its bucket's key. Under load
+ * call after call has the same client, server and tool, and then take() neither runs the
+ * rule's globs nor builds a key string (the same string's hash is kept, so the LRU lookup is cheap).
+ */
+interface Memo {
+  client: string;
+  server: string;
+  method: string;
+  tool: string | undefined;
+  applies: boolean;
+  key: string;
+}
+
 export class RateLimiter {
   private readonly rules: Rule[];
   private readonly buckets: LRUCache<string, Bucket>;
+  private readonly memos: (Memo | undefined)[];
+  /** The buckets one take() found with a token (reused: no array per call). */
+  private readonly taken: Bucket[] = [];
 
   constructor(
     rules: readonly RateLimitRule[],
@@ -123,6 +140,7 @@ export class RateLimiter {
     // daemon, even one with no rate limits). Sized this way they grow with the keys in use;
     // the cap and the least-recently-used eviction are the same.
     this.buckets = new LRUCache({ maxSize: maxKeys, sizeCalculation: () => 1 });
+    this.memos = this.rules.map(() => undefined);
   }
 
   /**
@@ -179,35 +197,42 @@ export class RateLimiter {
   take(client: string, server: string, method: string, tool: string | undefined): Refusal | undefined {
     const now = this.now();
     let refusal: Refusal | undefined;
-    const taken: Bucket[] = [];
+    const taken = this.taken;
+    let n = 0;
     for (const r of this.rules) {
-      if (!r.client(client) || !r.server(server)) continue;
-      if (r.tool ? tool === undefined || !r.tool(tool) : false) continue;
-      const key = `${r.index}\0${r.perClient ? client : ''}\0${r.perServer ? server : ''}\0${r.perTool ? (tool ?? method) : ''}`;
-      let b = this.buckets.get(key);
-      if (!b) this.buckets.set(key, (b = { tokens: r.burst, at: now }));
+      let m = this.memos[r.index];
+      if (m === undefined || m.client !== client || m.server !== server || m.method !== method || m.tool !== tool) {
+        const applies = r.client(client) && r.server(server) && (r.tool ? tool !== undefined && r.tool(tool) : true);
+        const key = `${r.index}\0${r.perClient ? client : ''}\0${r.perServer ? server : ''}\0${r.perTool ? (tool ?? method) : ''}`;
+        m = this.memos[r.index] = { client, server, method, tool, applies, key };
+      }
+      if (!m.applies) continue;
+      let b = this.buckets.get(m.key);
+      if (!b) this.buckets.set(m.key, (b = { tokens: r.burst, at: now }));
       b.tokens = Math.min(r.burst, b.tokens + (now - b.at) * r.rate);
       b.at = now;
       if (b.tokens >= 1) {
-        taken.push(b);
+        taken[n++] = b;
         continue;
       }
       const wait = Math.ceil((1 - b.tokens) / r.rate);
       if (!refusal || wait > refusal.retryAfterMs) refusal = { retryAfterMs: wait, rule: r.index, burst: r.burst, perMinute: r.perMinute };
     }
-    if (refusal) return refusal;
-    for (const b of taken) b.tokens -= 1;
-    return undefined;
+    if (!refusal) for (let i = 0; i < n; i++) taken[i]!.tokens -= 1;
+    // No bucket stays referenced from here after the call (an evicted one could not be collected).
+    taken.fill(undefined as never, 0, n);
+    return refusal;
   }
 
   /** Stands in front of the upstream (after policy: a denied call costs no token). */
   interceptor(): Interceptor {
+    // limitedCall's checks, inline: no object per call.
     return (next) => (call) => {
-      const limited = limitedCall(call);
-      if (!limited) return next(call);
-      const refused = this.take(limited.session.client, limited.server, call.method, limited.tool);
+      const { session, method } = call;
+      if (!session || !LIMITED_METHODS.has(method)) return next(call);
+      const refused = this.take(session.client, call.upstream.name, method, method === 'tools/call' ? call.target?.upstreamName : undefined);
       if (!refused) return next(call);
-      return refuse(call, limited.session, refused);
+      return refuse(call, session, refused);
     };
   }
 }

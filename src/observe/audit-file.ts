@@ -1,4 +1,4 @@
-// The audit log's file: an append-only destination for pino that never blocks the data path.
+// The audit log's file: an append-only destination for audit lines that never blocks the data path.
 //
 // Each line is copied at once into a chunk (a Buffer, outside the JS heap), so the string dies
 // young and the garbage collector never copies queued lines around. A chunk is written when it
@@ -69,7 +69,7 @@ export class AuditFile {
     this.fd = fs.openSync(file, 'a', MODE);
   }
 
-  /** pino's destination interface: one serialised line (with its newline). */
+  /** One whole line (with its newline), as audit.ts builds it (the interface of a pino destination). */
   write(line: string): boolean {
     if (this.closed) return false;
     // UTF-8 takes at most 3 bytes per UTF-16 unit: room for that means room for the line.

@@ -1,6 +1,7 @@
 // The audit log: one JSON line per host request and per server-initiated request, and one per
-// operator action (a restart asked over HTTP, a config reload), written by pino to its own file
-// (audit-file.ts), never to the log. It listens on the bus (events.ts); nothing on the data path
+// operator action (a restart asked over HTTP, a config reload), built by hand (audit-line.ts:
+// the bytes pino used to write, at a fraction of the cost) into its own file (audit-file.ts),
+// never to the log. It listens on the bus (events.ts); nothing on the data path
 // calls it. Every field is documented in the README ("Audit log").
 //
 // Arguments (of tools/call and prompts/get) are left out by default; `redacted` keeps their
@@ -9,12 +10,12 @@
 // values, secret-named env values, tokens: Config.secrets), the way log lines are.
 
 import dc from 'node:diagnostics_channel';
-import { pino, type Logger as Pino } from 'pino';
 import { ANONYMOUS_CLIENT, NO_CLIENT } from '../config/types.js';
 import { restoreBigNumbers } from '../jsonrpc/big-numbers.js';
 import { materialise } from '../jsonrpc/opaque.js';
 import { AuditFile } from './audit-file.js';
 import type { AuditRing } from './audit-ring.js';
+import { jsonValue, quote, recordLine, redactedJson } from './audit-line.js';
 import { CHANNEL, publishAuditError, type ConfigReloadEvent, type OperatorActionEvent, type RequestEvent } from './events.js';
 import { makeScrubber, type Logger } from './logger.js';
 
@@ -31,6 +32,12 @@ export interface AuditOptions {
 const REDACTED = '[REDACTED]';
 /** The `v` of every line: bumped if a field changes meaning or goes away (new fields do not bump it). */
 const AUDIT_FORMAT = 1;
+/**
+ * How every line starts. The audit line is its own record, not a log entry: no level, no
+ * message. It starts with the version of its format instead (`v`), for whoever parses it.
+ */
+const PREFIX = `{"v":${AUDIT_FORMAT}`;
+const REQUEST_PREFIX = `${PREFIX},"time":"`;
 /** A disk that keeps failing is reported this often in the log (the metric counts every line). */
 const LOSS_LOG_MS = 5000;
 /** Arguments nested deeper than this are cut (a hostile host can nest thousands deep). */
@@ -38,8 +45,12 @@ const MAX_DEPTH = 32;
 
 export class AuditLog {
   private readonly file: AuditFile;
-  private readonly out: Pino;
+  /** Applied to each whole line: big ids and arguments back to their digits, then the config's secrets out. */
+  private readonly finish: (line: string) => string;
+  private readonly ring: AuditRing | undefined;
   private readonly redactPaths: string[][];
+  /** The last session's `"client":…,"session":…,"transport":…` (under load, line after line is the same session's). */
+  private who = { client: '', session: undefined as string | undefined, transport: undefined as string | undefined, json: '' };
   private readonly onEnd = (msg: unknown): void => this.record(msg as RequestEvent);
   private readonly onAction = (msg: unknown): void => this.operator(msg as OperatorActionEvent);
   private readonly onReload = (msg: unknown): void => this.reload(msg as ConfigReloadEvent);
@@ -52,22 +63,9 @@ export class AuditLog {
   constructor(private readonly opts: AuditOptions) {
     this.file = new AuditFile(opts.path, { onLoss: (why, lines) => this.loss(why, lines) });
     const scrub = makeScrubber(opts.secrets);
-    const file = this.file;
-    const ring = opts.ring;
-    // The ring is fed here, after pino's formatter and the scrubber: the very line the file gets.
-    const destination = ring ? { write: (line: string): boolean => (ring.push(line), file.write(line)) } : file;
-    this.out = pino(
-      {
-        base: null,
-        timestamp: false,
-        // The audit line is its own record, not a log entry: no level, no message. It starts
-        // with the version of its format instead (`v`), for whoever parses it.
-        formatters: { level: () => ({ v: AUDIT_FORMAT }) },
-        // Ids and arguments too big for a double are written as their digits, as they arrived.
-        hooks: { streamWrite: scrub ? (line: string) => scrub(restoreBigNumbers(line)) : restoreBigNumbers },
-      },
-      destination,
-    );
+    // Ids and arguments too big for a double are written as their digits, as they arrived.
+    this.finish = scrub ? (line: string) => scrub(restoreBigNumbers(line)) : restoreBigNumbers;
+    this.ring = opts.ring;
     this.redactPaths = opts.redact.map((p) => p.split('.'));
   }
 
@@ -95,29 +93,31 @@ export class AuditLog {
     // A retry of a call mcpmux answered input_required: the call gets one line, when it ends.
     if (ev.roundOf) return;
     try {
-      this.out.info({
-        time: this.iso(ev.startTime),
-        direction: ev.direction,
-        client: ev.client ?? NO_CLIENT,
-        session: ev.sessionId,
-        transport: ev.transport,
-        method: ev.method,
-        id: ev.requestId,
-        server: ev.server,
-        name: ev.name,
-        upstreamName: ev.upstreamName,
-        outcome: ev.outcome,
-        code: ev.code,
-        retryAfterMs: ev.retryAfterMs,
-        durationMs: Math.round(ev.durationMs * 1000) / 1000,
-        // A call that took several requests (input_required, then the host's retries).
-        ...(ev.rounds > 1 && { rounds: ev.rounds }),
-        ...(ev.direction === 'host-to-server' && { bytesIn: ev.bytesIn, bytesOut: ev.bytesOut }),
-        arguments: this.argumentsOf(ev),
-      });
+      // The fields of the README's table, in its order; undefined ones are left out.
+      let line = REQUEST_PREFIX + this.iso(ev.startTime) + (ev.direction === 'host-to-server' ? '","direction":"host-to-server",' : '","direction":"server-to-host",');
+      line += this.whoJson(ev.client ?? NO_CLIENT, ev.sessionId, ev.transport);
+      line += ',"method":' + quote(ev.method);
+      line += field(',"id":', ev.requestId) + field(',"server":', ev.server) + field(',"name":', ev.name) + field(',"upstreamName":', ev.upstreamName);
+      line += field(',"outcome":', ev.outcome) + field(',"code":', ev.code) + field(',"retryAfterMs":', ev.retryAfterMs);
+      line += ',"durationMs":' + jsonValue(Math.round(ev.durationMs * 1000) / 1000);
+      // A call that took several requests (input_required, then the host's retries).
+      if (ev.rounds > 1) line += ',"rounds":' + jsonValue(ev.rounds);
+      if (ev.direction === 'host-to-server') line += ',"bytesIn":' + jsonValue(ev.bytesIn) + ',"bytesOut":' + jsonValue(ev.bytesOut);
+      const args = this.argumentsOf(ev);
+      if (args !== undefined) line += ',"arguments":' + args;
+      this.put(line + '}\n');
     } catch (err) {
       this.loss(`cannot write an audit line: ${(err as Error).message}`, 1);
     }
+  }
+
+  /** `"client":…,"session":…,"transport":…` (those defined), kept while the session is the same. */
+  private whoJson(client: string, session: string | undefined, transport: string | undefined): string {
+    const w = this.who;
+    if (w.client !== client || w.session !== session || w.transport !== transport) {
+      this.who = { client, session, transport, json: '"client":' + quote(client) + field(',"session":', session) + field(',"transport":', transport) };
+    }
+    return this.who.json;
   }
 
   /** An operator action asked over HTTP: who, what, on which server, and the answer. */
@@ -150,12 +150,20 @@ export class AuditLog {
     });
   }
 
-  private write(line: Record<string, unknown>): void {
+  private write(fields: Record<string, unknown>): void {
     try {
-      this.out.info(line);
+      this.put(recordLine(PREFIX, fields));
     } catch (err) {
       this.loss(`cannot write an audit line: ${(err as Error).message}`, 1);
     }
+  }
+
+  /** A whole line (with its newline) to the file, big numbers restored and secrets scrubbed. */
+  private put(line: string): void {
+    const done = this.finish(line);
+    // The console's ring gets the very line the file gets: formatted, scrubbed.
+    this.ring?.push(done);
+    this.file.write(done);
   }
 
   /** ISO time of an epoch millisecond; under load many lines share one. */
@@ -167,17 +175,18 @@ export class AuditLog {
     return this.isoText;
   }
 
-  private argumentsOf(ev: RequestEvent): unknown {
+  /** The `arguments` field's JSON, or undefined when the line has none. */
+  private argumentsOf(ev: RequestEvent): string | undefined {
     if (this.opts.arguments === 'none' || ev.direction !== 'host-to-server') return undefined;
     if (ev.method !== 'tools/call' && ev.method !== 'prompts/get') return undefined;
     const args = ev.params?.arguments;
     if (args === undefined) return undefined;
-    if (this.opts.arguments === 'redacted') return redactAll(args, 0);
+    if (this.opts.arguments === 'redacted') return redactedJson(args, 0, MAX_DEPTH);
     // The request has been answered: decoding its long values now costs the audit only.
     if (ev.params) materialise(ev.params);
     const copy = copyBounded(ev.params?.arguments, 0);
     for (const p of this.redactPaths) redactPath(copy, p, 0);
-    return copy;
+    return jsonValue(copy);
   }
 
   /** Counted every time; logged at most every LOSS_LOG_MS, with what was lost meanwhile. */
@@ -190,15 +199,6 @@ export class AuditLog {
     this.opts.log.error({ path: this.opts.path, lines: this.lost }, why);
     this.lost = 0;
   }
-}
-
-/** Keys kept, every value replaced. */
-function redactAll(v: unknown, depth: number): unknown {
-  if (typeof v !== 'object' || v === null || depth >= MAX_DEPTH) return REDACTED;
-  if (Array.isArray(v)) return v.map((x) => redactAll(x, depth + 1));
-  const out: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(v)) out[k] = redactAll(x, depth + 1);
-  return out;
 }
 
 /** A copy to redact in, cut at MAX_DEPTH (traces use it too). */
@@ -222,4 +222,10 @@ export function redactPath(v: unknown, path: readonly string[], i: number): void
     if (last) obj[k] = REDACTED;
     else redactPath(obj[k], path, i + 1);
   }
+}
+
+/** `,"key":value` for a defined value, else nothing (as pino left undefined fields out). */
+function field(keyJson: string, v: unknown): string {
+  const value = jsonValue(v);
+  return value === undefined ? '' : keyJson + value;
 }

@@ -26,7 +26,7 @@ import {
   type UpstreamStateEvent,
 } from './events.js';
 import type { Logger } from './logger.js';
-import { FastCounter, FastHistogram } from './series.js';
+import { FastCounter, FastHistogram, type Buckets } from './series.js';
 
 /** Every method MCP defines that a host or an upstream may send as a request (2026-07-28's too). */
 const KNOWN_METHODS = new Set([
@@ -66,7 +66,10 @@ export class Metrics {
   private readonly duration: FastHistogram;
   private readonly upstreamDuration: FastHistogram;
   private readonly bytes: FastCounter;
-  private readonly inFlight: Gauge;
+  /** Requests being handled now: a plain number, read into mcpmux_requests_in_flight on scrape. */
+  private inFlightNow = 0;
+  /** The series of the last request's labels: under load request after request has the same. */
+  private last: Series | undefined;
   private readonly sessions: Gauge;
   private readonly sessionsOpened: Counter;
   private readonly sessionDuration: Histogram;
@@ -123,7 +126,12 @@ export class Metrics {
       ['method', 'server', 'direction'],
       reg,
     );
-    this.inFlight = new Gauge({ name: 'mcpmux_requests_in_flight', help: 'Requests being handled now (both directions).', registers });
+    const inFlight: Gauge = new Gauge({
+      name: 'mcpmux_requests_in_flight',
+      help: 'Requests being handled now (both directions).',
+      registers,
+      collect: () => inFlight.set(this.inFlightNow),
+    });
     this.sessions = new Gauge({ name: 'mcpmux_sessions', help: 'Host sessions connected now.', labelNames: ['transport'], registers });
     const sessionsIdle: Gauge = new Gauge({
       name: 'mcpmux_sessions_idle',
@@ -245,7 +253,7 @@ export class Metrics {
 
   /** Starts listening on the bus. Subscribe before upstreams start, so their states are seen. */
   start(): void {
-    this.on(CHANNEL.requestStart, () => this.inFlight.inc());
+    this.on(CHANNEL.requestStart, () => this.inFlightNow++);
     this.on(CHANNEL.requestEnd, (ev: RequestEvent) => this.requestEnded(ev));
     this.on(CHANNEL.upstreamRequest, (ev: UpstreamRequestEvent) => this.upstreamDuration.observe(ev.durationMs / 1000, method(ev.method), ev.server, ev.outcome));
     this.on(CHANNEL.sessionOpen, (ev: SessionEvent) => {
@@ -292,19 +300,36 @@ export class Metrics {
   }
 
   private requestEnded(ev: RequestEvent): void {
-    this.inFlight.dec();
+    this.inFlightNow--;
     // A retry of a call mcpmux answered input_required is a round of that call, which is
     // counted once, when it ends, on its own record (events.ts: endRequest).
     if (ev.roundOf) return;
     const m = method(ev.method);
     const server = ev.server ?? '';
     const outcome = ev.outcome ?? 'error';
-    const tool = this.opts.toolLabel ? this.toolOf(ev) : undefined;
-    this.requests.at(m, server, outcome, settingsClient(ev.client ?? NO_CLIENT), tool).value++;
-    this.duration.observe(ev.durationMs / 1000, m, server, outcome, tool);
+    const client = settingsClient(ev.client ?? NO_CLIENT);
+    const tool = this.opts.toolLabel ? this.toolOf(ev) : '';
+    // The four series of these labels, looked up once and kept while the labels stay the same.
+    let s = this.last;
+    if (s === undefined || s.method !== m || s.server !== server || s.outcome !== outcome || s.client !== client || s.tool !== tool) {
+      const t = this.opts.toolLabel ? tool : undefined;
+      s = this.last = {
+        method: m,
+        server,
+        outcome,
+        client,
+        tool,
+        requests: this.requests.at(m, server, outcome, client, t),
+        duration: this.duration.series(m, server, outcome, t),
+        bytesIn: this.bytes.at(m, server, 'in'),
+        bytesOut: this.bytes.at(m, server, 'out'),
+      };
+    }
+    s.requests.value++;
+    this.duration.record(s.duration, ev.durationMs / 1000);
     if (ev.direction === 'host-to-server') {
-      this.bytes.at(m, server, 'in').value += ev.bytesIn;
-      this.bytes.at(m, server, 'out').value += ev.bytesOut;
+      s.bytesIn.value += ev.bytesIn;
+      s.bytesOut.value += ev.bytesOut;
     }
   }
 
@@ -329,6 +354,19 @@ export class Metrics {
     for (const { server, up } of this.connections.values()) out.set(server, (out.get(server) ?? false) || up);
     return out;
   }
+}
+
+/** The series one request's end updates, for one set of label values. */
+interface Series {
+  method: string;
+  server: string;
+  outcome: string;
+  client: string;
+  tool: string;
+  requests: { value: number };
+  duration: Buckets;
+  bytesIn: { value: number };
+  bytesOut: { value: number };
 }
 
 function method(m: string): string {

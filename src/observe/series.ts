@@ -96,7 +96,7 @@ export class FastCounter implements Metric {
   reset(): void {}
 }
 
-interface Buckets {
+export interface Buckets {
   counts: Float64Array;
   sum: number;
   count: number;
@@ -120,7 +120,16 @@ export class FastHistogram implements Metric {
 
   /** Records `value` in the series with these label values. */
   observe(value: number, v0: string, v1?: string, v2?: string, v3?: string, v4?: string): void {
-    const b = this.table.get(v0, v1, v2, v3, v4);
+    this.record(this.table.get(v0, v1, v2, v3, v4), value);
+  }
+
+  /** The series with these label values, to record in (a caller that keeps it skips the lookup). */
+  series(v0: string, v1?: string, v2?: string, v3?: string, v4?: string): Buckets {
+    return this.table.get(v0, v1, v2, v3, v4);
+  }
+
+  /** Records `value` in a series from `series()`. */
+  record(b: Buckets, value: number): void {
     const bounds = this.bounds;
     let i = 0;
     while (i < bounds.length && value > bounds[i]!) i++;
