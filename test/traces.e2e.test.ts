@@ -6,8 +6,9 @@
 
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { closeAll, fixture, freePort, readEvents, startRawMux, tempFile, waitFor, writeConfig, type RawPeer } from './helpers/harness.js';
+import { ROOT, closeAll, fixture, freePort, readEvents, startRawMux, tempFile, waitFor, writeConfig, type RawPeer } from './helpers/harness.js';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
 import { startHttpFixture, type Fixture } from './helpers/http-fixture.js';
 
@@ -78,10 +79,12 @@ const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$/;
 /** Export every 50 ms: nothing waits long for its spans. */
 const FAST_EXPORT = { OTEL_BSP_SCHEDULE_DELAY: '50' };
 
-/** A host that takes sampling requests: it answers each with a fixed message. */
+const MODERN = path.join(ROOT, 'test/fixtures/modern-upstream.mjs');
+
+/** A host that takes sampling and elicitation requests (the tests answer them). */
 async function host(peer: RawPeer): Promise<void> {
   // initialize waits for the upstreams to start: generous on a loaded machine.
-  const r = await peer.request('initialize', { protocolVersion: '2025-11-25', capabilities: { sampling: {} }, clientInfo: { name: 'trace-host', version: '1' } }, 60_000);
+  const r = await peer.request('initialize', { protocolVersion: '2025-11-25', capabilities: { sampling: {}, elicitation: {} }, clientInfo: { name: 'trace-host', version: '1' } }, 60_000);
   expect(r.result).toBeDefined();
   peer.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
 }
@@ -101,13 +104,22 @@ describe('traces over OTLP/HTTP', () => {
   let web: Fixture;
   let mux: RawPeer;
   let alphaEvents: string;
+  let modernEvents: string;
 
   beforeAll(async () => {
     receiver = await startReceiver();
     web = await startHttpFixture({ name: 'web', tools: 2 });
     alphaEvents = tempFile('alpha-events.jsonl');
+    modernEvents = tempFile('modern-events.jsonl');
     const config = await writeConfig({
-      mcpServers: { alpha: fixture({ name: 'alpha', tools: 2, events: alphaEvents }), web: { url: `${web.url}/mcp` } },
+      mcpServers: {
+        alpha: fixture({ name: 'alpha', tools: 2, events: alphaEvents }),
+        web: { url: `${web.url}/mcp` },
+        // The same fixture over WebSocket and legacy HTTP+SSE, and a 2026-07-28 upstream.
+        sock: { url: `${web.url.replace(/^http/, 'ws')}/ws` },
+        old: { url: `${web.url}/sse` },
+        mo: { command: process.execPath, args: [MODERN, 'stdio', JSON.stringify({ events: modernEvents })] },
+      },
       // Every tool listed as it is (no search surface), whatever their count.
       surface: { mode: 'all' },
       telemetry: { otlp: { endpoint: receiver.url, headers: { 'x-api-key': 'otlp-secret-value' } }, sampleRatio: 1 },
@@ -120,9 +132,9 @@ describe('traces over OTLP/HTTP', () => {
       async () => {
         const r = await mux.request('tools/list');
         names = (r.result?.tools ?? []).map((t: { name: string }) => t.name);
-        return names.includes('alpha__echo') && names.includes('web__echo') ? true : undefined;
+        return ['alpha__echo', 'web__echo', 'sock__echo', 'old__echo', 'mo__echo'].every((n) => names.includes(n)) ? true : undefined;
       },
-      { timeoutMs: 60_000, intervalMs: 200, what: 'both upstreams listed' },
+      { timeoutMs: 60_000, intervalMs: 200, what: 'every upstream listed' },
     ).catch((err: Error) => {
       throw new Error(`${err.message} (listed: ${names.join()}); stderr: ${mux.stderr()}`);
     });
@@ -222,6 +234,41 @@ describe('traces over OTLP/HTTP', () => {
     expect(post).toBeDefined();
   });
 
+  /** The CLIENT span of a call traced under `trace`, and the traceparent it gives (a sampled child of it). */
+  async function clientOf(trace: string): Promise<{ client: Span; ours: string }> {
+    const spans = await spansOf(trace, (s) => s.some((x) => x.kind === 3));
+    const client = spans.find((s) => s.kind === 3)!;
+    return { client, ours: `00-${trace}-${client.spanId}-01` };
+  }
+
+  it('carries the context to a WebSocket upstream in _meta', async () => {
+    const trace = 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb2';
+    expect((await call(mux, 'sock__echo', { traceparent: `00-${trace}-${HOST_SPAN}-01` }, { text: 'ws' })).result).toBeDefined();
+    const { client, ours } = await clientOf(trace);
+    expect(client.attrs).toMatchObject({ 'mcpmux.upstream': 'sock', 'network.transport': 'tcp' });
+    const events = readEvents(web.events);
+    expect(events.find((e) => e.type === 'request' && e.transport === 'ws' && e.method === 'tools/call' && e.meta?.traceparent === ours)).toBeDefined();
+  });
+
+  it('carries the context to a legacy HTTP+SSE upstream in _meta and in the traceparent header of its POST', async () => {
+    const trace = 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb3';
+    expect((await call(mux, 'old__echo', { traceparent: `00-${trace}-${HOST_SPAN}-01` }, { text: 'sse' })).result).toBeDefined();
+    const { client, ours } = await clientOf(trace);
+    expect(client.attrs['mcpmux.upstream']).toBe('old');
+    const events = readEvents(web.events);
+    expect(events.find((e) => e.type === 'request' && e.transport === 'sse' && e.method === 'tools/call' && e.meta?.traceparent === ours)).toBeDefined();
+    expect(events.find((e) => e.type === 'http' && e.method === 'POST' && e.path === '/messages' && e.headers?.traceparent === ours)).toBeDefined();
+  });
+
+  it('carries the context to a 2026-07-28 upstream in _meta, beside its envelope', async () => {
+    const trace = 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb4';
+    expect((await call(mux, 'mo__echo', { traceparent: `00-${trace}-${HOST_SPAN}-01` }, { text: 'modern' })).result).toBeDefined();
+    const { client, ours } = await clientOf(trace);
+    expect(client.attrs).toMatchObject({ 'mcpmux.upstream': 'mo', 'mcp.protocol.version': '2026-07-28', 'network.transport': 'pipe' });
+    const got = await waitFor(() => readEvents(modernEvents).find((e) => e.tool === 'echo' && e._meta?.traceparent === ours), { what: 'the modern upstream got our traceparent' });
+    expect(got.meta['io.modelcontextprotocol/protocolVersion']).toBe('2026-07-28');
+  });
+
   it('puts a sampling request from a stdio upstream in the trace of the call it came with', async () => {
     const trace = 'ccccccccccccccccccccccccccccccc1';
     const answered = answerSampling(mux);
@@ -233,6 +280,28 @@ describe('traces over OTLP/HTTP', () => {
     const sampling = spans.find((s) => s.name === 'sampling/createMessage')!;
     expect(sampling.parentSpanId).toBe(client.spanId);
     expect(sampling.attrs).toMatchObject({ 'mcp.method.name': 'sampling/createMessage', 'mcpmux.direction': 'server-to-host', 'mcpmux.upstream': 'alpha' });
+  });
+
+  it('puts the era bridge\'s rounds and the elicitation it asks the host in the trace of the call (2026-07-28 upstream, 2025 host)', async () => {
+    const trace = 'ccccccccccccccccccccccccccccccc2';
+    const answered = mux.next((m) => m.method === 'elicitation/create').then((req) => {
+      mux.send({ jsonrpc: '2.0', id: req.id, result: { action: 'accept', content: { name: 'Ada' } } });
+    });
+    const r = await call(mux, 'mo__greet', { traceparent: `00-${trace}-${HOST_SPAN}-01` }, { greeting: 'Hi' });
+    await answered;
+    expect(JSON.stringify(r.result)).toContain('Hi, Ada!');
+    const spans = await spansOf(trace, (s) => s.some((x) => x.name === 'elicitation/create') && s.filter((x) => x.kind === 3).length === 2 && s.some((x) => x.name === 'tools/call mo__greet'));
+    const server = spans.find((s) => s.name === 'tools/call mo__greet')!;
+    const clients = spans.filter((s) => s.kind === 3);
+    const elicit = spans.find((s) => s.name === 'elicitation/create')!;
+    // Both rounds to the upstream are children of the host's call; the question hangs in it too.
+    expect(clients.map((c) => c.parentSpanId)).toEqual([server.spanId, server.spanId]);
+    expect(elicit.parentSpanId).toBe(server.spanId);
+    expect(elicit.attrs).toMatchObject({ 'mcpmux.direction': 'server-to-host', 'mcpmux.upstream': 'mo' });
+    // Each round reached the upstream with its own CLIENT span's context.
+    const rounds = readEvents(modernEvents).filter((e) => e.tool === 'greet' && e._meta?.traceparent?.includes(trace));
+    expect(rounds.map((e) => e.round)).toEqual([1, 2]);
+    expect(new Set(rounds.map((e) => TRACEPARENT.exec(e._meta.traceparent)![2]))).toEqual(new Set(clients.map((c) => c.spanId)));
   });
 
   it('takes a Streamable HTTP host\'s traceparent header as the context of its request (mcpmux serve)', async () => {
