@@ -304,12 +304,22 @@ describe('traces over OTLP/HTTP', () => {
     expect(new Set(rounds.map((e) => TRACEPARENT.exec(e._meta.traceparent)![2]))).toEqual(new Set(clients.map((c) => c.spanId)));
   });
 
+  /** One traced `mcpmux serve` for the tests of HTTP hosts, started by the first that needs it. */
+  let served: Promise<{ url: string; events: string }> | undefined;
+  function serve(): Promise<{ url: string; events: string }> {
+    return (served ??= (async () => {
+      const events = tempFile('serve-events.jsonl');
+      const d = await startDaemon(
+        { mcpServers: { alpha: fixture({ name: 'alpha', tools: 2, events }) }, surface: { mode: 'all' }, telemetry: { otlp: { endpoint: receiver.url } } },
+        FAST_EXPORT,
+      );
+      return { url: d.url, events };
+    })());
+  }
+
   it('takes a Streamable HTTP host\'s traceparent header as the context of its request (mcpmux serve)', async () => {
-    const events = tempFile('serve-events.jsonl');
-    const d = await startDaemon(
-      { mcpServers: { alpha: fixture({ name: 'alpha', tools: 1, events }) }, surface: { mode: 'all' }, telemetry: { otlp: { endpoint: receiver.url } } },
-      FAST_EXPORT,
-    );
+    const d = await serve();
+    const events = d.events;
     const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
     const init = await fetch(d.url, {
       method: 'POST',
@@ -334,7 +344,42 @@ describe('traces over OTLP/HTTP', () => {
     expect(server.attrs).toMatchObject({ 'network.transport': 'tcp', 'network.protocol.name': 'http' });
     expect(typeof server.attrs['mcp.session.id']).toBe('string');
     expect(got.params._meta.traceparent).toBe(`00-${trace}-${spans.find((s) => s.kind === 3)!.spanId}-01`);
-    await d.stop();
+  });
+
+  it('puts a parked call\'s retry and the sampling it bridged in the trace of the call (2026-07-28 host, 2025 upstream)', async () => {
+    const d = await serve();
+    const trace = 'ccccccccccccccccccccccccccccccc3';
+    const envelope = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientCapabilities': { sampling: {} },
+      'io.modelcontextprotocol/clientInfo': { name: 'modern-host', version: '0' },
+    };
+    const post = async (id: number, params: object): Promise<any> => {
+      const res = await fetch(d.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'alpha__sample' },
+        body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'alpha__sample', arguments: {}, _meta: { ...envelope, traceparent: `00-${trace}-${HOST_SPAN}-01` }, ...params } }),
+      });
+      const text = await res.text();
+      // JSON or one SSE event, as mcpmux chose.
+      return JSON.parse(text.startsWith('{') ? text : text.split('\n').find((l) => l.startsWith('data: '))!.slice(6));
+    };
+    const first = await post(10, {});
+    expect(first.result, JSON.stringify(first)).toMatchObject({ resultType: 'input_required' });
+    const [key, ask] = Object.entries(first.result.inputRequests as Record<string, { method: string }>)[0]!;
+    expect(ask.method).toBe('sampling/createMessage');
+    const inputResponses = { [key]: { role: 'assistant', content: { type: 'text', text: 'sampled' }, model: 'test' } };
+    const retry = await post(11, { inputResponses, requestState: first.result.requestState });
+    expect(JSON.stringify(retry.result)).toContain('sampled');
+    const spans = await spansOf(trace, (s) => s.filter((x) => x.name === 'tools/call alpha__sample').length === 2 && s.some((x) => x.name === 'sampling/createMessage') && s.some((x) => x.kind === 3));
+    const [call, again] = spans.filter((s) => s.name === 'tools/call alpha__sample').sort((a, b) => (a.parentSpanId === HOST_SPAN ? -1 : b.parentSpanId === HOST_SPAN ? 1 : 0));
+    const client = spans.find((s) => s.kind === 3)!;
+    const sampling = spans.find((s) => s.name === 'sampling/createMessage')!;
+    expect(call!.parentSpanId).toBe(HOST_SPAN);
+    // The retry is a child of the call it resumed; the one upstream call and its question hang under the first.
+    expect(again!.parentSpanId).toBe(call!.spanId);
+    expect(client.parentSpanId).toBe(call!.spanId);
+    expect(sampling.parentSpanId).toBe(client.spanId);
   });
 
   it('ignores a malformed traceparent (a new trace) and never forwards it', async () => {
