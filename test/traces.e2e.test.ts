@@ -317,6 +317,20 @@ describe('traces over OTLP/HTTP', () => {
     })());
   }
 
+  it('says on a list\'s span whether mcpmux answered it from its cache (mcpmux.cache.hit)', async () => {
+    // Every upstream's tools announce listChanged, so a list asked twice is answered from the cache the second time.
+    await mux.request('tools/list');
+    const hit = 'eeeeeeeeeeeeeeeeeeeeeeeeeeeeeee1';
+    expect((await mux.request('tools/list', { _meta: { traceparent: `00-${hit}-${HOST_SPAN}-01` } })).result?.tools.length).toBeGreaterThan(0);
+    // The HTTP fixture's prompts do not: their page is asked of it every time.
+    const miss = 'eeeeeeeeeeeeeeeeeeeeeeeeeeeeeee2';
+    expect((await mux.request('prompts/list', { _meta: { traceparent: `00-${miss}-${HOST_SPAN}-01` } })).result).toBeDefined();
+    const [list] = await spansOf(hit, (s) => s.length >= 1);
+    expect(list!.attrs).toMatchObject({ 'mcp.method.name': 'tools/list', 'mcpmux.cache.hit': true });
+    const [prompts] = await spansOf(miss, (s) => s.length >= 1);
+    expect(prompts!.attrs).toMatchObject({ 'mcp.method.name': 'prompts/list', 'mcpmux.cache.hit': false });
+  });
+
   it('takes a Streamable HTTP host\'s traceparent header as the context of its request (mcpmux serve)', async () => {
     const d = await serve();
     const events = d.events;

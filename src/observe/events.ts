@@ -116,6 +116,12 @@ export class RequestEvent {
    * retried): on the call's record (its first request's), how many requests it has taken.
    */
   rounds = 1;
+  /**
+   * The merged lists (tools, prompts, resources, templates): true when the page was answered
+   * from mcpmux's catalogue without asking any upstream (its cached pages), false when some
+   * upstream was asked; unset for other requests.
+   */
+  cacheHit: boolean | undefined = undefined;
   /** On a retry's own record: the record of the call it continues (see continueCall). */
   roundOf: RequestEvent | undefined = undefined;
   /**

@@ -212,6 +212,7 @@ export class Tracing {
     if (ev.server !== undefined) a['mcpmux.upstream'] = ev.server;
     if (ev.upstreamName !== undefined && ev.upstreamName !== ev.name) a['mcpmux.upstream.name'] = ev.upstreamName;
     if (ev.rounds > 1) a['mcpmux.rounds'] = ev.rounds;
+    if (ev.cacheHit !== undefined) a['mcpmux.cache.hit'] = ev.cacheHit;
     if (ev.code !== undefined) a['rpc.response.status_code'] = String(ev.code);
     if (ev.outcome === 'denied') a['mcpmux.policy.denied'] = true;
     if (ev.outcome === 'limited') {

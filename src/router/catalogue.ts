@@ -33,6 +33,14 @@ export interface ListKind {
   present(up: Upstream, item: Params): Params | undefined;
 }
 
+/**
+ * What a list cost, for whoever asked to know (the request's record, events.ts): set when
+ * some page of it was not in the cache and an upstream was asked (or waited on).
+ */
+export interface ListTally {
+  fetched: boolean;
+}
+
 /** How the catalogue asks an upstream for one page (through the router's forward step). */
 export type PageFetch = (up: Upstream, method: ListMethod, params: Params, signal: CancelSignal | undefined) => Promise<Result>;
 
@@ -96,6 +104,7 @@ export class Catalogue {
     /** Per-host visibility (policy), applied after the cache, and a name for it (the client). */
     visible?: (item: Params) => boolean,
     visibleKey = '',
+    tally?: ListTally,
   ): Promise<Params> {
     // Checked before the memo: a bad cursor (123, "", null) must not find the first page there.
     const from = params?.cursor === undefined ? undefined : decodeCursor(kind.method, params.cursor);
@@ -105,7 +114,7 @@ export class Catalogue {
     const memoKey = offered.every((u) => this.cacheable(kind, u)) ? this.memoKey(kind, offered, params?.cursor as string | undefined, visibleKey) : undefined;
     const memo = memoKey === undefined ? undefined : this.merged.get(memoKey);
     if (memo) return memo;
-    const { result, size } = await this.build(kind, offered, from, signal, visible);
+    const { result, size } = await this.build(kind, offered, from, signal, visible, tally);
     if (memoKey !== undefined) {
       markStable(result);
       this.merged.set(memoKey, result, { size: size + memoKey.length + ENTRY_CHARS });
@@ -129,6 +138,7 @@ export class Catalogue {
     from: CursorState | undefined,
     signal: CancelSignal,
     visible: ((item: Params) => boolean) | undefined,
+    tally: ListTally | undefined,
   ): Promise<{ result: Params; size: number }> {
     let start = 0;
     let innerCursor: string | undefined;
@@ -143,7 +153,7 @@ export class Catalogue {
     const take = (items: Params[]): Params[] => (visible ? items.filter(visible) : items);
     // A first upstream that fails is left out like any other (a host walking its later pages
     // goes on with the next servers); only the host's own cancellation ends the list.
-    const first = await this.page(kind, offering[start]!, innerCursor, signal).catch((err) => {
+    const first = await this.page(kind, offering[start]!, innerCursor, signal, tally).catch((err) => {
       if (signal.aborted) throw err;
       return this.skip(offering[start]!, kind, err);
     });
@@ -152,7 +162,7 @@ export class Catalogue {
 
     // Otherwise the following upstreams' first pages, fetched together, until one has more.
     const rest = offering.slice(start + 1);
-    const pages = await Promise.all(rest.map((u) => this.page(kind, u, undefined, signal).catch((err) => this.skip(u, kind, err))));
+    const pages = await Promise.all(rest.map((u) => this.page(kind, u, undefined, signal, tally).catch((err) => this.skip(u, kind, err))));
     const items = take(first.items).slice();
     for (let i = 0; i < pages.length; i++) {
       const p = pages[i]!;
@@ -209,11 +219,15 @@ export class Catalogue {
     return `${this.epoch}.${this.generationsOf(up)[kind.capability] ?? 0}`;
   }
 
-  private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal): Promise<Page> {
-    if (!this.cacheable(kind, up)) return this.fetch(kind, up, cursor, signal);
+  private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal, tally?: ListTally): Promise<Page> {
+    if (!this.cacheable(kind, up)) {
+      if (tally) tally.fetched = true;
+      return this.fetch(kind, up, cursor, signal);
+    }
     const key = `${this.epoch}:${this.idOf(up)}:${this.generationsOf(up)[kind.capability] ?? 0}:${kind.method}:${cursor ?? ''}`;
     const hit = this.cache.get(key);
     if (hit) return hit;
+    if (tally) tally.fetched = true;
     let pending = this.inflight.get(key);
     if (!pending) {
       // Shared by every host asking at once, so it is not tied to any one host's cancellation.

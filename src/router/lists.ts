@@ -6,7 +6,7 @@ import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import type { Params } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
-import { Catalogue, offering, type ListKind, type PageFetch } from './catalogue.js';
+import { Catalogue, offering, type ListKind, type ListTally, type PageFetch } from './catalogue.js';
 import type { Governance, ItemKind } from './forward.js';
 import { wrapId } from './ids.js';
 import { toolViewUris } from '../protocol/apps.js';
@@ -14,6 +14,7 @@ import { wrapToolView, wrapUri, type NameIndex, type NamedKind } from './naming.
 import { Walks, type WalkFailure } from './walks.js';
 import { settingsClient } from '../config/types.js';
 import { estimateTokens, toolDefinitionText } from '../surface/tokens.js';
+import type { RequestEvent } from '../observe/events.js';
 
 export type ListName = 'tools' | 'prompts' | 'resources' | 'templates' | 'tasks';
 
@@ -67,16 +68,30 @@ export class Lists {
    * One merged page of a list of named items or resources, as `client` may see it (and, for
    * tools, as the session's toolset narrows it).
    */
-  page(list: Exclude<ListName, 'tasks'>, client: string, ups: readonly Upstream[], params: Params, signal: CancelSignal, toolset?: { name: string; allows: (name: string) => boolean }): Promise<Result> {
+  page(
+    list: Exclude<ListName, 'tasks'>,
+    client: string,
+    ups: readonly Upstream[],
+    params: Params,
+    signal: CancelSignal,
+    toolset?: { name: string; allows: (name: string) => boolean },
+    event?: RequestEvent,
+  ): Promise<Result> {
     const kind = this.kinds[list];
     const item: ItemKind = list === 'templates' ? 'resources' : list;
     const gov = this.governance();
     const policy = gov.filtersClients(item);
-    if (!policy && !toolset) return this.catalogue.list(kind, ups, params, signal);
-    const key = list === 'resources' ? 'uri' : list === 'templates' ? 'uriTemplate' : 'name';
-    // Keyed by client and toolset: a memoised page must never be served to a session that may see less.
-    const visible = (it: Params): boolean => (!policy || gov.clientAllows(client, item, it[key] as string)) && (!toolset || toolset.allows(it[key] as string));
-    return this.catalogue.list(kind, ups, params, signal, visible, `client:${settingsClient(client)}${toolset ? `\0toolset:${toolset.name}` : ''}`);
+    // Only an observed request is told whether its page came from the cache (RequestEvent.cacheHit).
+    const tally: ListTally | undefined = event ? { fetched: false } : undefined;
+    let answer: Promise<Result>;
+    if (!policy && !toolset) answer = this.catalogue.list(kind, ups, params, signal, undefined, '', tally);
+    else {
+      const key = list === 'resources' ? 'uri' : list === 'templates' ? 'uriTemplate' : 'name';
+      // Keyed by client and toolset: a memoised page must never be served to a session that may see less.
+      const visible = (it: Params): boolean => (!policy || gov.clientAllows(client, item, it[key] as string)) && (!toolset || toolset.allows(it[key] as string));
+      answer = this.catalogue.list(kind, ups, params, signal, visible, `client:${settingsClient(client)}${toolset ? `\0toolset:${toolset.name}` : ''}`, tally);
+    }
+    return tally ? answer.then((r) => ((event!.cacheHit = !tally.fetched), r)) : answer;
   }
 
   /**
