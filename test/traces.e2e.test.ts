@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, closeAll, fixture, freePort, readEvents, startRawMux, tempFile, waitFor, writeConfig, type RawPeer } from './helpers/harness.js';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
 import { startHttpFixture, type Fixture } from './helpers/http-fixture.js';
+import { openLegacySse } from './helpers/legacy-sse.js';
 
 /** A span as the receiver decoded it (OTLP JSON: ids in hex, attributes flattened). */
 interface Span {
@@ -188,7 +189,9 @@ describe('traces over OTLP/HTTP', () => {
       'mcpmux.outcome': 'ok',
       'mcpmux.client': 'anonymous',
     });
+    // A stdio session has no id on the wire: mcp.session.id is mcpmux's own (as logs and /status say it).
     expect(typeof server.attrs['mcp.session.id']).toBe('string');
+    expect(server.attrs['mcp.session.id']).toBe(server.attrs['mcpmux.session.id']);
     expect(client.attrs).toMatchObject({ 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'echo', 'network.transport': 'pipe', 'mcpmux.upstream': 'alpha' });
     expect(client.attrs['jsonrpc.request.id']).toBe(String(got.id));
     // audit.arguments is not "full": argument values stay out of every span.
@@ -356,8 +359,38 @@ describe('traces over OTLP/HTTP', () => {
     const server = spans.find((s) => s.kind === 2)!;
     expect(server.parentSpanId).toBe(HOST_SPAN);
     expect(server.attrs).toMatchObject({ 'network.transport': 'tcp', 'network.protocol.name': 'http' });
-    expect(typeof server.attrs['mcp.session.id']).toBe('string');
+    // mcp.session.id is the Mcp-Session-Id the host sees; mcpmux's own id (logs, /status) is another.
+    expect(server.attrs['mcp.session.id']).toBe(sid);
+    expect(typeof server.attrs['mcpmux.session.id']).toBe('string');
+    expect(server.attrs['mcpmux.session.id']).not.toBe(sid);
     expect(got.params._meta.traceparent).toBe(`00-${trace}-${spans.find((s) => s.kind === 3)!.spanId}-01`);
+  });
+
+  it('takes a legacy HTTP+SSE host\'s traceparent header on POST /messages as the context of its request', async () => {
+    const d = await serve();
+    const answers: any[] = [];
+    const sse = await openLegacySse(new URL(d.url).origin, (data) => answers.push(JSON.parse(data)));
+    try {
+      const answer = (id: number): Promise<any> => waitFor(() => answers.find((m) => m.id === id), { what: `answer ${id} on the SSE stream` });
+      await sse.post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'sse-host', version: '0' } } }));
+      expect((await answer(1)).result).toBeDefined();
+      await sse.post(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      const trace = 'ddddddddddddddddddddddddddddddd2';
+      const posted = await sse.post(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'alpha__echo', arguments: { text: 'over sse' } } }), {
+        traceparent: `00-${trace}-${HOST_SPAN}-01`,
+      });
+      expect(posted.status).toBe(202);
+      expect(JSON.stringify((await answer(2)).result)).toContain('over sse');
+      const spans = await spansOf(trace, (s) => s.some((x) => x.kind === 2) && s.some((x) => x.kind === 3));
+      const server = spans.find((s) => s.kind === 2)!;
+      expect(server.parentSpanId).toBe(HOST_SPAN);
+      // Its session id is the one in the host's /messages URL.
+      expect(server.attrs['mcp.session.id']).toBe(sse.endpoint.searchParams.get('sessionId'));
+      const got = await waitFor(() => readEvents(d.events).find((e) => e.type === 'request' && e.method === 'tools/call' && e.params?.arguments?.text === 'over sse'));
+      expect(got.params._meta.traceparent).toBe(`00-${trace}-${spans.find((s) => s.kind === 3)!.spanId}-01`);
+    } finally {
+      await sse.close();
+    }
   });
 
   it('puts a parked call\'s retry and the sampling it bridged in the trace of the call (2026-07-28 host, 2025 upstream)', async () => {

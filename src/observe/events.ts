@@ -60,6 +60,12 @@ export interface SessionEvent {
   sessionId: string;
   client: string;
   transport: HostTransport;
+  /**
+   * The id the host knows the session by, where its transport has one: Streamable HTTP's
+   * `Mcp-Session-Id`, legacy SSE's `sessionId` of its /messages URL (not `sessionId` above, mcpmux's own id that
+   * logs and /status show). Absent for stdio and WebSocket sessions.
+   */
+  mcpSessionId?: string;
   /** mcpmux:session:close only. */
   durationMs?: number;
   reason?: string;
