@@ -123,6 +123,9 @@ describe('traces over OTLP/HTTP', () => {
       },
       // Every tool listed as it is (no search surface), whatever their count.
       surface: { mode: 'all' },
+      // A denied tool and a limited one, for mcpmux's own refusals on spans.
+      policy: { tools: { deny: ['alpha__tool_1'] } },
+      rateLimits: [{ server: 'alpha', tool: 'tool_0', perMinute: 1, burst: 1 }],
       telemetry: { otlp: { endpoint: receiver.url, headers: { 'x-api-key': 'otlp-secret-value' } }, sampleRatio: 1 },
     });
     mux = startRawMux(config, { env: FAST_EXPORT });
@@ -220,6 +223,26 @@ describe('traces over OTLP/HTTP', () => {
     const [refused] = await spansOf(unknown, (s) => s.length >= 1);
     expect(refused!.kind).toBe(2);
     expect(refused!.attrs['error.type']).toBe(String(u.error.code));
+  });
+
+  it('says on the span when policy denied a call, and when a rate limit refused one (with its retry time)', async () => {
+    const denied = 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa3';
+    const d = await call(mux, 'alpha__tool_1', { traceparent: `00-${denied}-${HOST_SPAN}-01` });
+    expect(d.error?.message).toMatch(/denied by policy/);
+    const [deny] = await spansOf(denied, (s) => s.length >= 1);
+    expect(deny!.attrs).toMatchObject({ 'mcpmux.policy.denied': true, 'mcpmux.outcome': 'denied', 'error.type': String(d.error.code), 'gen_ai.tool.name': 'alpha__tool_1' });
+    expect(deny!.status).toBe(2);
+
+    // Burst 1: the first call passes, the next is refused until the bucket refills (a minute).
+    expect((await call(mux, 'alpha__tool_0')).result?.isError).toBeUndefined();
+    const limited = 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa4';
+    const l = await call(mux, 'alpha__tool_0', { traceparent: `00-${limited}-${HOST_SPAN}-01` });
+    expect(l.result?.isError).toBe(true);
+    const spans = await spansOf(limited, (s) => s.length >= 1);
+    // Refused before it went upstream: no CLIENT span.
+    expect(spans.map((s) => s.kind)).toEqual([2]);
+    expect(spans[0]!.attrs).toMatchObject({ 'mcpmux.ratelimit.limited': true, 'mcpmux.outcome': 'limited', 'error.type': 'rate_limited' });
+    expect(spans[0]!.attrs['mcpmux.ratelimit.retry_after_ms']).toBe(l.result._meta.retryAfterMs);
   });
 
   it('carries the context to an HTTP upstream in _meta and in the traceparent header', async () => {
