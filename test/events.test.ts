@@ -202,6 +202,12 @@ describe('events (node:diagnostics_channel)', () => {
     // The host's list requests are host requests, with no one server.
     expect(on(CHANNEL.requestEnd).filter((e) => e.method === 'tools/list')).toHaveLength(hostPages);
     expect(on(CHANNEL.requestEnd).find((e) => e.method === 'tools/list')).toMatchObject({ direction: 'host-to-server', sessionId, server: undefined, outcome: 'ok' });
+    // Each list says whether the cache answered it (the fixture announces listChanged, so its
+    // pages are cached); once walked, the first page again asks the upstream nothing.
+    for (const e of on(CHANNEL.requestEnd).filter((e) => e.method === 'tools/list')) expect(typeof e.cacheHit).toBe('boolean');
+    await h.request('tools/list', {});
+    expect(on(CHANNEL.requestEnd).filter((e) => e.method === 'tools/list').at(-1)).toMatchObject({ cacheHit: true });
+    expect(upstreamRequests('fx', 'tools/list')).toHaveLength(hostPages);
 
     // logging/setLevel: the host's request ends ok; the level goes upstream as mcpmux's own request.
     expect((await h.request('logging/setLevel', { level: 'warning' })).result).toEqual({});
@@ -209,6 +215,8 @@ describe('events (node:diagnostics_channel)', () => {
       { server: 'fx', method: 'logging/setLevel', sessionId: undefined, outcome: 'ok', code: undefined, durationMs: expect.any(Number) },
     ]);
     expect(on(CHANNEL.requestEnd).find((e) => e.method === 'logging/setLevel')).toMatchObject({ direction: 'host-to-server', sessionId, outcome: 'ok' });
+    // Requests other than the merged lists say nothing of the cache.
+    expect(on(CHANNEL.requestEnd).find((e) => e.method === 'logging/setLevel')!.cacheHit).toBeUndefined();
 
     // resources/subscribe and resources/unsubscribe serve this host's requests: its session.
     const uri = (await h.request('resources/list')).result.resources[0].uri as string;
