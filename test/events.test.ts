@@ -168,8 +168,9 @@ describe('events (node:diagnostics_channel)', () => {
 
     const upstream = on(CHANNEL.upstreamRequest);
     expect(upstream.filter((u) => u.method === 'tools/call')).toEqual([
-      { server: 'fx', method: 'tools/call', sessionId, outcome: 'ok', code: undefined, durationMs: expect.any(Number) },
-      { server: 'fx', method: 'tools/call', sessionId, outcome: 'ok', code: undefined, durationMs: expect.any(Number) },
+      // The host request each serves (its record), which traces hang their CLIENT spans under.
+      { server: 'fx', method: 'tools/call', sessionId, outcome: 'ok', code: undefined, durationMs: expect.any(Number), request: expect.objectContaining({ method: 'tools/call', sessionId }) },
+      { server: 'fx', method: 'tools/call', sessionId, outcome: 'ok', code: undefined, durationMs: expect.any(Number), request: expect.objectContaining({ method: 'tools/call', sessionId }) },
     ]);
     // Walking the tool list to resolve names is mcpmux's own request: no session.
     expect(upstream.find((u) => u.method === 'tools/list')).toMatchObject({ server: 'fx', sessionId: undefined, outcome: 'ok' });
@@ -201,6 +202,12 @@ describe('events (node:diagnostics_channel)', () => {
     // The host's list requests are host requests, with no one server.
     expect(on(CHANNEL.requestEnd).filter((e) => e.method === 'tools/list')).toHaveLength(hostPages);
     expect(on(CHANNEL.requestEnd).find((e) => e.method === 'tools/list')).toMatchObject({ direction: 'host-to-server', sessionId, server: undefined, outcome: 'ok' });
+    // Each list says whether the cache answered it (the fixture announces listChanged, so its
+    // pages are cached); once walked, the first page again asks the upstream nothing.
+    for (const e of on(CHANNEL.requestEnd).filter((e) => e.method === 'tools/list')) expect(typeof e.cacheHit).toBe('boolean');
+    await h.request('tools/list', {});
+    expect(on(CHANNEL.requestEnd).filter((e) => e.method === 'tools/list').at(-1)).toMatchObject({ cacheHit: true });
+    expect(upstreamRequests('fx', 'tools/list')).toHaveLength(hostPages);
 
     // logging/setLevel: the host's request ends ok; the level goes upstream as mcpmux's own request.
     expect((await h.request('logging/setLevel', { level: 'warning' })).result).toEqual({});
@@ -208,13 +215,15 @@ describe('events (node:diagnostics_channel)', () => {
       { server: 'fx', method: 'logging/setLevel', sessionId: undefined, outcome: 'ok', code: undefined, durationMs: expect.any(Number) },
     ]);
     expect(on(CHANNEL.requestEnd).find((e) => e.method === 'logging/setLevel')).toMatchObject({ direction: 'host-to-server', sessionId, outcome: 'ok' });
+    // Requests other than the merged lists say nothing of the cache.
+    expect(on(CHANNEL.requestEnd).find((e) => e.method === 'logging/setLevel')!.cacheHit).toBeUndefined();
 
     // resources/subscribe and resources/unsubscribe serve this host's requests: its session.
     const uri = (await h.request('resources/list')).result.resources[0].uri as string;
     expect((await h.request('resources/subscribe', { uri })).result).toEqual({});
     expect((await h.request('resources/unsubscribe', { uri })).result).toEqual({});
     for (const method of ['resources/subscribe', 'resources/unsubscribe']) {
-      expect(upstreamRequests('fx', method)).toEqual([{ server: 'fx', method, sessionId, outcome: 'ok', code: undefined, durationMs: expect.any(Number) }]);
+      expect(upstreamRequests('fx', method)).toEqual([{ server: 'fx', method, sessionId, outcome: 'ok', code: undefined, durationMs: expect.any(Number), request: expect.objectContaining({ method }) }]);
       expect(on(CHANNEL.requestEnd).find((e) => e.method === method)).toMatchObject({
         direction: 'host-to-server',
         sessionId,
@@ -228,7 +237,7 @@ describe('events (node:diagnostics_channel)', () => {
     // An upstream's error answer is published with its code.
     expect((await h.request('resources/read', { uri: uri.replace('res/0', 'res/404') })).error.code).toBe(-32002);
     expect(upstreamRequests('fx', 'resources/read')).toEqual([
-      { server: 'fx', method: 'resources/read', sessionId, outcome: 'error', code: -32002, durationMs: expect.any(Number) },
+      { server: 'fx', method: 'resources/read', sessionId, outcome: 'error', code: -32002, durationMs: expect.any(Number), request: expect.objectContaining({ method: 'resources/read' }) },
     ]);
   });
 

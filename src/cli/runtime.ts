@@ -37,6 +37,8 @@ export interface SessionOwner {
   toolset?: string;
   /** An OIDC host's latest validated JWT (SessionPort.hostToken). */
   hostToken?: () => string | undefined;
+  /** The id the host knows the session by, where its transport has one (HostSessionOptions.mcpSessionId). */
+  mcpSessionId?: string;
 }
 
 export interface Runtime {
@@ -137,6 +139,7 @@ export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { una
       ...(who.client !== undefined && { client: who.client }),
       ...(who.toolset !== undefined && { toolset: who.toolset }),
       ...(who.hostToken !== undefined && { hostToken: who.hostToken }),
+      ...(who.mcpSessionId !== undefined && { mcpSessionId: who.mcpSessionId }),
     });
   const reconfigure = async (next: Config, plan: ReloadPlan): Promise<void> => {
     const before = config;

@@ -85,7 +85,7 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     requestTimeoutMs: envMs(REQUEST_TIMEOUT_ENV),
     log,
     ...(forward && { cluster: forward }),
-    open: (transport, { kind, client, toolset, stateless, hostToken }) => openSession(transport, TRANSPORT[kind], { client, toolset, hostToken }, stateless),
+    open: (transport, { kind, client, toolset, stateless, hostToken, mcpSessionId }) => openSession(transport, TRANSPORT[kind], { client, toolset, hostToken, mcpSessionId }, stateless),
     // Counts only: /healthz and /readyz need no token, so they name nothing of the config
     // (/status, which names servers, pids and errors, needs one when tokens are configured).
     readiness: () => {

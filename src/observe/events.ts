@@ -60,6 +60,12 @@ export interface SessionEvent {
   sessionId: string;
   client: string;
   transport: HostTransport;
+  /**
+   * The id the host knows the session by, where its transport has one: Streamable HTTP's
+   * `Mcp-Session-Id`, legacy SSE's `sessionId` of its /messages URL (not `sessionId` above, mcpmux's own id that
+   * logs and /status show). Absent for stdio and WebSocket sessions.
+   */
+  mcpSessionId?: string;
   /** mcpmux:session:close only. */
   durationMs?: number;
   reason?: string;
@@ -116,6 +122,12 @@ export class RequestEvent {
    * retried): on the call's record (its first request's), how many requests it has taken.
    */
   rounds = 1;
+  /**
+   * The merged lists (tools, prompts, resources, templates): true when the page was answered
+   * from mcpmux's catalogue without asking any upstream (its cached pages), false when some
+   * upstream was asked; unset for other requests.
+   */
+  cacheHit: boolean | undefined = undefined;
   /** On a retry's own record: the record of the call it continues (see continueCall). */
   roundOf: RequestEvent | undefined = undefined;
   /**

@@ -74,6 +74,8 @@ export class Tracing {
   private readonly inFlight = new Map<string, Set<Leg>>();
   /** Each session's protocol version (its initialize's), until it closes. */
   private readonly versions = new Map<string, string>();
+  /** Each open session's `mcp.session.id`: the id its host knows it by, else mcpmux's (see sessionOpened). */
+  private readonly sessionIds = new Map<string, string>();
   private readonly subscriptions: [string, (msg: unknown) => void][] = [];
 
   constructor(private readonly opts: TracingOptions) {
@@ -99,7 +101,11 @@ export class Tracing {
   start(): void {
     this.on(CHANNEL.requestEnd, (ev: RequestEvent) => this.ended(ev));
     this.on(CHANNEL.upstreamRequest, (ev: UpstreamRequestEvent) => this.upstreamEnded(ev));
-    this.on(CHANNEL.sessionClose, (ev: SessionEvent) => this.versions.delete(ev.sessionId));
+    this.on(CHANNEL.sessionOpen, (ev: SessionEvent) => this.sessionIds.set(ev.sessionId, ev.mcpSessionId ?? ev.sessionId));
+    this.on(CHANNEL.sessionClose, (ev: SessionEvent) => {
+      this.versions.delete(ev.sessionId);
+      this.sessionIds.delete(ev.sessionId);
+    });
   }
 
   /** Stops listening, and sends what is queued (bounded). */
@@ -212,6 +218,7 @@ export class Tracing {
     if (ev.server !== undefined) a['mcpmux.upstream'] = ev.server;
     if (ev.upstreamName !== undefined && ev.upstreamName !== ev.name) a['mcpmux.upstream.name'] = ev.upstreamName;
     if (ev.rounds > 1) a['mcpmux.rounds'] = ev.rounds;
+    if (ev.cacheHit !== undefined) a['mcpmux.cache.hit'] = ev.cacheHit;
     if (ev.code !== undefined) a['rpc.response.status_code'] = String(ev.code);
     if (ev.outcome === 'denied') a['mcpmux.policy.denied'] = true;
     if (ev.outcome === 'limited') {
@@ -238,7 +245,14 @@ export class Tracing {
   private requestAttributes(ev: RequestEvent): Attributes {
     const a: Attributes = { 'mcp.method.name': ev.method, 'mcpmux.direction': ev.direction };
     if (ev.requestId !== null) a['jsonrpc.request.id'] = String(ev.requestId);
-    if (ev.sessionId !== undefined) a['mcp.session.id'] = ev.sessionId;
+    if (ev.sessionId !== undefined) {
+      // The conventions' session id is the one the host sees (Mcp-Session-Id over Streamable
+      // HTTP, legacy SSE's sessionId); stdio and WebSocket have none on the wire, and carry
+      // mcpmux's own. A stateless 2026-07-28 request is no session (no open event): none.
+      const known = this.sessionIds.get(ev.sessionId);
+      if (known !== undefined) a['mcp.session.id'] = known;
+      a['mcpmux.session.id'] = ev.sessionId;
+    }
     if (ev.client !== undefined) a['mcpmux.client'] = ev.client;
     if (ev.transport !== undefined) a['network.transport'] = ev.transport === 'stdio' ? 'pipe' : 'tcp';
     if (ev.transport !== undefined && ev.transport !== 'stdio') a['network.protocol.name'] = ev.transport === 'ws' ? 'websocket' : 'http';

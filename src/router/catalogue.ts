@@ -33,6 +33,14 @@ export interface ListKind {
   present(up: Upstream, item: Params): Params | undefined;
 }
 
+/**
+ * What a list cost, for whoever asked to know (the request's record, events.ts): set when
+ * some page of it was not in the cache and an upstream was asked (or waited on).
+ */
+export interface ListTally {
+  fetched: boolean;
+}
+
 /** How the catalogue asks an upstream for one page (through the router's forward step). */
 export type PageFetch = (up: Upstream, method: ListMethod, params: Params, signal: CancelSignal | undefined) => Promise<Result>;
 
@@ -121,6 +129,7 @@ export class Catalogue {
     visibleKey = '',
     /** The page is the same for every client (no policy, toolset, surface or session's own upstream shapes it). */
     shared = false,
+    tally?: ListTally,
   ): Promise<Params> {
     // Checked before the memo: a bad cursor (123, "", null) must not find the first page there.
     const from = params?.cursor === undefined ? undefined : decodeCursor(kind.method, params.cursor);
@@ -131,7 +140,7 @@ export class Catalogue {
     const memo = memoKey === undefined ? undefined : this.merged.get(memoKey);
     // A memo made of pages kept only for their ttlMs lasts as long as the shortest of them.
     if (memo && !(this.memoExpiry.get(memo)! <= Date.now())) return memo;
-    const { result, size, freshUntil, allPublic, expires } = await this.build(kind, offered, from, signal, visible);
+    const { result, size, freshUntil, allPublic, expires } = await this.build(kind, offered, from, signal, visible, tally);
     hints.set(result, { freshUntil, public: shared && allPublic });
     if (memoKey !== undefined) {
       this.memoExpiry.set(result, expires);
@@ -168,6 +177,7 @@ export class Catalogue {
     from: CursorState | undefined,
     signal: CancelSignal,
     visible: ((item: Params) => boolean) | undefined,
+    tally: ListTally | undefined,
   ): Promise<{ result: Params; size: number; freshUntil: number; allPublic: boolean; expires: number }> {
     const now = Date.now();
     let freshUntil = Infinity;
@@ -194,7 +204,7 @@ export class Catalogue {
     // A first upstream that fails is left out like any other (a host walking its later pages
     // goes on with the next servers); only the host's own cancellation ends the list.
     const first = hinted(
-      await this.page(kind, offering[start]!, innerCursor, signal).catch((err) => {
+      await this.page(kind, offering[start]!, innerCursor, signal, tally).catch((err) => {
         if (signal.aborted) throw err;
         return this.skip(offering[start]!, kind, err);
       }),
@@ -205,7 +215,7 @@ export class Catalogue {
 
     // Otherwise the following upstreams' first pages, fetched together, until one has more.
     const rest = offering.slice(start + 1);
-    const pages = await Promise.all(rest.map(async (u) => hinted(await this.page(kind, u, undefined, signal).catch((err) => this.skip(u, kind, err)), u)));
+    const pages = await Promise.all(rest.map(async (u) => hinted(await this.page(kind, u, undefined, signal, tally).catch((err) => this.skip(u, kind, err)), u)));
     const items = take(first.items).slice();
     for (let i = 0; i < pages.length; i++) {
       const p = pages[i]!;
@@ -262,9 +272,10 @@ export class Catalogue {
     return `${this.epoch}.${this.generationsOf(up)[kind.capability] ?? 0}`;
   }
 
-  private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal): Promise<Page> {
+  private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal, tally?: ListTally): Promise<Page> {
     const key = `${this.epoch}:${this.idOf(up)}:${this.generationsOf(up)[kind.capability] ?? 0}:${kind.method}:${cursor ?? ''}`;
     if (!this.cacheable(kind, up)) {
+      if (tally) tally.fetched = true;
       // Not kept so far; a page that now says how long it stays fresh is kept that long.
       const epoch = this.epoch;
       const p = await this.fetch(kind, up, cursor, signal);
@@ -275,6 +286,7 @@ export class Catalogue {
     // A page kept for its ttlMs alone is asked for again once that has passed; one from an
     // upstream that announces changes stays until list_changed says otherwise.
     if (hit && (this.announces(kind, up) || !(hit.freshUntil! <= Date.now()))) return hit;
+    if (tally) tally.fetched = true;
     let pending = this.inflight.get(key);
     if (!pending) {
       // Shared by every host asking at once, so it is not tied to any one host's cancellation.

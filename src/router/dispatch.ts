@@ -70,13 +70,13 @@ export class Dispatch {
     switch (req.method) {
       case 'tools/list':
         // The search surface's own list, or the merged pages (narrowed to the session's toolset).
-        return this.toolsList(session, params, signal);
+        return this.toolsList(session, params, signal, event);
       case 'prompts/list':
-        return this.lists.page('prompts', session.client, this.resolve.live(session), params, signal);
+        return this.lists.page('prompts', session.client, this.resolve.live(session), params, signal, undefined, true, event);
       case 'resources/list':
-        return this.lists.page('resources', session.client, this.resolve.live(session), params, signal);
+        return this.lists.page('resources', session.client, this.resolve.live(session), params, signal, undefined, true, event);
       case 'resources/templates/list':
-        return this.lists.page('templates', session.client, this.resolve.live(session), params, signal);
+        return this.lists.page('templates', session.client, this.resolve.live(session), params, signal, undefined, true, event);
       case 'tasks/list':
         // A shared upstream sees one client (mcpmux): each host sees only its own tasks.
         // Keyed by session: a memoised page must never be served to another host.
@@ -175,8 +175,8 @@ export class Dispatch {
     return this.adaptResult(session, up, rewriteToolResult, result);
   }
 
-  private toolsList(session: SessionPort, params: Params, signal: CancelSignal): Promise<Result> {
-    const page = (): Promise<Result> => this.lists.page('tools', session.client, this.resolve.live(session), params, signal, this.surface.toolset(session), this.surface.sameForAll());
+  private toolsList(session: SessionPort, params: Params, signal: CancelSignal, event: RequestEvent | undefined): Promise<Result> {
+    const page = (): Promise<Result> => this.lists.page('tools', session.client, this.resolve.live(session), params, signal, this.surface.toolset(session), this.surface.sameForAll(), event);
     // Mode "all" settles without a turn of its own: the list is the merged page, as before surfaces.
     const own = this.surface.list(session, params, signal);
     return own ? own.then((answer) => answer ?? page()) : page();

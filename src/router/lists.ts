@@ -6,7 +6,7 @@ import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import type { Params } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
-import { Catalogue, offering, type ListKind, type PageFetch } from './catalogue.js';
+import { Catalogue, offering, type ListKind, type ListTally, type PageFetch } from './catalogue.js';
 import type { Governance, ItemKind } from './forward.js';
 import { wrapId } from './ids.js';
 import { toolViewUris } from '../protocol/apps.js';
@@ -14,6 +14,7 @@ import { wrapToolView, wrapUri, type NameIndex, type NamedKind } from './naming.
 import { Walks, type WalkFailure } from './walks.js';
 import { settingsClient } from '../config/types.js';
 import { estimateTokens, toolDefinitionText } from '../surface/tokens.js';
+import type { RequestEvent } from '../observe/events.js';
 
 export type ListName = 'tools' | 'prompts' | 'resources' | 'templates' | 'tasks';
 
@@ -76,6 +77,7 @@ export class Lists {
     toolset?: { name: string; allows: (name: string) => boolean },
     /** False when something outside the list (the tool surface) may show clients other lists. */
     sameForAll = true,
+    event?: RequestEvent,
   ): Promise<Result> {
     const kind = this.kinds[list];
     const item: ItemKind = list === 'templates' ? 'resources' : list;
@@ -83,11 +85,17 @@ export class Lists {
     const policy = gov.filtersClients(item);
     // May be `public` (caching hints): only a list every client is shown alike, of shared upstreams alone.
     const shared = sameForAll && !policy && !toolset && ups.every((u) => u.config.sharing === 'shared');
-    if (!policy && !toolset) return this.catalogue.list(kind, ups, params, signal, undefined, '', shared);
-    const key = list === 'resources' ? 'uri' : list === 'templates' ? 'uriTemplate' : 'name';
-    // Keyed by client and toolset: a memoised page must never be served to a session that may see less.
-    const visible = (it: Params): boolean => (!policy || gov.clientAllows(client, item, it[key] as string)) && (!toolset || toolset.allows(it[key] as string));
-    return this.catalogue.list(kind, ups, params, signal, visible, `client:${settingsClient(client)}${toolset ? `\0toolset:${toolset.name}` : ''}`);
+    // Only an observed request is told whether its page came from the cache (RequestEvent.cacheHit).
+    const tally: ListTally | undefined = event ? { fetched: false } : undefined;
+    let answer: Promise<Result>;
+    if (!policy && !toolset) answer = this.catalogue.list(kind, ups, params, signal, undefined, '', shared, tally);
+    else {
+      const key = list === 'resources' ? 'uri' : list === 'templates' ? 'uriTemplate' : 'name';
+      // Keyed by client and toolset: a memoised page must never be served to a session that may see less.
+      const visible = (it: Params): boolean => (!policy || gov.clientAllows(client, item, it[key] as string)) && (!toolset || toolset.allows(it[key] as string));
+      answer = this.catalogue.list(kind, ups, params, signal, visible, `client:${settingsClient(client)}${toolset ? `\0toolset:${toolset.name}` : ''}`, false, tally);
+    }
+    return tally ? answer.then((r) => ((event!.cacheHit = !tally.fetched), r)) : answer;
   }
 
   /**

@@ -14,6 +14,7 @@ import {
   startHostRequest,
   type HostTransport,
   type RequestEvent,
+  type SessionEvent,
 } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError, type LogLevel, type Params } from '../protocol/mcp.js';
@@ -47,6 +48,12 @@ export interface HostSessionOptions {
   toolset?: string;
   /** An OIDC host's latest validated JWT (the HTTP front renews it at each request of the session). */
   hostToken?: () => string | undefined;
+  /**
+   * The id the host knows this session by, where its transport has one (Streamable HTTP's
+   * `Mcp-Session-Id`, legacy SSE's `sessionId`): only told to observers (SessionEvent), for
+   * traces' `mcp.session.id`. Never logged: it lets a request into the session.
+   */
+  mcpSessionId?: string;
   transport: HostTransport;
   /** Calls of 2026-07-28 hosts waiting for their retry, daemon-wide (a retry may come on another connection). */
   parked: ParkedCalls;
@@ -107,7 +114,7 @@ export class HostSession implements SessionPort {
       },
     );
     const opened = Date.now();
-    const about = { sessionId: this.id, client: this.client, transport: this.transport };
+    const about: SessionEvent = { sessionId: this.id, client: this.client, transport: this.transport, ...(opts.mcpSessionId !== undefined && { mcpSessionId: opts.mcpSessionId }) };
     this.endpoint.onclose = (reason) => {
       if (!this.stateless) this.log.info({ reason }, 'host session closed');
       const gone = (): void => {

@@ -3,8 +3,10 @@
 import { waitFor } from './harness.js';
 
 export interface LegacySse {
-  /** POSTs a body to the endpoint the stream named. */
-  post(body: string): Promise<Response>;
+  /** The endpoint the stream named (its `sessionId` query names the session). */
+  readonly endpoint: URL;
+  /** POSTs a body to the endpoint the stream named (with `headers` besides the content type). */
+  post(body: string, headers?: Record<string, string>): Promise<Response>;
   /** Aborts the stream and waits for its reader to stop. */
   close(): Promise<void>;
 }
@@ -35,7 +37,8 @@ export async function openLegacySse(base: string, onData: (data: string) => void
   })();
   const at = new URL(await waitFor(() => endpoint, { what: 'the endpoint event' }), base);
   return {
-    post: (body) => fetch(at, { method: 'POST', headers: { 'content-type': 'application/json' }, body }),
+    endpoint: at,
+    post: (body, headers = {}) => fetch(at, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body }),
     close: async () => {
       ac.abort();
       await pump;

@@ -36,7 +36,7 @@ export interface HttpServerOptions {
   /** The config's toolsets: `?toolset=` must name one of them (only the names matter here). */
   toolsets: Readonly<Record<string, unknown>>;
   maxMessageBytes: number;
-  /** Tracing is on: a Streamable HTTP POST's traceparent header counts as its requests' context. */
+  /** Tracing is on: a POST's traceparent header (Streamable HTTP, legacy SSE) counts as its requests' context. */
   traceHeaders?: boolean;
   maxSessions: number;
   maxSessionsPerClient: number;
@@ -110,7 +110,7 @@ export class HttpServer {
     // One budget for the bodies being read on every MCP route (/mcp, /messages).
     const common = { registry: this.registry, open: opts.open, maxMessageBytes: opts.maxMessageBytes, bodies: bodyBudgetFor(opts.maxMessageBytes), log };
     this.streamable = new StreamableHttp({ ...common, ...(opts.cluster && { cluster: opts.cluster }), ...(opts.traceHeaders && { traceHeaders: true }) });
-    this.sse = new LegacySse(common);
+    this.sse = new LegacySse({ ...common, ...(opts.traceHeaders && { traceHeaders: true }) });
     this.ws = new WsEndpoint({ ...common, guard: this.guard });
 
     this.adminRoutes = new OperatorRoutes(log);

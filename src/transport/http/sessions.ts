@@ -43,6 +43,12 @@ export interface HostHandle {
 
 export interface RegisteredSession extends Transport {
   readonly kind: SessionKind;
+  /**
+   * The id the host itself knows the session by: Streamable HTTP's `Mcp-Session-Id`, legacy
+   * SSE's `sessionId` (of its /messages URL); none over WebSocket. Not the host session's
+   * own id (HostHandle.id), which logs and /status show: this one lets a request into the session.
+   */
+  readonly id?: string;
   /** The host session on top of this transport (set by `SessionRegistry.open`). */
   host: HostHandle;
   /** Who signed in for it through OIDC, and with which JWT last (set by `SessionRegistry.open`). */
@@ -210,7 +216,13 @@ export class SessionRegistry {
     const { client, toolset } = who;
     const credential = new HostCredential(who.jwt);
     session.credential = credential;
-    const host = open(session, { kind: session.kind, client, ...(toolset !== undefined && { toolset }), ...(who.jwt && { hostToken: () => credential.current() }) });
+    const host = open(session, {
+      kind: session.kind,
+      client,
+      ...(toolset !== undefined && { toolset }),
+      ...(who.jwt && { hostToken: () => credential.current() }),
+      ...(session.id !== undefined && { mcpSessionId: session.id }),
+    });
     session.host = host;
     if (session instanceof ConnectionSession) session.watchExpiry();
     this.add(session);
@@ -283,7 +295,7 @@ export class SessionRegistry {
  */
 export type OpenSession = (
   transport: Transport,
-  info: { kind: SessionKind; client: string | undefined; toolset?: string; stateless?: boolean; hostToken?: () => string | undefined },
+  info: { kind: SessionKind; client: string | undefined; toolset?: string; stateless?: boolean; hostToken?: () => string | undefined; mcpSessionId?: string },
 ) => HostHandle;
 
 /** Whom a new session is for: its token's client, the toolset chosen for it (guard.ts `who`), and its JWT if any. */

@@ -15,6 +15,7 @@ import { ConnectionSession, type OpenSession, type SessionRegistry } from './ses
 import type { Who } from './guard.js';
 import type { HostJwt } from './oidc.js';
 import { SseWriter } from './sse-writer.js';
+import { adoptTraceHeaders } from './trace-headers.js';
 import { carriesRequest, maxBacklogBytes, UNREAD_ANSWERS_BYTES } from '../backlog.js';
 
 export const MESSAGES_PATH = '/messages';
@@ -28,6 +29,8 @@ export interface LegacySseOptions {
   /** Bytes of POST bodies being read at once, all connections together (body-budget.ts). */
   bodies?: BodyBudget;
   log: Logger;
+  /** Tracing is on: a POST's traceparent header counts as its requests' context (trace-headers.ts). */
+  traceHeaders?: boolean;
 }
 
 class LegacySseSession extends ConnectionSession {
@@ -115,6 +118,7 @@ export class LegacySse {
     // A host that does not read its stream gets no more answers queued until it does (backlog.ts).
     if (session.answersBehind && carriesRequest(body.value)) return sendBehind(res);
     res.writeHead(202, { 'content-type': 'text/plain' }).end('Accepted');
+    if (this.opts.traceHeaders) adoptTraceHeaders(req, body.value);
     // The endpoint checks the JSON-RPC shape and answers on the stream, as over stdio.
     session.onmessage?.(body.value, undefined, body.bytes);
   }

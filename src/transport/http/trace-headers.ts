@@ -1,4 +1,5 @@
-// A host's W3C trace context in the HTTP headers of its POST (`traceparent`, `tracestate`),
+// A host's W3C trace context in the HTTP headers of its POST (`traceparent`, `tracestate`;
+// Streamable HTTP's POST, and a legacy SSE host's POST /messages),
 // taken as if it were in each request's `params._meta` when the request has none there: the
 // MCP semantic conventions put it in `_meta`, but an HTTP client instrumented by OpenTelemetry
 // sends the headers. Only with tracing on (HttpServerOptions.traceHeaders): with it off, the
