@@ -16,7 +16,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HeldTool } from '../governance/pins.js';
 import { RateLimiter } from '../governance/rate-limit.js';
 import type { SharedRateLimiter } from '../governance/shared-rate-limit.js';
-import type { Caller, OperatorRoutes } from '../transport/http/admin.js';
+import { OPERATOR_HEADER, type Caller, type OperatorRoutes } from '../transport/http/admin.js';
 import { HttpRpcCode, sendError, sendJson } from '../transport/http/respond.js';
 import { queryOf } from '../transport/http/url.js';
 import { VERSION } from '../version.js';
@@ -87,7 +87,7 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
       audit('ok', 202);
       sendJson(res, 202, { server, restarting: true });
     },
-    { needsToken: true },
+    { needsToken: true, action: true },
   );
   const { pins, reload, audit: auditLines } = info;
   if (pins) {
@@ -118,7 +118,7 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
         audit('ok', 200);
         sendJson(res, 200, { server, tool, approved: true });
       },
-      { needsToken: true },
+      { needsToken: true, action: true },
     );
   }
   if (reload) {
@@ -134,7 +134,7 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
         audit(applied ? 'ok' : 'error', 200);
         sendJson(res, 200, record ?? { result: 'refused', error: 'no reload took place' });
       },
-      { needsToken: true },
+      { needsToken: true, action: true },
     );
   }
   if (auditLines) {
@@ -146,7 +146,7 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
         if (!caller.admin) return sendError(res, 403, HttpRpcCode.Transport, `Forbidden: client ${JSON.stringify(caller.client)} may not read the audit log (only a client with "admin": true in listen.auth.tokens may)`);
         sendJson(res, 200, auditLines());
       },
-      { needsToken: true },
+      { needsToken: true, action: true },
     );
   }
 }
@@ -313,7 +313,7 @@ function count(n: number | null | undefined): string {
 /** `mcpmux restart NAME [--url BASE] [--token-env VAR]`. */
 export async function runRestart(name: string, opts: { url?: string; tokenEnv?: string }): Promise<number> {
   const base = opts.url ?? DEFAULT_BASE;
-  const res = await call('restart', base, `status/restart?server=${encodeURIComponent(name)}`, { method: 'POST' }, opts.tokenEnv);
+  const res = await call('restart', base, `status/restart?server=${encodeURIComponent(name)}`, { method: 'POST', headers: { [OPERATOR_HEADER]: '1' } }, opts.tokenEnv);
   if (!res) return 1;
   const body = await res.text();
   if (res.status !== 202) {

@@ -18,7 +18,11 @@ export const CONSOLE_JS = String.raw`// mcpmux web console. Reads /status (every
   function token() { return sessionStorage.getItem(KEY); }
   function headers() {
     var t = token();
-    return t ? { authorization: 'Bearer ' + t } : {};
+    // The operator header: what no page of another origin can send (the daemon wants it, or the
+    // token, on every action: without tokens configured there is no token to send).
+    var h = { 'x-mcpmux-operator': '1' };
+    if (t) h.authorization = 'Bearer ' + t;
+    return h;
   }
   function call(method, path) {
     return fetch(path, { method: method, headers: headers(), cache: 'no-store', credentials: 'omit', redirect: 'error' }).then(function (res) {
