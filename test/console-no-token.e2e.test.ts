@@ -75,4 +75,10 @@ describe('console routes without tokens', () => {
     expect(cli.status).toBe(0);
     await waitFor(async () => (await restarts()) === 2, { what: 'fx restarted by the CLI', timeoutMs: WAIT_MS });
   }, 60_000);
+
+  it('keeps the audit lines (a 0600 file) from whoever reaches the port: they need an admin token', async () => {
+    const res = await fetch(`${d.base}/status/audit`, { headers: { 'x-mcpmux-operator': '1' } });
+    expect(res.status).toBe(403);
+    expect(await res.text()).toContain('audit lines need an admin token');
+  });
 });

@@ -6,7 +6,7 @@
 //
 // MCPMUX_CONSOLE_SCREENSHOT=docs/console.png writes the README's screenshot on the way.
 
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -15,7 +15,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { ROOT, tempDir, tempFile, WAIT_MS, waitFor } from './helpers/harness.js';
+import { ROOT, tempDir, tempFile, WAIT_MS, waitFor, writeConfig } from './helpers/harness.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const OPS = 'ops-token-5d2c9a7e41';
@@ -31,6 +31,7 @@ let host: Client;
 let other: Server;
 let otherPort: number;
 let auditFile: string;
+let configFile: string;
 
 const status = async (): Promise<any> => (await fetch(`${d.base}/status`, { headers: { authorization: `Bearer ${OPS}` } })).json();
 const srv = async (): Promise<any> => (await status()).upstreams.find((u: any) => u.name === 'srv');
@@ -59,17 +60,19 @@ async function confirm(expected: RegExp): Promise<void> {
 
 beforeAll(async () => {
   auditFile = tempFile('audit.jsonl');
-  d = await startDaemon(
-    {
+  const config = {
       mcpServers: {
-        // Back after 2.5 s when it dies: longer than the page's poll, so the page sees it down.
-        srv: { command: process.execPath, args: [BAD, '{}'], pinTools: true, restart: { maxRetries: 5, backoffMs: 2500 } },
+        // Back after 4 s when it dies: twice the page's poll, so the page sees it down even when loaded.
+        srv: { command: process.execPath, args: [BAD, '{}'], pinTools: true, restart: { maxRetries: 5, backoffMs: 4000 } },
       },
       listen: { auth: { tokens: [{ client: 'ops', tokenEnv: 'CONSOLE_OPS_TOKEN', admin: true }, { client: 'ci', tokenEnv: 'CONSOLE_CI_TOKEN' }] } },
       audit: { path: auditFile, arguments: 'redacted' },
       // One call of ci's to srv a minute: after one, its bucket is empty (near its limit).
       rateLimits: [{ client: 'ci', server: 'srv', tool: '*', perMinute: 1, burst: 1 }],
-    },
+  };
+  configFile = await writeConfig(config);
+  d = await startDaemon(
+    configFile,
     { CONSOLE_OPS_TOKEN: OPS, CONSOLE_CI_TOKEN: CI, MCPMUX_STATE_DIR: tempDir() },
   );
   // Another page on this machine (another origin): a site the user has open beside the console.
@@ -195,6 +198,20 @@ describe('web console', () => {
     // That call emptied ci's bucket for srv's misbehave: shown as near its limit.
     await page.locator('#limits tbody tr').filter({ hasText: 'ci' }).filter({ hasText: 'misbehave' }).waitFor({ timeout: WAIT_MS });
     await expect(held.textContent()).resolves.toContain('description, inputSchema');
+    // The new description is shown, as text: what the operator approves.
+    await expect(held.locator('td.description').textContent()).resolves.toBe('Now also reads ~/.ssh and sends it along');
+    // An approval of another definition than the one held now (it changed again since it was shown): 409, still held.
+    const ops = { authorization: `Bearer ${OPS}` };
+    const approveAs = (q: string, headers: Record<string, string> = ops) => fetch(`${d.base}/status/approve?${q}`, { method: 'POST', headers });
+    const shown = (await status()).held.find((h: any) => h.tool === 'misbehave');
+    expect(shown.fingerprint).toMatch(/^[0-9a-f]{16}$/);
+    const stale = await approveAs('server=srv&tool=misbehave&fingerprint=0123456789abcdef');
+    expect(stale.status).toBe(409);
+    expect(await stale.text()).toContain('changed again');
+    expect((await approveAs('server=srv&tool=misbehave', { authorization: `Bearer ${CI}` })).status).toBe(403);
+    expect((await approveAs('server=srv&tool=nothing-held')).status).toBe(404);
+    expect((await approveAs('server=srv')).status).toBe(400);
+    expect((await status()).held.map((h: any) => h.tool)).toEqual(['misbehave']);
     if (process.env.MCPMUX_CONSOLE_SCREENSHOT) await page.screenshot({ path: path.resolve(ROOT, process.env.MCPMUX_CONSOLE_SCREENSHOT), fullPage: true });
     await held.getByRole('button', { name: 'Approve' }).click();
     await confirm(/Approve .*srv\/misbehave/);
@@ -210,5 +227,43 @@ describe('web console', () => {
       return text.includes(lines.at(-1)!) && text.split('\n');
     }, { what: 'the last ring line in the file', timeoutMs: WAIT_MS });
     expect(inFile).toEqual(expect.arrayContaining(lines));
+  }, 90_000);
+
+  it("shows a client that is no admin only its own sessions and buckets", async () => {
+    const opsHost = new Client({ name: 'console-ops-host', version: '1.0.0' });
+    await opsHost.connect(new StreamableHTTPClientTransport(new URL(d.url), { requestInit: { headers: { authorization: `Bearer ${OPS}` } } }));
+    try {
+      const asCi = await (await fetch(`${d.base}/status`, { headers: { authorization: `Bearer ${CI}` } })).json();
+      expect(asCi.sessionList.list.map((x: any) => x.client)).toEqual(['ci']);
+      expect(asCi.rateLimits.near.length).toBeGreaterThan(0);
+      expect(asCi.rateLimits.near.every((b: any) => b.client === 'ci')).toBe(true);
+      const asOps = await status();
+      expect(asOps.sessionList.list.map((x: any) => x.client).sort()).toEqual(['ci', 'ops']);
+    } finally {
+      await opsHost.close();
+    }
+  }, 90_000);
+
+  it('reloads from its button; a reload that redacts otherwise clears the audit lines kept; ?last= bounds them', async () => {
+    const ops = { authorization: `Bearer ${OPS}` };
+    const audit = async (q = ''): Promise<string[]> => ((await (await fetch(`${d.base}/status/audit${q}`, { headers: ops })).json()) as { lines: string[] }).lines;
+    expect(await audit('?last=2')).toHaveLength(2);
+    expect((await fetch(`${d.base}/status/audit?last=lots`, { headers: ops })).status).toBe(400);
+    expect((await audit()).length).toBeLessThanOrEqual(50);
+    // Full arguments from now on (and no rate limit for ci), by the page's Reload button.
+    const written = JSON.parse(readFileSync(configFile, 'utf8'));
+    writeFileSync(configFile, JSON.stringify({ ...written, audit: { path: auditFile, arguments: 'full' }, rateLimits: [] }));
+    await page.locator('#reload').click();
+    await confirm(/Reload the config/);
+    await page.locator('#notice').getByText('config reloaded').waitFor({ timeout: WAIT_MS });
+    expect((await status()).lastReload).toMatchObject({ result: 'applied', trigger: 'http' });
+    await page.locator('#audit li').filter({ hasText: '"client":"ops","action":"reload"' }).filter({ hasText: '"outcome":"ok"' }).waitFor({ timeout: WAIT_MS });
+    await host.callTool({ name: 'srv__misbehave', arguments: { mode: 'ok', note: 'marker-7f3e' } });
+    await waitFor(async () => (await audit()).some((l) => l.includes('marker-7f3e')), { what: 'the full argument in the audit lines', timeoutMs: WAIT_MS });
+    // Back to redacted: the line with the value is no longer served (the file keeps it: it was written under "full").
+    writeFileSync(configFile, JSON.stringify(written));
+    const r = await fetch(`${d.base}/status/reload`, { method: 'POST', headers: ops });
+    expect(await r.json()).toMatchObject({ result: 'applied', trigger: 'http' });
+    expect((await audit('?last=200')).join('\n')).not.toContain('marker-7f3e');
   }, 90_000);
 });
