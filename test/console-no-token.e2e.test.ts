@@ -5,9 +5,12 @@
 // `no-cors` fetch adds no other header), exactly; test/console.e2e.test.ts drives chromium.
 
 import { request } from 'node:http';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { estimateTokens, toolDefinitionText } from '../src/surface/tokens.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, type Daemon } from './helpers/daemon.js';
-import { fixture, runMux, tempDir, tempFile, WAIT_MS, waitFor } from './helpers/harness.js';
+import { fixture, looseSchema, runMux, tempDir, tempFile, WAIT_MS, waitFor } from './helpers/harness.js';
 
 let d: Daemon;
 
@@ -80,5 +83,19 @@ describe('console routes without tokens', () => {
     const res = await fetch(`${d.base}/status/audit`, { headers: { 'x-mcpmux-operator': '1' } });
     expect(res.status).toBe(403);
     expect(await res.text()).toContain('audit lines need an admin token');
+  });
+
+  it("estimates a server's tool tokens when /status asks, from the pages the catalogue holds: the sum over the tools hosts are shown", async () => {
+    const host = new Client({ name: 'console-tokens-host', version: '1.0.0' });
+    await host.connect(new StreamableHTTPClientTransport(new URL(d.url)));
+    try {
+      const listed = (await host.request({ method: 'tools/list', params: {} }, looseSchema)) as { tools: object[] };
+      const expected = listed.tools.reduce((sum, t) => sum + estimateTokens(toolDefinitionText(t)), 0);
+      expect(expected).toBeGreaterThan(0);
+      const fx = (await status()).upstreams.find((u: any) => u.name === 'fx');
+      expect(fx.toolTokens).toBe(expected);
+    } finally {
+      await host.close();
+    }
   });
 });

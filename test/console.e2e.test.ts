@@ -144,10 +144,18 @@ describe('web console', () => {
   it('loads after the token is entered once, kept in sessionStorage (never a cookie or the URL), with strict headers', async () => {
     const res = await page.goto(`${d.base}/ui`);
     const h = res!.headers();
-    expect(h['content-security-policy']).toBe("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
-    expect(h['x-content-type-options']).toBe('nosniff');
-    expect(h['referrer-policy']).toBe('no-referrer');
-    expect(h['cache-control']).toBe('no-store');
+    const strict = (h: Record<string, string>): void => {
+      expect(h['content-security-policy']).toBe("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'; require-trusted-types-for 'script'");
+      expect(h['x-content-type-options']).toBe('nosniff');
+      expect(h['referrer-policy']).toBe('no-referrer');
+      expect(h['cache-control']).toBe('no-store');
+      expect(h['cross-origin-opener-policy']).toBe('same-origin');
+      expect(h['cross-origin-resource-policy']).toBe('same-origin');
+    };
+    strict(h);
+    for (const asset of ['/ui/console.js', '/ui/console.css']) strict(Object.fromEntries((await fetch(`${d.base}${asset}`)).headers));
+    // The JSON answers carry upstream-controlled strings: never sniffed as anything else.
+    expect((await fetch(`${d.base}/status`, { headers: { authorization: `Bearer ${OPS}` } })).headers.get('x-content-type-options')).toBe('nosniff');
     // No token yet: the page asks for one and shows nothing of the daemon.
     await page.locator('#login').waitFor({ state: 'visible', timeout: WAIT_MS });
     expect(await page.locator('#main').isHidden()).toBe(true);
@@ -190,6 +198,8 @@ describe('web console', () => {
   it('approves a tool held by pinning from its button: hosts see it again', async () => {
     const names = async () => (await host.listTools()).tools.map((t) => t.name);
     expect(await names()).toContain('srv__misbehave');
+    // srv's pages are not cached (no listChanged): its tools are estimated in a window as they are shown.
+    expect((await srv()).toolTokens).toBeGreaterThan(0);
     // A rug pull: the tool's definition changes; the next listing holds it.
     await host.callTool({ name: 'srv__misbehave', arguments: { mode: 'rug-pull' } });
     await waitFor(async () => !(await names()).includes('srv__misbehave'), { what: 'the changed tool held', timeoutMs: WAIT_MS });

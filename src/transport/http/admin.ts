@@ -57,6 +57,8 @@ export class OperatorRoutes {
   serve(path: string, req: IncomingMessage, res: ServerResponse, authenticate: (req: IncomingMessage) => Authenticated): boolean {
     const handler = this.routes.get(path);
     if (!handler) return false;
+    // Their JSON carries upstream-controlled strings (errors, tool names): never sniffed as markup.
+    res.setHeader('x-content-type-options', 'nosniff');
     if (!this.guarded.has(path)) {
       runRoute((rq, rs) => handler(rq, rs, NOBODY), req, res, this.log);
       return true;
