@@ -120,7 +120,7 @@ export class Lists {
    * A list the server does not offer is 0.
    */
   counts(up: Upstream): { tools: number | null; toolTokens: number | null; prompts: number | null; resources: number | null } {
-    const known = (kind: ListKind, n: () => number): number | null => {
+    const known = (kind: ListKind, n: () => number | null): number | null => {
       if (up.state === 'ready' && up.capabilities[kind.capability] === undefined) return 0;
       return this.listed.has(`${up.name}\0${kind.method}`) ? n() : null;
     };
@@ -222,9 +222,15 @@ export class Lists {
     return now < gate.until;
   }
 
-  /** A server's tools' estimated tokens: what its tools/list costs a host's model. */
-  private tokensOf(up: Upstream): number {
-    const cached = this.catalogue.cachedItems(this.kinds.tools, up);
+  /**
+   * A server's tools' estimated tokens: what its tools/list costs a host's model. A server whose
+   * pages are cached but not all there now (evicted, or changed and not listed again): the last
+   * estimate, or null (not known), never a fetch for it.
+   */
+  private tokensOf(up: Upstream): number | null {
+    const cacheable = (up.capabilities.tools as Params | undefined)?.listChanged === true;
+    const cached = cacheable ? this.catalogue.cachedItems(this.kinds.tools, up) : undefined;
+    if (cacheable && !cached) return this.costMemo.get(up)?.tokens ?? null;
     if (cached) {
       const version = this.catalogue.version(this.kinds.tools, up);
       const memo = this.costMemo.get(up);
