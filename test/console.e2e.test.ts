@@ -23,11 +23,14 @@ const CI = 'ci-token-81f0b3c6d2';
 const BAD = path.join(ROOT, 'test/fixtures/bad-upstream.mjs');
 /** A name the browser resolves to loopback: a foreign site as far as Origin and Host go. */
 const FOREIGN = 'evil.example';
+/** What a hostile upstream says as its error: must show as text, never become an element. */
+const HOSTILE = '<img src=x onerror="window.__x=1">';
 
 let d: Daemon;
 let browser: Browser;
 let page: Page;
 let host: Client;
+let hostTransport: StreamableHTTPClientTransport;
 let other: Server;
 let otherPort: number;
 let auditFile: string;
@@ -59,11 +62,25 @@ async function confirm(expected: RegExp): Promise<void> {
 }
 
 beforeAll(async () => {
+  // Another page on this machine (another origin): a site the user has open beside the console.
+  // Its /mcp answers 500 with a JSON-RPC error whose message is markup: the upstream `evil`'s
+  // last error.
+  other = createServer((req, res) => {
+    if (req.url?.startsWith('/mcp')) {
+      res.writeHead(500, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: HOSTILE } }));
+    }
+    res.writeHead(200, { 'content-type': 'text/html' });
+    res.end('<!doctype html><title>other</title>');
+  });
+  await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+  otherPort = (other.address() as AddressInfo).port;
   auditFile = tempFile('audit.jsonl');
   const config = {
       mcpServers: {
         // Back after 4 s when it dies: twice the page's poll, so the page sees it down even when loaded.
         srv: { command: process.execPath, args: [BAD, '{}'], pinTools: true, restart: { maxRetries: 5, backoffMs: 4000 } },
+        evil: { url: `http://127.0.0.1:${otherPort}/mcp`, restart: { maxRetries: 0 } },
       },
       listen: { auth: { tokens: [{ client: 'ops', tokenEnv: 'CONSOLE_OPS_TOKEN', admin: true }, { client: 'ci', tokenEnv: 'CONSOLE_CI_TOKEN' }] } },
       audit: { path: auditFile, arguments: 'redacted' },
@@ -75,13 +92,6 @@ beforeAll(async () => {
     configFile,
     { CONSOLE_OPS_TOKEN: OPS, CONSOLE_CI_TOKEN: CI, MCPMUX_STATE_DIR: tempDir() },
   );
-  // Another page on this machine (another origin): a site the user has open beside the console.
-  other = createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': 'text/html' });
-    res.end('<!doctype html><title>other</title>');
-  });
-  await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
-  otherPort = (other.address() as AddressInfo).port;
   browser = await chromium.launch({
     executablePath: CHROMIUM,
     // Each launch has a fresh, temporary profile. FOREIGN resolves to loopback, nothing else does.
@@ -89,7 +99,8 @@ beforeAll(async () => {
   });
   page = await browser.newPage({ viewport: { width: 1200, height: 860 } });
   host = new Client({ name: 'console-test-host', version: '1.0.0' });
-  await host.connect(new StreamableHTTPClientTransport(new URL(d.url), { requestInit: { headers: { authorization: `Bearer ${CI}` } } }));
+  hostTransport = new StreamableHTTPClientTransport(new URL(d.url), { requestInit: { headers: { authorization: `Bearer ${CI}` } } });
+  await host.connect(hostTransport);
 }, 90_000);
 
 afterAll(async () => {
@@ -168,8 +179,19 @@ describe('web console', () => {
     expect(await page.evaluate(() => [sessionStorage.getItem('mcpmux.console.token'), document.cookie, location.href])).toEqual([OPS, '', `${d.base}/ui`]);
     const cookies = await page.context().cookies();
     expect(cookies).toEqual([]);
-    // The host's session is listed with its client and era.
-    await page.locator('#sessions tbody tr').filter({ hasText: 'ci' }).filter({ hasText: 'legacy' }).waitFor({ timeout: WAIT_MS });
+    // The host's session is listed with its client and era, its id cut to 8 characters: the
+    // full Streamable HTTP session id is nowhere in /status.
+    const session = page.locator('#sessions tbody tr').filter({ hasText: 'ci' }).filter({ hasText: 'legacy' });
+    await session.waitFor({ timeout: WAIT_MS });
+    const full = hostTransport.sessionId!;
+    expect(full.length).toBeGreaterThan(8);
+    await expect(session.locator('td').first().textContent()).resolves.toMatch(/^[^…]{8}…$/);
+    expect(JSON.stringify(await status())).not.toContain(full);
+    // A hostile upstream's error is shown as the text it is: no element made of it, no script run.
+    const evil = row('evil').locator('td.wrap');
+    await evil.getByText(HOSTILE, { exact: false }).waitFor({ timeout: WAIT_MS });
+    expect(await page.locator('#upstreams img, #main img').count()).toBe(0);
+    expect(await page.evaluate(() => (window as unknown as { __x?: number }).__x)).toBeUndefined();
   }, 90_000);
 
   it('shows an upstream going down and coming back, live', async () => {
@@ -187,6 +209,13 @@ describe('web console', () => {
 
   it('restarts an upstream from its button, after the confirmation, and the audit lines show who did', async () => {
     const before = await srv();
+    // Cancelled: nothing is asked of the daemon.
+    await row('srv').getByRole('button', { name: 'Restart' }).click();
+    await page.locator('#confirm').waitFor({ state: 'visible', timeout: WAIT_MS });
+    await page.locator('#confirm-cancel').click();
+    await page.locator('#confirm').waitFor({ state: 'hidden', timeout: WAIT_MS });
+    await page.locator('body[data-updated]').waitFor({ timeout: WAIT_MS });
+    expect((await srv()).restarts).toBe(before.restarts);
     await row('srv').getByRole('button', { name: 'Restart' }).click();
     await confirm(/Restart upstream srv/);
     await row('srv').locator('td.restarts').getByText(String(before.restarts + 1), { exact: true }).waitFor({ timeout: WAIT_MS });
