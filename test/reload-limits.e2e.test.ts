@@ -83,7 +83,7 @@ describe('reload applies what it reports applied', () => {
     await waitFor(async () => (await upstream(d, 'slow'))?.state === 'ready', { what: 'slow ready', timeoutMs: 20_000 });
 
     await reload(d, file, cfg(500));
-    expect((await fetch(`${d.base}/status/restart?server=slow`, { method: 'POST' })).status).toBe(202);
+    expect((await fetch(`${d.base}/status/restart?server=slow`, { method: 'POST', headers: { 'x-mcpmux-operator': '1' } })).status).toBe(202);
     // Its 2 s initialize no longer fits.
     const failed = await waitFor(async () => {
       const u = await upstream(d, 'slow');

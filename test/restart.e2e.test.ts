@@ -13,7 +13,8 @@ afterAll(stopAllDaemons);
 const BAD = path.join(ROOT, 'test/fixtures/bad-upstream.mjs');
 const status = async (d: Daemon) => (await fetch(`${d.base}/status`)).json() as Promise<any>;
 const upstream = async (d: Daemon, name: string) => (await status(d)).upstreams.find((u: any) => u.name === name);
-const restart = (d: Daemon, name: string) => fetch(`${d.base}/status/restart?server=${name}`, { method: 'POST' });
+// The operator header: what `mcpmux restart` sends (no tokens here, so no bearer header).
+const restart = (d: Daemon, name: string) => fetch(`${d.base}/status/restart?server=${name}`, { method: 'POST', headers: { 'x-mcpmux-operator': '1' } });
 /** Every child the fixture says was spawned (it appends its pid on start). */
 const spawned = (file: string): number[] => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean).map(Number) : []);
 

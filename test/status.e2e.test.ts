@@ -1,6 +1,7 @@
 // Seeing the daemon: GET /status, `mcpmux status`, `mcpmux restart`, and what a crash loop
 // looks like there and in /readyz. Plus the one backoff every retry uses.
 
+import { request as httpRequest } from 'node:http';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -105,6 +106,23 @@ describe('status', () => {
     expect((await fetch(`${admin}/status/restart?server=fx`, { method: 'POST' })).status).toBe(401);
     expect((await fetch(`${admin}/status`, { headers: { authorization: 'Bearer host-token-456' } })).status).toBe(200);
     for (const open of ['/metrics', '/healthz']) expect((await fetch(`${admin}${open}`)).status, open).toBe(200);
+    // The web console is where /status is: the admin port, not the main one; the admin
+    // listener's Host and Origin checks cover it (DNS rebinding, other pages' actions).
+    const ui = await fetch(`${admin}/ui`);
+    expect(ui.status).toBe(200);
+    expect(ui.headers.get('content-security-policy')).toContain("default-src 'none'");
+    expect((await fetch(`http://127.0.0.1:${d.port}/ui`)).status).toBe(404);
+    const rawStatus = (headers: Record<string, string>, method = 'GET', target = '/ui') =>
+      new Promise<number>((resolve, reject) => {
+        const req = httpRequest({ host: '127.0.0.1', port: adminPort, method, path: target, headers }, (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    expect(await rawStatus({ host: `evil.example:${adminPort}` })).toBe(403);
+    expect(await rawStatus({ origin: 'http://127.0.0.1:3000', 'sec-fetch-site': 'same-site', authorization: 'Bearer host-token-456' }, 'POST', '/status/restart?server=fx')).toBe(403);
     await waitFor(async () => (await fetch(`${admin}/readyz`)).status === 200, { what: '/readyz open and ready' });
     // The CLI against the admin port: refused without a token (and says what to do), fine with one.
     const refused = await cli(['status', '--url', admin]);

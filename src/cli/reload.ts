@@ -77,10 +77,15 @@ export class Reloader {
     this.unwatch?.();
   }
 
-  /** One reload at a time; one asked for while another runs follows it (with the newest file). */
+  /**
+   * One reload at a time; one asked for while another runs follows it (with the newest file).
+   * A file event does not replace a signal's or an HTTP caller's reload waiting its turn: a file
+   * reload of an unchanged text does nothing, and the caller would take an earlier run's record
+   * (`last`) for its own.
+   */
   reload(trigger: ReloadTrigger): Promise<void> {
     if (this.running) {
-      this.again = trigger;
+      if (trigger !== 'file' || this.again === undefined || this.again === 'file') this.again = trigger;
       return this.running;
     }
     const run = async (): Promise<void> => {

@@ -222,6 +222,8 @@ export function startObservers(config: Config, log: Logger, withMetrics: boolean
     return undefined;
   }
   let settings = JSON.stringify([config.audit, config.secrets]);
+  let previous = config;
+  const redaction = (c: Config): string => JSON.stringify([c.audit.arguments, c.audit.redact, c.secrets]);
   metrics?.start();
   audit?.start();
   const reopen = (): void => audit?.reopen();
@@ -245,9 +247,13 @@ export function startObservers(config: Config, log: Logger, withMetrics: boolean
       // there is no gap and no overlap.
       // close() stops the old writer listening at once, then writes out what it holds.
       void audit?.close();
+      // Lines kept under other redaction rules (or secrets) are not served under the new ones;
+      // nor are any once the audit log is off. A new path alone keeps them.
+      if (!fresh || redaction(next) !== redaction(previous)) auditRing.clear();
       fresh?.start();
       audit = fresh;
       settings = wanted;
+      previous = next;
       return undefined;
     },
     async close() {

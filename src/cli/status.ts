@@ -10,13 +10,14 @@
 
 import { publishOperatorAction, type OperatorActionEvent } from '../observe/events.js';
 import { printable } from '../observe/log-format.js';
+import { AUDIT_RING_LINES } from '../observe/audit-ring.js';
 import type { ClusterStatus } from '../cluster/registry.js';
 import type { Router, RouterStatus } from '../router/router.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HeldTool } from '../governance/pins.js';
 import { RateLimiter } from '../governance/rate-limit.js';
 import type { SharedRateLimiter } from '../governance/shared-rate-limit.js';
-import type { Caller, OperatorRoutes } from '../transport/http/admin.js';
+import { OPERATOR_HEADER, type Caller, type OperatorRoutes } from '../transport/http/admin.js';
 import { HttpRpcCode, sendError, sendJson } from '../transport/http/respond.js';
 import { queryOf } from '../transport/http/url.js';
 import { VERSION } from '../version.js';
@@ -24,6 +25,8 @@ import type { Reloader, ReloadRecord } from './reload.js';
 import { UsageError, type Observers, type Runtime } from './runtime.js';
 
 const DEFAULT_BASE = 'http://127.0.0.1:7330';
+/** The audit lines /status/audit gives unless `?last=` says (what the console shows). */
+const AUDIT_LAST = 50;
 
 /** What /status says of the daemon beyond the router: the config file and its last reload. */
 export interface DaemonInfo {
@@ -34,24 +37,27 @@ export interface DaemonInfo {
   /** In a cluster: this daemon and the others as Redis knows them (cluster/registry.ts). */
   cluster?(): Promise<ClusterStatus>;
   /** Tool pinning: what it holds now, and approving it (POST /status/approve). */
-  pins?: { held(): HeldTool[]; approve(pairs: { server: string; tool: string }[]): Promise<unknown> };
+  pins?: { held(): HeldTool[]; approve(pairs: { server: string; tool: string; fingerprint?: string }[]): Promise<{ server: string; tool: string }[]> };
   /** The rate limiter in force: its buckets near their limit go into /status. */
   limiter?(): RateLimiter | SharedRateLimiter;
   /** Reloads the config now, as SIGHUP does (POST /status/reload); resolves to that reload's record. */
   reload?(): Promise<ReloadRecord | undefined>;
-  /** The last audit lines as written (GET /status/audit); `on`: whether the audit log is on at all. */
-  audit?(): { on: boolean; lines: string[] };
+  /** The last `last` audit lines as written (GET /status/audit); `on`: whether the audit log is on at all. */
+  audit?(last: number): { on: boolean; lines: string[] };
 }
 
 export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: DaemonInfo): void {
   const startedAt = Date.now();
   routes.set(
     '/status',
-    async (req, res) => {
+    async (req, res, caller) => {
       if (req.method !== 'GET') return sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'GET' });
       // Never rejects: a Redis that is down is said inside the section.
       const cluster = await info.cluster?.();
       const limiter = info.limiter?.();
+      // A client that is no admin sees its own sessions and buckets only: the others' name
+      // clients (OIDC persons' claims among them), their toolsets and the tools they call.
+      const own = caller.admin ? undefined : (caller.client ?? '');
       sendJson(res, 200, {
         version: VERSION,
         pid: process.pid,
@@ -60,9 +66,9 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
         lastReload: info.lastReload() ?? null,
         ...withIdle(router.status(), info.idleSessions?.() ?? 0),
         // The web console's additions: sessions one by one, held tools, buckets near their limit.
-        sessionList: router.sessionList(),
+        sessionList: router.sessionList(undefined, own),
         ...(info.pins && { held: info.pins.held() }),
-        ...(limiter && { rateLimits: limiter instanceof RateLimiter ? { shared: false, near: limiter.nearLimit() } : { shared: true, near: [] } }),
+        ...(limiter && { rateLimits: limiter instanceof RateLimiter ? { shared: false, near: limiter.nearLimit(undefined, undefined, own) } : { shared: true, near: [] } }),
         ...(cluster && { cluster }),
       });
     },
@@ -87,7 +93,7 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
       audit('ok', 202);
       sendJson(res, 202, { server, restarting: true });
     },
-    { needsToken: true },
+    { needsToken: true, action: true },
   );
   const { pins, reload, audit: auditLines } = info;
   if (pins) {
@@ -105,12 +111,24 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
           audit('error', 400);
           return sendError(res, 400, HttpRpcCode.Transport, "Bad Request: ?server=NAME&tool=NAME are required (the tool's own name on that server)");
         }
-        if (!pins.held().some((h) => h.server === server && h.tool === tool)) {
+        const held = pins.held().find((h) => h.server === server && h.tool === tool);
+        if (!held) {
           audit('error', 404);
           return sendError(res, 404, HttpRpcCode.Transport, `Not Found: no held tool ${JSON.stringify(tool)} of ${JSON.stringify(server)}`);
         }
+        // `fingerprint`: the definition the operator saw (the console sends it, from /status's
+        // `held`). Changed again since: not approved, look again.
+        const fingerprint = q.get('fingerprint') ?? undefined;
+        if (fingerprint !== undefined && fingerprint !== held.fingerprint) {
+          audit('error', 409);
+          return sendError(res, 409, HttpRpcCode.Transport, `Conflict: ${server}/${tool} changed again since it was shown; look at its definition again before approving`);
+        }
         try {
-          await pins.approve([{ server, tool }]);
+          const done = await pins.approve([{ server, tool, fingerprint: held.fingerprint }]);
+          if (done.length === 0) {
+            audit('error', 409);
+            return sendError(res, 409, HttpRpcCode.Transport, `Conflict: ${server}/${tool} changed while it was being approved; look at its definition again`);
+          }
         } catch (err) {
           audit('error', 503);
           return sendError(res, 503, HttpRpcCode.Transport, `Service Unavailable: cannot record the approval: ${(err as Error).message}`);
@@ -118,7 +136,7 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
         audit('ok', 200);
         sendJson(res, 200, { server, tool, approved: true });
       },
-      { needsToken: true },
+      { needsToken: true, action: true },
     );
   }
   if (reload) {
@@ -134,19 +152,26 @@ export function addStatusRoutes(routes: OperatorRoutes, router: Router, info: Da
         audit(applied ? 'ok' : 'error', 200);
         sendJson(res, 200, record ?? { result: 'refused', error: 'no reload took place' });
       },
-      { needsToken: true },
+      { needsToken: true, action: true },
     );
   }
   if (auditLines) {
-    // The last audit lines, as the file got them. Admin only: they name every client's calls.
+    // The last audit lines (`?last=N`, 50 unless said, 200 at most), as the file got them. For
+    // an admin a token names only: they name every client's calls (with full session ids, and
+    // argument values under audit.arguments "full") and the file is 0600. Without tokens
+    // "admin" is whoever reaches the port, which a restart may be, not a reading of that file.
     routes.set(
       '/status/audit',
       (req, res, caller) => {
         if (req.method !== 'GET') return sendError(res, 405, HttpRpcCode.Transport, 'Method Not Allowed', { allow: 'GET' });
-        if (!caller.admin) return sendError(res, 403, HttpRpcCode.Transport, `Forbidden: client ${JSON.stringify(caller.client)} may not read the audit log (only a client with "admin": true in listen.auth.tokens may)`);
-        sendJson(res, 200, auditLines());
+        if (caller.client === undefined) return sendError(res, 403, HttpRpcCode.Transport, 'Forbidden: audit lines need an admin token (set listen.auth.tokens with a client marked "admin": true); without tokens they are in the audit file only');
+        if (!caller.admin) return sendError(res, 403, HttpRpcCode.Transport, `Forbidden: audit lines need an admin token: client ${JSON.stringify(caller.client)} may not read the audit log (only a client with "admin": true in listen.auth.tokens may)`);
+        const asked = queryOf(req).get('last');
+        const last = asked === null ? AUDIT_LAST : Number(asked);
+        if (!Number.isInteger(last) || last < 0) return sendError(res, 400, HttpRpcCode.Transport, `Bad Request: ?last= is a count of lines (0 to ${AUDIT_RING_LINES})`);
+        sendJson(res, 200, auditLines(Math.min(last, AUDIT_RING_LINES)));
       },
-      { needsToken: true },
+      { needsToken: true, action: true },
     );
   }
 }
@@ -157,7 +182,7 @@ export function operatorInfo(runtime: Runtime, observers: Observers, reloader: R
     pins: runtime.pins,
     limiter: () => runtime.limiter,
     reload: () => reloader.reload('http').then(() => reloader.last),
-    audit: () => ({ on: observers.audit !== undefined, lines: observers.auditRing.snapshot() }),
+    audit: (last) => ({ on: observers.audit !== undefined, lines: observers.auditRing.snapshot(last) }),
   };
 }
 
@@ -313,7 +338,7 @@ function count(n: number | null | undefined): string {
 /** `mcpmux restart NAME [--url BASE] [--token-env VAR]`. */
 export async function runRestart(name: string, opts: { url?: string; tokenEnv?: string }): Promise<number> {
   const base = opts.url ?? DEFAULT_BASE;
-  const res = await call('restart', base, `status/restart?server=${encodeURIComponent(name)}`, { method: 'POST' }, opts.tokenEnv);
+  const res = await call('restart', base, `status/restart?server=${encodeURIComponent(name)}`, { method: 'POST', headers: { [OPERATOR_HEADER]: '1' } }, opts.tokenEnv);
   if (!res) return 1;
   const body = await res.text();
   if (res.status !== 202) {

@@ -36,7 +36,7 @@ export function consolePage(version: string): string {
   <section>
     <h2>Held tools <span class="muted">(tool pinning)</span></h2>
     <p id="held-none" class="muted">None.</p>
-    <table id="held"><thead><tr><th>server</th><th>tool</th><th>changed</th><th></th></tr></thead><tbody></tbody></table>
+    <table id="held"><thead><tr><th>server</th><th>tool</th><th>changed</th><th>description now</th><th></th></tr></thead><tbody></tbody></table>
   </section>
   <section>
     <h2>Sessions <span id="session-count" class="muted"></span></h2>

@@ -9,7 +9,8 @@
 // browser send can read or act (it has no bearer header: 401, or a foreign Origin: 403).
 //
 // Headers: a strict Content-Security-Policy (only this origin's script, style and fetches; no
-// framing, no base, no forms), nosniff, no referrer, no caching.
+// framing, no base, no forms; Trusted Types required, so an innerHTML slipped in fails loudly),
+// nosniff, no referrer, no caching, COOP and CORP same-origin.
 
 import type { ServerResponse } from 'node:http';
 import type { OperatorRoutes } from '../transport/http/admin.js';
@@ -21,7 +22,7 @@ import { CONSOLE_CSS } from './style.js';
 
 export const CONSOLE_PATH = '/ui';
 
-export const CONSOLE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+export const CONSOLE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'; require-trusted-types-for 'script'";
 
 const HEADERS = {
   'content-security-policy': CONSOLE_CSP,
@@ -29,6 +30,9 @@ const HEADERS = {
   'referrer-policy': 'no-referrer',
   'cache-control': 'no-store',
   'x-frame-options': 'DENY',
+  // No opener handle for a page that opened the console; its files for this origin only.
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-resource-policy': 'same-origin',
 };
 
 export function addConsoleRoutes(routes: OperatorRoutes): void {

@@ -18,7 +18,11 @@ export const CONSOLE_JS = String.raw`// mcpmux web console. Reads /status (every
   function token() { return sessionStorage.getItem(KEY); }
   function headers() {
     var t = token();
-    return t ? { authorization: 'Bearer ' + t } : {};
+    // The operator header: what no page of another origin can send (the daemon wants it, or the
+    // token, on every action: without tokens configured there is no token to send).
+    var h = { 'x-mcpmux-operator': '1' };
+    if (t) h.authorization = 'Bearer ' + t;
+    return h;
   }
   function call(method, path) {
     return fetch(path, { method: method, headers: headers(), cache: 'no-store', credentials: 'omit', redirect: 'error' }).then(function (res) {
@@ -92,7 +96,10 @@ export const CONSOLE_JS = String.raw`// mcpmux web console. Reads /status (every
   function act(method, path, done) {
     notice('working...');
     call(method, path).then(function (r) {
-      if (r.status === 401) return askToken('The token was refused (401).');
+      if (r.status === 401) {
+        sessionStorage.removeItem(KEY);
+        return askToken('The token was refused (401).');
+      }
       if (r.status >= 300) return notice(reason(r), true);
       notice(done(r.body));
       refresh();
@@ -103,9 +110,12 @@ export const CONSOLE_JS = String.raw`// mcpmux web console. Reads /status (every
       act('POST', '/status/restart?server=' + encodeURIComponent(name), function () { return name + ' is restarting'; });
     });
   }
-  function approve(server, tool) {
-    confirmThen('Approve the current definition of ' + server + '/' + tool + '? Hosts will see and may call it.', function () {
-      act('POST', '/status/approve?server=' + encodeURIComponent(server) + '&tool=' + encodeURIComponent(tool), function () { return server + '/' + tool + ' approved'; });
+  function approve(h) {
+    // The definition shown is the one approved (fingerprint): changed again since, the daemon answers 409.
+    var text = 'Approve ' + h.server + '/' + h.tool + ' as shown (changed: ' + h.changed.join(', ') + ')? Hosts will see and may call it.' +
+      (h.description !== null && h.description !== undefined ? ' Its description now: ' + h.description : '');
+    confirmThen(text, function () {
+      act('POST', '/status/approve?server=' + encodeURIComponent(h.server) + '&tool=' + encodeURIComponent(h.tool) + '&fingerprint=' + encodeURIComponent(h.fingerprint), function () { return h.server + '/' + h.tool + ' approved'; });
     });
   }
   function reload() {
@@ -156,7 +166,8 @@ export const CONSOLE_JS = String.raw`// mcpmux web console. Reads /status (every
       cell(tr, h.server);
       cell(tr, h.tool);
       cell(tr, h.changed.join(', '));
-      cell(tr, '').appendChild(button('Approve', 'approve', function () { approve(h.server, h.tool); }));
+      cell(tr, h.description === null || h.description === undefined ? '' : h.description, 'wrap description');
+      cell(tr, '').appendChild(button('Approve', 'approve', function () { approve(h); }));
       return tr;
     }));
     var list = (s.sessionList && s.sessionList.list) || [];
@@ -193,7 +204,7 @@ export const CONSOLE_JS = String.raw`// mcpmux web console. Reads /status (every
     var note = $('audit-note');
     var list = $('audit');
     if (r.status === 403) {
-      note.textContent = 'Reading the audit log needs an admin token.';
+      note.textContent = reason(r).replace(/^Forbidden: /, '');
       list.replaceChildren();
       return;
     }
@@ -214,12 +225,15 @@ export const CONSOLE_JS = String.raw`// mcpmux web console. Reads /status (every
     clearTimeout(timer);
     if (busy) return;
     busy = true;
-    Promise.all([call('GET', '/status'), call('GET', '/status/audit')]).then(function (both) {
+    Promise.all([call('GET', '/status'), call('GET', '/status/audit?last=' + AUDIT_LINES)]).then(function (both) {
       var st = both[0];
-      if (st.status === 401) {
+      // 401: the token is wrong (or missing); 403: it is valid but names no client of the
+      // config (an OIDC person): either way another token is needed, so ask for one.
+      if (st.status === 401 || st.status === 403) {
         var had = token();
         sessionStorage.removeItem(KEY);
-        return askToken(had ? 'The token was refused (401).' : '');
+        askToken(st.status === 403 ? reason(st) : had ? 'The token was refused (401).' : '');
+        return false;
       }
       if (st.status !== 200 || !st.body) {
         notice('/status answered ' + reason(st), true);
@@ -233,11 +247,15 @@ export const CONSOLE_JS = String.raw`// mcpmux web console. Reads /status (every
         if (Date.now() - noticeAt > NOTICE_MS) $('notice').textContent = '';
         document.body.dataset.updated = new Date().toISOString();
       }
-      timer = setTimeout(refresh, POLL_MS);
-    }, function (e) {
-      notice('cannot reach the daemon: ' + e.message, true);
-      timer = setTimeout(refresh, POLL_MS);
-    }).finally(function () { busy = false; });
+      return true;
+    }).catch(function (e) {
+      // The daemon unreachable, or an answer the page could not show: said, and polled again.
+      notice('cannot show the daemon: ' + (e && e.message), true);
+      return true;
+    }).then(function (again) {
+      busy = false;
+      if (again) timer = setTimeout(refresh, POLL_MS);
+    });
   }
 
   document.addEventListener('DOMContentLoaded', function () {

@@ -23,6 +23,8 @@ import { FilePins } from './pins-file.js';
 import { RedisPins } from './pins-redis.js';
 
 /** The parts of a definition that are hashed and compared. */
+/** Held tools /status lists at most. */
+const MAX_HELD = 500;
 const FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations', '_meta'] as const;
 /** Changes remembered as reported at most (see ToolPins.reported). */
 const MAX_REPORTED = 10_000;
@@ -93,11 +95,25 @@ export interface PinsOptions {
   onChange?: () => void;
 }
 
-/** A tool held by pinning: its server, its own name there, and what changed (or `(new tool)`). */
+/**
+ * A tool held by pinning: its server, its own name there, what changed (or `(new tool)`), its
+ * description now (the text a rug pull changes; untrusted, cut to HELD_TEXT_CHARS) and the
+ * fingerprint of the definition held: an approval that names it approves that one only.
+ */
 export interface HeldTool {
   server: string;
   tool: string;
   changed: string[];
+  description: string | null;
+  fingerprint: string;
+}
+
+/** A held tool's description is kept to this many characters (the console shows it). */
+const HELD_TEXT_CHARS = 2000;
+
+/** The fingerprint of a definition by its field hashes (what an approval records). */
+export function fingerprintOf(fields: Record<string, string>): string {
+  return createHash('sha256').update(FIELDS.map((f) => fields[f] ?? '').join('.')).digest('hex').slice(0, 16);
 }
 
 /** One upstream connection as pruning needs it: a closed one's listing no longer counts. */
@@ -126,6 +142,8 @@ export class ToolPins {
   private readonly reported = new Set<string>();
   /** Servers first seen by this process (trusted on first use). */
   private readonly firstUse = new Set<string>();
+  /** Per pinned server, the descriptions of its tools as last held (the console shows them). */
+  private readonly heldText = new Map<string, Map<string, string | null>>();
 
   constructor(private readonly opts: PinsOptions) {
     const keeper: PinsKeeper = {
@@ -174,12 +192,23 @@ export class ToolPins {
         return true;
       }
       this.report(server, name, ['(new tool)'], fields, true);
+      this.holdText(server, name, tool);
       return false;
     }
     const changed = FIELDS.filter((f) => pin.fields[f] !== fields[f]);
     if (changed.length === 0) return true;
     this.report(server, name, changed, fields, true);
+    this.holdText(server, name, tool);
     return false;
+  }
+
+  /** Keeps a held tool's description for the console; bounded per server (a stale one is only read while its tool is held). */
+  private holdText(server: string, name: string, tool: Params): void {
+    let texts = this.heldText.get(server);
+    if (!texts) this.heldText.set(server, (texts = new Map()));
+    if (texts.size >= 2 * MAX_HELD && !texts.has(name)) texts.clear();
+    const d = tool.description;
+    texts.set(name, typeof d === 'string' ? (d.length > HELD_TEXT_CHARS ? `${d.slice(0, HELD_TEXT_CHARS)}…` : d) : null);
   }
 
   /**
@@ -245,6 +274,7 @@ export class ToolPins {
     const dropped = [...this.opts.pinned].filter((server) => !pinned.has(server) && this.storage.servers[server]);
     for (const server of dropped) this.firstUse.delete(server);
     for (const server of this.seen.keys()) if (!configured.has(server)) this.seen.delete(server);
+    for (const server of this.heldText.keys()) if (!pinned.has(server)) this.heldText.delete(server);
     for (const server of this.listed.keys()) if (!configured.has(server)) this.listed.delete(server);
     this.opts.pinned = pinned;
     if (dropped.length > 0) this.storage.drop(dropped);
@@ -255,11 +285,13 @@ export class ToolPins {
    * that are pinned (nothing else is held or recorded); writes them now. Resolves to the pairs
    * recorded; rejects when they cannot be written (the shared store is down).
    */
-  async approve(pairs: readonly { server: string; tool: string }[]): Promise<{ server: string; tool: string }[]> {
+  async approve(pairs: readonly { server: string; tool: string; fingerprint?: string }[]): Promise<{ server: string; tool: string }[]> {
     const byServer = new Map<string, ServerPins>();
-    const done = pairs.filter(({ server, tool }) => {
+    const done = pairs.filter(({ server, tool, fingerprint }) => {
       const fields = this.seen.get(server)?.get(tool);
       if (!fields || !this.opts.pinned.has(server)) return false;
+      // Approved only as the operator saw it: a definition that changed again since is not.
+      if (fingerprint !== undefined && fingerprintOf(fields) !== fingerprint) return false;
       let tools = byServer.get(server);
       if (!tools) byServer.set(server, (tools = {}));
       tools[tool] = { fields, approvedAt: now() };
@@ -274,14 +306,15 @@ export class ToolPins {
    * servers, the definitions seen last that are not the approved ones. Computed from what is
    * kept and seen, never stored apart. `max`: at most this many.
    */
-  held(max = 500): HeldTool[] {
+  held(max = MAX_HELD): HeldTool[] {
     const out: HeldTool[] = [];
     for (const server of this.opts.pinned) {
       if (!this.storage.isRead(server)) continue;
       for (const [tool, fields] of this.seen.get(server) ?? []) {
         if (this.approved(server, tool, fields)) continue;
         const pin = this.storage.servers[server]?.[tool];
-        out.push({ server, tool, changed: pin ? FIELDS.filter((f) => pin.fields[f] !== fields[f]) : ['(new tool)'] });
+        const description = this.heldText.get(server)?.get(tool) ?? null;
+        out.push({ server, tool, changed: pin ? FIELDS.filter((f) => pin.fields[f] !== fields[f]) : ['(new tool)'], description, fingerprint: fingerprintOf(fields) });
         if (out.length >= max) return out;
       }
     }

@@ -122,12 +122,19 @@ interface Memo {
   key: string;
 }
 
+/** How long nearLimit's answer to one question is reused (the console polls every 2 s). */
+const NEAR_CACHE_MS = 1000;
+/** Questions nearLimit keeps answers to (one per client that asks, and the admins'). */
+const NEAR_CACHE_KEYS = 64;
+
 export class RateLimiter {
   private readonly rules: Rule[];
   private readonly buckets: LRUCache<string, Bucket>;
   private readonly memos: (Memo | undefined)[];
   /** The buckets one take() found with a token (reused: no array per call). */
   private readonly taken: Bucket[] = [];
+  /** nearLimit's recent answers, by question (share, max, client). */
+  private readonly nearCache = new Map<string, { at: number; rows: NearLimit[] }>();
 
   constructor(
     rules: readonly RateLimitRule[],
@@ -173,21 +180,40 @@ export class RateLimiter {
 
   /**
    * The buckets near their limit now (the web console): at most `share` of their burst left,
-   * or less than one call's token; emptiest first, at most `max`. Read without refilling or
-   * touching them (their LRU order stays).
+   * or less than one call's token; emptiest first, at most `max`; only `client`'s when named
+   * (a client that is no admin sees no one else's). Read without refilling or touching them
+   * (their LRU order stays). A walk of every bucket (up to limits.maxRateLimitKeys), so an
+   * answer is kept NEAR_CACHE_MS per question: a client polling /status in a loop costs one
+   * walk a second, not one a request. Only the index prefix is parsed before the fill is
+   * known, and the emptiest `max` are kept by insertion, never a sort of them all.
    */
-  nearLimit(share = 0.2, max = 50): NearLimit[] {
+  nearLimit(share = 0.2, max = 50, client?: string): NearLimit[] {
     const now = this.now();
-    const out: NearLimit[] = [];
+    const asked = `${share}\0${max}\0${client ?? ''}`;
+    const hit = this.nearCache.get(asked);
+    if (hit && now - hit.at < NEAR_CACHE_MS) return hit.rows;
+    if (this.nearCache.size >= NEAR_CACHE_KEYS) this.nearCache.clear();
+    const kept: { fill: number; key: string; tokens: number; r: Rule }[] = [];
     for (const [key, b] of this.buckets.entries()) {
-      const [index, client, server, tool] = key.split('\0');
-      const r = this.rules[Number(index)];
+      const cut = key.indexOf('\0');
+      const r = this.rules[Number(key.slice(0, cut))];
       if (!r) continue;
       const tokens = Math.min(r.burst, b.tokens + (now - b.at) * r.rate);
       if (tokens >= 1 && tokens > r.burst * share) continue;
-      out.push({ rule: r.index, client: client || '*', server: server || '*', tool: tool || '*', tokens: Math.floor(tokens * 100) / 100, burst: r.burst, perMinute: r.perMinute });
+      const fill = tokens / r.burst;
+      if (kept.length >= max && fill >= kept[kept.length - 1]!.fill) continue;
+      if (client !== undefined && key.slice(cut + 1, key.indexOf('\0', cut + 1)) !== client) continue;
+      let at = kept.length;
+      while (at > 0 && kept[at - 1]!.fill > fill) at--;
+      kept.splice(at, 0, { fill, key, tokens, r });
+      if (kept.length > max) kept.pop();
     }
-    return out.sort((a, b) => a.tokens / a.burst - b.tokens / b.burst).slice(0, max);
+    const rows = kept.map(({ key, tokens, r }) => {
+      const [, who, server, tool] = key.split('\0');
+      return { rule: r.index, client: who || '*', server: server || '*', tool: tool || '*', tokens: Math.floor(tokens * 100) / 100, burst: r.burst, perMinute: r.perMinute };
+    });
+    this.nearCache.set(asked, { at: now, rows });
+    return rows;
   }
 
   /**

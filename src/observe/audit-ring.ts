@@ -2,7 +2,9 @@
 // log's own writer (audit.ts hands it every line on its way to the file, after the formatter
 // and the secret scrubber), so what the console shows is byte for byte what the file got: the
 // same redaction, no second formatter to drift from it. Bounded in lines and in each line's
-// length; outlives a reload that starts a new audit writer, so the console keeps its history.
+// length. It outlives a reload that only moves the file, so the console keeps its history; a
+// reload that changes what is redacted (audit.arguments, audit.redact, the secrets) or turns the
+// audit log off clears it: lines redacted under the old rules are not served under the new.
 
 /** Lines kept at most. */
 export const AUDIT_RING_LINES = 200;
@@ -28,8 +30,15 @@ export class AuditRing {
     this.head = (this.head + 1) % this.max;
   }
 
-  /** The lines kept, oldest first. */
-  snapshot(): string[] {
-    return [...this.lines.slice(this.head), ...this.lines.slice(0, this.head)];
+  /** The last `last` lines kept (all of them when undefined), oldest first. */
+  snapshot(last?: number): string[] {
+    const all = [...this.lines.slice(this.head), ...this.lines.slice(0, this.head)];
+    return last === undefined || last >= all.length ? all : all.slice(all.length - Math.max(0, last));
+  }
+
+  /** Forgets every line (a reload that redacts otherwise, or turns the audit log off). */
+  clear(): void {
+    this.lines.length = 0;
+    this.head = 0;
   }
 }

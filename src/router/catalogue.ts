@@ -272,6 +272,27 @@ export class Catalogue {
     return `${this.epoch}.${this.generationsOf(up)[kind.capability] ?? 0}`;
   }
 
+  /**
+   * Every item of an upstream's list as shown, from the cache alone (never a fetch): undefined
+   * when the upstream's pages are not cached (no listChanged) or not all are there now.
+   */
+  cachedItems(kind: ListKind, up: Upstream): Params[] | undefined {
+    if (!this.cacheable(kind, up)) return undefined;
+    const prefix = `${this.epoch}:${this.idOf(up)}:${this.generationsOf(up)[kind.capability] ?? 0}:${kind.method}:`;
+    const items: Params[] = [];
+    let cursor = '';
+    // Bounded like a walk: a cursor seen twice ends it (a cycle), as do the cache's own bounds.
+    const seen = new Set<string>();
+    for (;;) {
+      const p = this.cache.peek(prefix + cursor);
+      if (!p) return undefined;
+      for (const item of p.items) items.push(item);
+      if (p.next === undefined) return items;
+      if (seen.has(p.next)) return undefined;
+      seen.add((cursor = p.next));
+    }
+  }
+
   private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal, tally?: ListTally): Promise<Page> {
     const key = `${this.epoch}:${this.idOf(up)}:${this.generationsOf(up)[kind.capability] ?? 0}:${kind.method}:${cursor ?? ''}`;
     if (!this.cacheable(kind, up)) {

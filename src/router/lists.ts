@@ -29,8 +29,16 @@ export class Lists {
    */
   private readonly uris = new Map<string, Set<string>>();
   private readonly views = new Map<string, Set<string>>();
-  /** Per server, each tool's estimated tokens as hosts are shown it (public name -> tokens): its token cost in /status. */
+  /**
+   * Per server, each tool's estimated tokens as hosts are shown it (public name -> tokens): its
+   * token cost in /status, for servers whose pages are not cached (no listChanged), estimated
+   * in a window of COST_WINDOW_MS at most once per COST_EVERY_MS (costGates), not on every
+   * host's tools/list. A server whose pages are cached is estimated when /status asks, from
+   * those pages, once per list version (costMemo): its list path does no estimating at all.
+   */
   private readonly toolTokens = new Map<string, Map<string, number>>();
+  private readonly costGates = new Map<string, { until: number; reopen: number }>();
+  private readonly costMemo = new WeakMap<Upstream, { version: string; tokens: number }>();
   /** `<server>\0<method>`: lists some upstream of that server has answered (so its count is known). */
   private readonly listed = new Set<string>();
 
@@ -131,13 +139,13 @@ export class Lists {
    * A list the server does not offer is 0.
    */
   counts(up: Upstream): { tools: number | null; toolTokens: number | null; prompts: number | null; resources: number | null } {
-    const known = (kind: ListKind, n: () => number): number | null => {
+    const known = (kind: ListKind, n: () => number | null): number | null => {
       if (up.state === 'ready' && up.capabilities[kind.capability] === undefined) return 0;
       return this.listed.has(`${up.name}\0${kind.method}`) ? n() : null;
     };
     return {
       tools: known(this.kinds.tools, () => this.names.count('tools', up.name)),
-      toolTokens: known(this.kinds.tools, () => this.tokensOf(up.name)),
+      toolTokens: known(this.kinds.tools, () => this.tokensOf(up)),
       prompts: known(this.kinds.prompts, () => this.names.count('prompts', up.name)),
       resources: known(this.kinds.resources, () => this.uris.get(up.name)?.size ?? 0),
     };
@@ -147,6 +155,7 @@ export class Lists {
   forget(server: string): void {
     this.uris.delete(server);
     this.toolTokens.delete(server);
+    this.costGates.delete(server);
     this.views.delete(server);
     for (const kind of Object.values(this.kinds)) this.listed.delete(`${server}\0${kind.method}`);
   }
@@ -201,13 +210,18 @@ export class Lists {
     // An MCP Apps view: its URI is shown namespaced like any resource, and remembered so that
     // a view asking for its own URI (it knows no other) finds its server.
     const views = toolViewUris(item);
-    if (views.length === 0) return this.costed(up.name, shown);
+    if (views.length === 0) return this.costed(up, shown);
     for (const uri of views) remember(this.views, up.name, uri);
-    return this.costed(up.name, up.config.resources.namespace === 'prefix' ? wrapToolView(shown, up.name) : shown);
+    return this.costed(up, up.config.resources.namespace === 'prefix' ? wrapToolView(shown, up.name) : shown);
   }
 
-  /** Notes what a tool's definition costs a host's model (the same estimate auto weighs), as it is shown. */
-  private costed(server: string, tool: Params): Params {
+  /**
+   * Notes what a tool's definition costs a host's model (the same estimate auto weighs), as it
+   * is shown: only for a server whose pages are not cached, and only in its costing window.
+   */
+  private costed(up: Upstream, tool: Params): Params {
+    if ((up.capabilities.tools as Params | undefined)?.listChanged === true || !this.costDue(up.name)) return tool;
+    const server = up.name;
     let own = this.toolTokens.get(server);
     if (!own) this.toolTokens.set(server, (own = new Map()));
     own.set(tool.name as string, estimateTokens(toolDefinitionText(tool)));
@@ -219,8 +233,33 @@ export class Lists {
     return tool;
   }
 
-  /** A server's tools' estimated tokens: what its tools/list costs a host's model. */
-  private tokensOf(server: string): number {
+  /** Whether a server's tools are estimated as they are shown now (its window, opened at most every COST_EVERY_MS). */
+  private costDue(server: string): boolean {
+    const now = Date.now();
+    let gate = this.costGates.get(server);
+    if (!gate || now >= gate.reopen) this.costGates.set(server, (gate = { until: now + COST_WINDOW_MS, reopen: now + COST_EVERY_MS }));
+    return now < gate.until;
+  }
+
+  /**
+   * A server's tools' estimated tokens: what its tools/list costs a host's model. A server whose
+   * pages are cached but not all there now (evicted, or changed and not listed again): the last
+   * estimate, or null (not known), never a fetch for it.
+   */
+  private tokensOf(up: Upstream): number | null {
+    const cacheable = (up.capabilities.tools as Params | undefined)?.listChanged === true;
+    const cached = cacheable ? this.catalogue.cachedItems(this.kinds.tools, up) : undefined;
+    if (cacheable && !cached) return this.costMemo.get(up)?.tokens ?? null;
+    if (cached) {
+      const version = this.catalogue.version(this.kinds.tools, up);
+      const memo = this.costMemo.get(up);
+      if (memo?.version === version) return memo.tokens;
+      let tokens = 0;
+      for (const tool of cached) tokens += estimateTokens(toolDefinitionText(tool));
+      this.costMemo.set(up, { version, tokens });
+      return tokens;
+    }
+    const server = up.name;
     const own = this.toolTokens.get(server);
     let sum = 0;
     if (own) for (const name of this.names.publishedBy('tools', server)) sum += own.get(name) ?? 0;
@@ -246,6 +285,11 @@ export class Lists {
     return { ...item, [key]: wrapUri(up.name, uri) };
   }
 }
+
+/** How long a server whose pages are not cached has its tools estimated as they are shown (one walk's pages). */
+const COST_WINDOW_MS = 1000;
+/** How often such a window opens at most: a host listing in a loop costs one estimate per this. */
+const COST_EVERY_MS = 30_000;
 
 /** URIs remembered per server at most: a server listing ever-new URIs cannot grow the sets without bound. */
 const MAX_URIS_PER_SERVER = 100_000;

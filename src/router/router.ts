@@ -286,11 +286,11 @@ export class Router {
    * A session id is shown by its first 8 characters: enough to tell sessions apart and find
    * them in the audit log, not a Streamable HTTP session id to paste.
    */
-  sessionList(max = 200): { list: SessionRow[]; more: number } {
+  sessionList(max = 200, client?: string): { list: SessionRow[]; more: number } {
     const list: SessionRow[] = [];
     let more = 0;
     for (const s of this.audience.sessions) {
-      if (s.stateless) continue;
+      if (s.stateless || (client !== undefined && s.client !== client)) continue;
       if (list.length >= max) {
         more++;
         continue;

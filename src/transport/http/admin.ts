@@ -33,12 +33,16 @@ export class OperatorRoutes {
   private readonly routes = new Map<string, OperatorHandler>();
   /** Routes that show or change the daemon's state: they need a token (when tokens are configured). */
   private readonly guarded = new Set<string>();
+  /** Operator actions (and the audit lines): never for a page of another origin (sameOrigin below). */
+  private readonly actions = new Set<string>();
 
   constructor(private readonly log: Logger) {}
 
-  set(path: string, handler: OperatorHandler, opts: { needsToken?: boolean } = {}): void {
+  /** `action`: a route that acts (or reads the audit lines): refused to other origins' pages, whatever `allowedOrigins` says. */
+  set(path: string, handler: OperatorHandler, opts: { needsToken?: boolean; action?: boolean } = {}): void {
     this.routes.set(path, handler);
     if (opts.needsToken) this.guarded.add(path);
+    if (opts.action) this.actions.add(path);
   }
 
   has(path: string): boolean {
@@ -53,9 +57,18 @@ export class OperatorRoutes {
   serve(path: string, req: IncomingMessage, res: ServerResponse, authenticate: (req: IncomingMessage) => Authenticated): boolean {
     const handler = this.routes.get(path);
     if (!handler) return false;
+    // Their JSON carries upstream-controlled strings (errors, tool names): never sniffed as markup.
+    res.setHeader('x-content-type-options', 'nosniff');
     if (!this.guarded.has(path)) {
       runRoute((rq, rs) => handler(rq, rs, NOBODY), req, res, this.log);
       return true;
+    }
+    if (this.actions.has(path)) {
+      const refused = crossSite(req);
+      if (refused) {
+        sendError(res, 403, HttpRpcCode.Transport, refused);
+        return true;
+      }
     }
     afterAuth(
       authenticate(req),
@@ -63,6 +76,8 @@ export class OperatorRoutes {
         if (!auth.ok) return sendError(res, auth.status, HttpRpcCode.Transport, auth.message, { 'www-authenticate': auth.challenge });
         if (auth.person) return sendError(res, 403, HttpRpcCode.Transport, `Forbidden: ${path} is for the clients of the config (listen.auth.tokens, or listen.auth.oidc.clients), not for ${JSON.stringify(auth.client)}`);
         const caller: Caller = { client: auth.client, admin: auth.admin };
+        const refused = this.actions.has(path) ? unsigned(req) : undefined;
+        if (refused) return sendError(res, 403, HttpRpcCode.Transport, refused);
         runRoute((rq, rs) => handler(rq, rs, caller), req, res, this.log);
       },
       (err) => {
@@ -71,6 +86,53 @@ export class OperatorRoutes {
       },
     );
     return true;
+  }
+}
+
+/** The header an operator action must carry when it carries no token (`mcpmux restart` and the console send it). */
+export const OPERATOR_HEADER = 'x-mcpmux-operator';
+
+/**
+ * Why an operator action may come from another page in the user's browser (a 403's message),
+ * or undefined. Without tokens every caller is an operator, and `allowedOrigins` lets pages of
+ * other loopback ports (or, with "*", any site) through the Origin check: those origins are for
+ * MCP browser hosts on /mcp, never for acting on the daemon. So, before the token is looked at,
+ * a browser's own word that the request is same-origin: `Sec-Fetch-Site` same-origin or none
+ * (typed or bookmarked) when sent; else an Origin, when sent, whose host:port is the request's
+ * Host. Clients that are no browser (the CLI, curl) send neither. `unsigned` (below) is the
+ * second half.
+ */
+export function crossSite(req: IncomingMessage): string | undefined {
+  const site = req.headers['sec-fetch-site'];
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') return `Forbidden: an operator action from a page of another origin (Sec-Fetch-Site: ${site}); open the console on this address`;
+  const origin = req.headers.origin;
+  if (site === undefined && origin !== undefined && !sameHost(origin, req.headers.host)) {
+    return `Forbidden: an operator action from a page of another origin (Origin ${JSON.stringify(origin)}); open the console on this address`;
+  }
+  return undefined;
+}
+
+/**
+ * An action (not GET or HEAD) without a header that no page of another origin can send without
+ * a CORS preflight (which these routes never answer): the bearer token, or `x-mcpmux-operator`.
+ * A <form> or a `no-cors` fetch sends neither, whatever browser it runs in. With tokens
+ * configured, every authenticated request has the first; without, the CLI and the console send
+ * the second.
+ */
+function unsigned(req: IncomingMessage): string | undefined {
+  if (req.method === 'GET' || req.method === 'HEAD') return undefined;
+  if (req.headers.authorization !== undefined || req.headers[OPERATOR_HEADER] !== undefined) return undefined;
+  return `Forbidden: an operator action needs the header "${OPERATOR_HEADER}: 1" (or a bearer token), which no page of another origin can send`;
+}
+
+/** Whether an Origin names the host:port the request was sent to (its Host header). */
+function sameHost(origin: string, host: string | undefined): boolean {
+  if (host === undefined) return false;
+  try {
+    const url = new URL(origin);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.host === new URL(`${url.protocol}//${host}`).host;
+  } catch {
+    return false; // the opaque origin "null" among others
   }
 }
 
