@@ -68,7 +68,8 @@ export interface ListHints {
   public: boolean;
 }
 
-const hints = new WeakMap<object, ListHints>();
+/** A merged page's hints, and (memoised pages) when the memo ends: the first ttlMs end of its pages kept for their hint alone (Infinity: none). */
+const hints = new WeakMap<object, ListHints & { memoEnds: number }>();
 
 /** The hints of a result the catalogue built (undefined: not a merged list page). */
 export function listHintsOf(result: object): ListHints | undefined {
@@ -97,8 +98,6 @@ export class Catalogue {
   /** Per upstream connection and list: bumped by list_changed, so old pages are never served. */
   private readonly generations = new WeakMap<Upstream, Record<string, number>>();
   private readonly ids = new WeakMap<Upstream, number>();
-  /** A memoised page's end: the first ttlMs end of its pages kept for their hint alone (Infinity: none). */
-  private readonly memoExpiry = new WeakMap<object, number>();
   private nextId = 1;
   /** Bumped by `reset`: pages fetched before it are never served after it. */
   private epoch = 0;
@@ -139,11 +138,10 @@ export class Catalogue {
     const memoKey = offered.every((u) => this.cacheable(kind, u)) ? this.memoKey(kind, offered, params?.cursor as string | undefined, `${visibleKey}${shared ? '\0shared' : ''}`) : undefined;
     const memo = memoKey === undefined ? undefined : this.merged.get(memoKey);
     // A memo made of pages kept only for their ttlMs lasts as long as the shortest of them.
-    if (memo && !(this.memoExpiry.get(memo)! <= Date.now())) return memo;
+    if (memo && !(hints.get(memo)!.memoEnds <= Date.now())) return memo;
     const { result, size, freshUntil, allPublic, expires } = await this.build(kind, offered, from, signal, visible, tally);
-    hints.set(result, { freshUntil, public: shared && allPublic });
+    hints.set(result, { freshUntil, public: shared && allPublic, memoEnds: expires });
     if (memoKey !== undefined) {
-      this.memoExpiry.set(result, expires);
       markStable(result);
       this.merged.set(memoKey, result, { size: size + memoKey.length + ENTRY_CHARS });
     }
@@ -272,13 +270,18 @@ export class Catalogue {
     return `${this.epoch}.${this.generationsOf(up)[kind.capability] ?? 0}`;
   }
 
+  /** An upstream page's cache key: gone stale with the epoch and the list's generation. */
+  private pageKey(kind: ListKind, up: Upstream, cursor: string | undefined): string {
+    return `${this.epoch}:${this.idOf(up)}:${this.generationsOf(up)[kind.capability] ?? 0}:${kind.method}:${cursor ?? ''}`;
+  }
+
   /**
    * Every item of an upstream's list as shown, from the cache alone (never a fetch): undefined
    * when the upstream's pages are not cached (no listChanged) or not all are there now.
    */
   cachedItems(kind: ListKind, up: Upstream): Params[] | undefined {
     if (!this.cacheable(kind, up)) return undefined;
-    const prefix = `${this.epoch}:${this.idOf(up)}:${this.generationsOf(up)[kind.capability] ?? 0}:${kind.method}:`;
+    const prefix = this.pageKey(kind, up, undefined);
     const items: Params[] = [];
     let cursor = '';
     // Bounded like a walk: a cursor seen twice ends it (a cycle), as do the cache's own bounds.
@@ -294,7 +297,7 @@ export class Catalogue {
   }
 
   private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal, tally?: ListTally): Promise<Page> {
-    const key = `${this.epoch}:${this.idOf(up)}:${this.generationsOf(up)[kind.capability] ?? 0}:${kind.method}:${cursor ?? ''}`;
+    const key = this.pageKey(kind, up, cursor);
     if (!this.cacheable(kind, up)) {
       if (tally) tally.fetched = true;
       // Not kept so far; a page that now says how long it stays fresh is kept that long.

@@ -35,7 +35,6 @@ export class Resolver {
     return this.pool.forSession(session).filter((u) => u.state === 'ready');
   }
 
-  /** `signal`: the host's request; cancelling it ends a walk of the lists no other call waits on. */
   /**
    * The usual case of `named`, decided without a promise turn: a listed name whose server is
    * ready. Undefined for everything else (the caller then asks `named`).
@@ -47,6 +46,7 @@ export class Resolver {
     return up?.state === 'ready' ? { up, name: owner.name } : undefined;
   }
 
+  /** `signal`: the host's request; cancelling it ends a walk of the lists no other call waits on. */
   async named(session: SessionPort, kind: NamedKind, publicName: string, signal: CancelSignal): Promise<Resolved> {
     let owner = this.names.resolve(kind, publicName);
     // An MCP Apps view's call by its server's own name: known without walking every list.
