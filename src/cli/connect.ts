@@ -21,7 +21,7 @@ import { classify, type JsonRpcId } from '../jsonrpc/message.js';
 import { logOutput } from '../observe/log-format.js';
 import { createLogger, type Logger } from '../observe/logger.js';
 import { DEFAULTS } from '../config/types.js';
-import { UsageError } from './runtime.js';
+import { UsageError } from './usage-error.js';
 import { TOKEN_ENV } from './status.js';
 import { backoffDelay } from '../backoff.js';
 import { declaredVersion } from '../protocol/modern.js';

@@ -17,7 +17,7 @@ import { muxEntry, sameFileKey } from '../config/self-reference.js';
 import { parseJsonc } from '../jsonc.js';
 import { isObject } from '../objects.js';
 import { entriesOf, hostFiles, HOSTS, readHostFile, HostFileError, type HostEntry, type HostName } from './hosts.js';
-import { UsageError } from './runtime.js';
+import { UsageError } from './usage-error.js';
 
 /** This installation's config schema, for editors (`$schema`). */
 const SCHEMA = fileURLToPath(new URL('../../schema/config.schema.json', import.meta.url));

@@ -24,7 +24,7 @@ import { writePrivate } from '../files.js';
 import { backupName, isInstalled, isMuxEntry, newestOriginalBackup, ownServers, targetFile, withServers } from './host-edit.js';
 import { hostFiles, HOSTS, readHostFile, serversKey, serversOf, HostFileError, type HostFile, type HostName } from './hosts.js';
 import { convert } from './import.js';
-import { UsageError } from './runtime.js';
+import { UsageError } from './usage-error.js';
 
 export interface InstallOptions {
   host?: string;

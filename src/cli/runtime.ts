@@ -80,8 +80,6 @@ export function configPath(opts: GlobalOptions): string {
   return p;
 }
 
-export { UsageError } from './usage-error.js';
-
 /** A port flag's value: an integer from 0 (any free port) to 65535. */
 export function parsePort(s: string, flag: string): number {
   const n = Number(s);
@@ -222,8 +220,9 @@ export function startObservers(config: Config, log: Logger, withMetrics: boolean
     return undefined;
   }
   let settings = JSON.stringify([config.audit, config.secrets]);
-  let previous = config;
   const redaction = (c: Config): string => JSON.stringify([c.audit.arguments, c.audit.redact, c.secrets]);
+  // The rules the kept lines were redacted under (not the whole config: only this is compared).
+  let redactedUnder = redaction(config);
   metrics?.start();
   audit?.start();
   const reopen = (): void => audit?.reopen();
@@ -249,11 +248,12 @@ export function startObservers(config: Config, log: Logger, withMetrics: boolean
       void audit?.close();
       // Lines kept under other redaction rules (or secrets) are not served under the new ones;
       // nor are any once the audit log is off. A new path alone keeps them.
-      if (!fresh || redaction(next) !== redaction(previous)) auditRing.clear();
+      const rules = redaction(next);
+      if (!fresh || rules !== redactedUnder) auditRing.clear();
       fresh?.start();
       audit = fresh;
       settings = wanted;
-      previous = next;
+      redactedUnder = rules;
       return undefined;
     },
     async close() {

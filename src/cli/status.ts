@@ -22,7 +22,8 @@ import { HttpRpcCode, sendError, sendJson } from '../transport/http/respond.js';
 import { queryOf } from '../transport/http/url.js';
 import { VERSION } from '../version.js';
 import type { Reloader, ReloadRecord } from './reload.js';
-import { UsageError, type Observers, type Runtime } from './runtime.js';
+import type { Observers, Runtime } from './runtime.js';
+import { UsageError } from './usage-error.js';
 
 const DEFAULT_BASE = 'http://127.0.0.1:7330';
 /** The audit lines /status/audit gives unless `?last=` says (what the console shows). */

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { writePrivate } from '../files.js';
 import { isMuxEntry, serversToRestore, withoutEntry, withServers } from './host-edit.js';
 import { hostFiles, HOSTS, readHostFile, serversKey, serversOf, HostFileError, type HostFile, type HostName } from './hosts.js';
-import { UsageError } from './runtime.js';
+import { UsageError } from './usage-error.js';
 
 export interface UninstallOptions {
   host?: string;

@@ -103,8 +103,18 @@ export function stripEnvelope(params: Params | undefined): void {
   if (Object.keys(meta).length === 0) delete params!._meta;
 }
 
+/**
+ * The 2026-07-28 caching hints of a merged list page: until when every upstream page in it stays
+ * fresh (the shortest of theirs; a page without a hint is fresh for no time) and whether it may
+ * be shared between clients (every upstream said public, and no client sees it differently).
+ */
+export interface ListHints {
+  freshUntil: number;
+  public: boolean;
+}
+
 /** Freshness hints of a result, when its maker knows them (a merged list page: router/catalogue.ts). */
-export type HintsOf = (result: Params) => { freshUntil: number; public: boolean } | undefined;
+export type HintsOf = (result: Params) => ListHints | undefined;
 
 /**
  * A result as a modern host must see it: `resultType`, mcpmux named in `_meta`, and for

@@ -16,6 +16,7 @@ import type { Result } from '../jsonrpc/endpoint.js';
 import { LRUCache } from 'lru-cache';
 import { RpcError, ErrorCode } from '../jsonrpc/message.js';
 import type { Params } from '../protocol/mcp.js';
+import type { ListHints } from '../protocol/modern.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { decodeCursor, encodeCursor, type CursorState } from './cursor.js';
 import { markStable } from '../jsonrpc/framing.js';
@@ -58,16 +59,6 @@ interface Page {
   public: boolean;
 }
 
-/**
- * The 2026-07-28 caching hints of a merged page: until when every upstream page in it stays
- * fresh (the shortest of theirs; a page without a hint is fresh for no time) and whether it
- * may be shared between clients (every upstream said public, and no client sees it differently).
- */
-export interface ListHints {
-  freshUntil: number;
-  public: boolean;
-}
-
 /** A merged page's hints, and (memoised pages) when the memo ends: the first ttlMs end of its pages kept for their hint alone (Infinity: none). */
 const hints = new WeakMap<object, ListHints & { memoEnds: number }>();
 
@@ -76,12 +67,12 @@ export function listHintsOf(result: object): ListHints | undefined {
   return hints.get(result);
 }
 
-/** Upstream pages cached, at most, in JSON characters of what they hold (their cursors included). */
 /** The upstreams of `ups` that can be asked for `kind` now: ready, and offering its capability. */
 export function offering(kind: ListKind, ups: readonly Upstream[]): Upstream[] {
   return ups.filter((u) => u.state === 'ready' && u.capabilities[kind.capability] !== undefined);
 }
 
+/** Upstream pages cached, at most, in JSON characters of what they hold (their cursors included). */
 export const MAX_CACHED_PAGE_CHARS = 32 * 1024 * 1024;
 /** Whole host pages memoised, at most, in JSON characters of the upstream pages they are made of. */
 export const MAX_MEMO_CHARS = 16 * 1024 * 1024;
