@@ -153,7 +153,8 @@ export class Catalogue {
     return this.announces(kind, up) || (this.ttlSeen.get(up)?.[kind.capability] ?? false);
   }
 
-  private announces(kind: ListKind, up: Upstream): boolean {
+  /** Whether the upstream says when this list changes (listChanged): its pages are then kept until it does. */
+  announces(kind: ListKind, up: Upstream): boolean {
     return (up.capabilities[kind.capability] as Params | undefined)?.listChanged === true;
   }
 

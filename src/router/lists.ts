@@ -220,7 +220,7 @@ export class Lists {
    * is shown: only for a server whose pages are not cached, and only in its costing window.
    */
   private costed(up: Upstream, tool: Params): Params {
-    if ((up.capabilities.tools as Params | undefined)?.listChanged === true || !this.costDue(up.name)) return tool;
+    if (this.catalogue.announces(this.kinds.tools, up) || !this.costDue(up.name)) return tool;
     const server = up.name;
     let own = this.toolTokens.get(server);
     if (!own) this.toolTokens.set(server, (own = new Map()));
@@ -247,7 +247,7 @@ export class Lists {
    * estimate, or null (not known), never a fetch for it.
    */
   private tokensOf(up: Upstream): number | null {
-    const cacheable = (up.capabilities.tools as Params | undefined)?.listChanged === true;
+    const cacheable = this.catalogue.announces(this.kinds.tools, up);
     const cached = cacheable ? this.catalogue.cachedItems(this.kinds.tools, up) : undefined;
     if (cacheable && !cached) return this.costMemo.get(up)?.tokens ?? null;
     if (cached) {
