@@ -19,13 +19,12 @@
 import { execFile } from 'node:child_process';
 import http from 'node:http';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { TICK_MS, cpuTicks, installCleanup, spawnTracked, stopTracked } from './lib/procs.mjs';
+import { TICK_MS, cpuTicks, freePort, installCleanup, spawnTracked, stopTracked } from './lib/procs.mjs';
 import { fmt, fmtSpread, latencySummary, spread } from './lib/stats.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -56,16 +55,6 @@ function options(argv) {
 
 const say = (s) => process.stderr.write(`bench haproxy: ${s}\n`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
 
 async function until(what, fn, ms = 30_000) {
   const deadline = Date.now() + ms;

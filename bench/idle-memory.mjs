@@ -15,8 +15,9 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { StdioLight } from './lib/light-client.mjs';
+import { StdioLight, countTools } from './lib/light-client.mjs';
 import { installCleanup, memory, spawnTracked, stopTracked } from './lib/procs.mjs';
+import { echoServersConfig } from './lib/upstreams.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 let ECHO = join(ROOT, 'bench', 'echo-server.mjs');
@@ -44,18 +45,6 @@ ECHO = join(dirname(o.mux), '..', 'bench', 'echo-server.mjs');
 installCleanup();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function listAll(c) {
-  let cursor;
-  let n = 0;
-  do {
-    const r = await c.request('tools/list', cursor === undefined ? {} : { cursor }, 60_000);
-    if (r.error) throw new Error(`tools/list failed: ${JSON.stringify(r.error)}`);
-    n += r.result.tools.length;
-    cursor = r.result.nextCursor;
-  } while (cursor !== undefined && cursor !== null);
-  return n;
-}
-
 /** Resident set by kind, kB: anonymous (heaps, malloc) vs file-backed (the binary, libraries). */
 function rollup(pid) {
   try {
@@ -79,11 +68,11 @@ async function once(config, run) {
     const expected = o.servers * (o.tools + 1);
     const deadline = Date.now() + 180_000;
     let n;
-    while ((n = await listAll(c)) < expected) {
+    while ((n = await countTools(c)) < expected) {
       if (Date.now() > deadline) throw new Error(`only ${n} of ${expected} tools after 180 s`);
       await sleep(250);
     }
-    for (let i = 0; i < o.repeats; i++) await listAll(c);
+    for (let i = 0; i < o.repeats; i++) await countTools(c);
     await sleep(2000);
     const m = memory(child.pid);
     const r = { run, hwmMb: m.hwmKb / 1024, rssMb: m.rssKb / 1024, ...rollup(child.pid) };
@@ -114,11 +103,7 @@ async function once(config, run) {
 
 const tmp = mkdtempSync(join(tmpdir(), 'mcpmux-idle-'));
 try {
-  const servers = {};
-  for (let i = 1; i <= o.servers; i++) {
-    const k = `s${String(i).padStart(2, '0')}`;
-    servers[k] = { command: NODE, args: [ECHO, '--tools', String(o.tools), '--name', k] };
-  }
+  const servers = echoServersConfig(ECHO, o.servers, o.tools, NODE);
   const config = join(tmp, 'twenty.json');
   // As bench/run.mjs: every upstream waited for, the whole catalogue listed (surface "all";
   // builds older than the surface key list everything anyway and refuse the key).

@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { TICK_MS, cpuTicks, installCleanup, spawnTracked, stopTracked } from './lib/procs.mjs';
 import { closeSdk, connectSdk } from './lib/sdk-client.mjs';
 import { latencySummary } from './lib/stats.mjs';
+import { echoServersConfig } from './lib/upstreams.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
@@ -24,11 +25,7 @@ const NODE = process.execPath;
 
 /** Starts `mcpmux serve` on `servers` x `tools` and resolves once it listens and every upstream is ready. */
 async function startMux(servers, tools, tmp, timeoutMs) {
-  const mcpServers = {};
-  for (let i = 1; i <= servers; i++) {
-    const k = `s${String(i).padStart(2, '0')}`;
-    mcpServers[k] = { command: NODE, args: [ECHO, '--tools', String(tools), '--name', k] };
-  }
+  const mcpServers = echoServersConfig(ECHO, servers, tools, NODE);
   const file = join(tmp, `lists-${servers}x${tools}.json`);
   // surface "all": the whole catalogue is listed (the default "auto" gives 1 010 tools the search surface).
   writeFileSync(file, JSON.stringify({ mcpServers, listen: { host: '127.0.0.1', port: 0 }, timeouts: { startupMs: 60_000 }, surface: { mode: 'all' } }, null, 2));

@@ -13,8 +13,10 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readOptions, sizeDefaults } from './lib/options.mjs';
 import { installCleanup } from './lib/procs.mjs';
 import { fmtSpread, spread } from './lib/stats.mjs';
+import { echoUpstreams } from './lib/upstreams.mjs';
 import { PINNED, ensurePeers, peersDir } from './peers/install.mjs';
 import { errText, measureCalls, measureLists } from './peers/measure.mjs';
 import { makeTargets } from './peers/targets.mjs';
@@ -28,25 +30,12 @@ const ALIASES = { direct: ['direct-stdio', 'direct-http'], mcpmux: ['mcpmux-stdi
 
 function parseOptions(argv) {
   const o = { quick: false, inflight: 64, only: ALL, install: true, lists: true, servers: 10, tools: 100, out: join(ROOT, 'bench', 'results') };
-  const num = (a, v) => {
-    const n = Number(v);
-    if (!Number.isFinite(n) || n <= 0) usage(`${a} needs a positive number, got ${v}`);
-    return n;
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const next = () => (i + 1 < argv.length ? argv[++i] : usage(`${a} needs a value`));
+  readOptions(argv, o, usage, (a, next, num) => {
     switch (a) {
-      case '--quick': o.quick = true; break;
-      case '--rounds': o.rounds = Math.round(num(a, next())); break;
-      case '--calls': o.calls = Math.round(num(a, next())); break;
-      case '--warmup': o.warmup = Math.round(num(a, next())); break;
-      case '--duration': o.duration = num(a, next()); break;
-      case '--inflight': o.inflight = Math.round(num(a, next())); break;
-      case '--list-repeats': o.listRepeats = Math.round(num(a, next())); break;
-      case '--idle': o.idleMs = num(a, next()) * 1000; break;
-      case '--servers': o.servers = Math.round(num(a, next())); break;
-      case '--tools': o.tools = Math.round(num(a, next())); break;
+      case '--list-repeats': o.listRepeats = Math.round(num(next())); break;
+      case '--idle': o.idleMs = num(next()) * 1000; break;
+      case '--servers': o.servers = Math.round(num(next())); break;
+      case '--tools': o.tools = Math.round(num(next())); break;
       case '--only': {
         const keys = next().split(',').map((s) => s.trim()).filter(Boolean).flatMap((k) => ALIASES[k] ?? [k]);
         for (const k of keys) if (!ALL.includes(k)) usage(`--only takes ${ALL.join(', ')} (or direct, mcpmux, peers), got ${k}`);
@@ -56,7 +45,7 @@ function parseOptions(argv) {
       case '--no-install': o.install = false; break;
       case '--no-lists': o.lists = false; break;
       case '--out': o.out = next(); break;
-      case '--max-minutes': o.maxMinutes = num(a, next()); break;
+      case '--max-minutes': o.maxMinutes = num(next()); break;
       case '--render': o.render = next(); break;
       case '-h':
       case '--help':
@@ -65,12 +54,9 @@ function parseOptions(argv) {
         break;
       default: usage(`unknown option ${a}`);
     }
-  }
+  });
+  sizeDefaults(o);
   const q = o.quick;
-  o.rounds ??= q ? 1 : 3;
-  o.calls ??= q ? 200 : 2000;
-  o.warmup ??= q ? 50 : 200;
-  o.duration ??= q ? 2 : 10;
   o.listRepeats ??= q ? 10 : 30;
   o.idleMs ??= 2000; // before reading the idle RSS
   o.startTimeoutMs = 180_000;
@@ -157,10 +143,7 @@ export async function runPeers(argv) {
   const results = { meta: meta(o, versions), options: o, targets: targets.map((t) => ({ key: t.key, label: t.label, transport: t.transport, aggregates: t.aggregates, pkg: t.pkg, how: t.how })), rounds: [] };
   results.meta.versions.mcpmux = `${results.meta.mcpmux} (${results.meta.git})`;
   const expected = o.servers * (o.tools + 1);
-  const many = Array.from({ length: o.servers }, (_, i) => {
-    const name = `s${String(i + 1).padStart(2, '0')}`;
-    return { name, args: [ECHO, '--tools', String(o.tools), '--name', name] };
-  });
+  const many = echoUpstreams(ECHO, o.servers, o.tools);
   try {
     for (let round = 1; round <= o.rounds; round++) {
       const r = { round, loadavgAtStart: loadavg()[0], calls: {}, lists: {} };

@@ -15,10 +15,13 @@ import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { echoCall, errText, sequential, throughput } from './lib/calls.mjs';
 import { HttpLight, StdioLight, WsLight } from './lib/light-client.mjs';
+import { readOptions, sizeDefaults } from './lib/options.mjs';
 import { closeSdk, connectSdk } from './lib/sdk-client.mjs';
-import { TICK_MS, childrenOf, cmdline, cpuTicks, installCleanup, memory, resetPeak, spawnTracked, stopTracked } from './lib/procs.mjs';
+import { childrenOf, cmdline, installCleanup, memory, resetPeak, spawnTracked, stopTracked } from './lib/procs.mjs';
 import { fmt, fmtSpread, latencySummary, median, spread } from './lib/stats.mjs';
+import { echoServersConfig } from './lib/upstreams.mjs';
 import { analyse, topTable } from './profile-top.mjs';
 import { fetchCorpus } from './surface/fetch-corpus.mjs';
 import { renderRecall, runRecall } from './surface/recall.mjs';
@@ -54,21 +57,8 @@ function parseOptions(argv) {
     httpMode: 'json',
     maxMinutes: undefined,
   };
-  const num = (a, v) => {
-    const n = Number(v);
-    if (!Number.isFinite(n) || n <= 0) usage(`${a} needs a positive number, got ${v}`);
-    return n;
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const next = () => (i + 1 < argv.length ? argv[++i] : usage(`${a} needs a value`));
+  readOptions(argv, o, usage, (a, next, num) => {
     switch (a) {
-      case '--quick': o.quick = true; break;
-      case '--rounds': o.rounds = Math.round(num(a, next())); break;
-      case '--duration': o.duration = num(a, next()); break;
-      case '--calls': o.calls = Math.round(num(a, next())); break;
-      case '--warmup': o.warmup = Math.round(num(a, next())); break;
-      case '--inflight': o.inflight = Math.round(num(a, next())); break;
       case '--only': {
         // `--only governance`: no transport section, only governance on vs off (and with Redis).
         // `--only surface`: only the tool-search recall section (and it runs only when named).
@@ -102,7 +92,7 @@ function parseOptions(argv) {
         if (!['json', 'sse'].includes(o.httpMode)) usage('--http-mode takes json or sse');
         break;
       }
-      case '--max-minutes': o.maxMinutes = num(a, next()); break;
+      case '--max-minutes': o.maxMinutes = num(next()); break;
       case '--out': RESULTS = next(); break;
       case '--render': o.render = next(); break;
       case '-h':
@@ -112,12 +102,9 @@ function parseOptions(argv) {
         break;
       default: usage(`unknown option ${a}`);
     }
-  }
+  });
+  sizeDefaults(o);
   const q = o.quick;
-  o.rounds ??= q ? 1 : 3;
-  o.duration ??= q ? 2 : 10;
-  o.calls ??= q ? 200 : 2000;
-  o.warmup ??= q ? 50 : 200;
   o.profile ??= !q;
   o.initRepeats = q ? 1 : 3; // stdio: spawns per round; http/ws: new sessions per round (+2)
   o.listRepeats = q ? 10 : 50;
@@ -170,10 +157,6 @@ function withTimeout(p, ms, what) {
 function makeText(bytes) {
   const unit = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
   return unit.repeat(Math.ceil(bytes / unit.length)).slice(0, bytes);
-}
-
-function errText(e) {
-  return (e && e.message) || String(e);
 }
 
 // ---- targets ----------------------------------------------------------------------------------
@@ -348,71 +331,9 @@ async function measureList(c, repeats) {
   return { ...latencySummary(lat), toLastByteP50: toLastByte.length ? median(toLastByte) : NaN, tools: first.tools.length, pages: first.pages, bytes: first.bytes, clientParseMs: median(parse), names: first.tools.map((t) => t.name) };
 }
 
-function lightCall(c, name, text = 'hello from the benchmark') {
-  const params = { name, arguments: { text } };
-  return () =>
-    c.request('tools/call', params).then((r) => !r.error && !r.result?.isError && r.result?.content?.[0]?.text === text);
-}
-
 function sdkCall(client, name, text = 'hello from the benchmark') {
   const params = { name, arguments: { text } };
   return () => client.callTool(params, undefined, { timeout: 30_000 }).then((r) => !r.isError && r.content?.[0]?.text === text);
-}
-
-async function sequential(call, warmup, n) {
-  let errors = 0;
-  for (let i = 0; i < warmup; i++) if (!(await call())) errors++;
-  const lat = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    const t0 = now();
-    const ok = await call();
-    lat[i] = now() - t0;
-    if (!ok) errors++;
-  }
-  if (errors) throw new Error(`sequential tools/call: ${errors} of ${warmup + n} calls did not echo`);
-  return latencySummary(lat);
-}
-
-/** `inflight` workers calling back-to-back for durationMs; CPU ticks of `pids` over the phase. */
-async function throughput(call, { inflight, durationMs, pids }) {
-  const ticks0 = pids.map((p) => (p ? cpuTicks(p) : undefined));
-  const cpu0 = process.cpuUsage();
-  const t0 = now();
-  let stop = false;
-  let calls = 0;
-  let errors = 0;
-  let firstErr;
-  const timer = setTimeout(() => (stop = true), durationMs);
-  const worker = async () => {
-    while (!stop) {
-      try {
-        if (await call()) calls++;
-        else errors++;
-      } catch (e) {
-        errors++;
-        firstErr ??= e;
-      }
-      if (errors > 100 && errors > calls) stop = true;
-    }
-  };
-  try {
-    await Promise.all(Array.from({ length: inflight }, worker));
-  } finally {
-    clearTimeout(timer);
-  }
-  const elapsed = now() - t0;
-  const cpu = process.cpuUsage(cpu0);
-  const ticks1 = pids.map((p) => (p ? cpuTicks(p) : undefined));
-  if (errors > 100 && errors > calls) throw new Error(`throughput: ${errors} failed calls, ${calls} ok; first error: ${firstErr ? errText(firstErr) : 'wrong echo'}`);
-  const perCall = (i) => (ticks0[i] !== undefined && ticks1[i] !== undefined && calls ? ((ticks1[i] - ticks0[i]) * TICK_MS) / calls : NaN);
-  return {
-    calls,
-    errors,
-    seconds: elapsed / 1000,
-    callsPerSec: calls / (elapsed / 1000),
-    cpuMsPerCall: pids.map((_, i) => perCall(i)),
-    clientCpuMsPerCall: (cpu.user + cpu.system) / 1000 / calls,
-  };
 }
 
 async function echoSizes(c, name, sizes, pid) {
@@ -483,9 +404,9 @@ async function measureTarget(t, o) {
     rec.upstreamPid = upstream;
 
     phase(`${t.label}: sequential tools/call, light client, ${o.warmup} + ${o.calls}`);
-    rec.seqLight = await sequential(lightCall(L.c, tool), o.warmup, o.calls);
+    rec.seqLight = await sequential(echoCall(L.c, tool), o.warmup, o.calls);
     phase(`${t.label}: throughput, light client, ${o.inflight} in flight, ${o.duration} s`);
-    rec.tputLight = await throughput(lightCall(L.c, tool), { inflight: o.inflight, durationMs: o.duration * 1000, pids: [L.pid, upstream] });
+    rec.tputLight = await throughput(echoCall(L.c, tool), { inflight: o.inflight, durationMs: o.duration * 1000, pids: [L.pid, upstream] });
     if (L.c.mode) rec.httpResponseMode = L.c.mode;
     phase(`${t.label}: echo ${o.echo.map((e) => e.label).join(', ')}`);
     rec.echo = await echoSizes(L.c, tool, o.echo, L.pid);
@@ -531,7 +452,7 @@ async function measureCalls(t, o, { scrape }) {
     const s = kind === 'light' ? await t.openLight() : await t.openSdk();
     const scraper = scrape ? startScraper(s.child, rec) : undefined;
     try {
-      const call = kind === 'light' ? (tool) => lightCall(s.c, tool) : (tool) => sdkCall(s.sdk.client, tool);
+      const call = kind === 'light' ? (tool) => echoCall(s.c, tool) : (tool) => sdkCall(s.sdk.client, tool);
       const names = kind === 'light' ? (await listAll(s.c)).tools.map((x) => x.name) : (await s.sdk.client.listTools()).tools.map((x) => x.name);
       const tool = names.find((n) => /(^|[^a-z])echo$/.test(n));
       if (!tool) throw new Error(`${t.label}: no echo tool`);
@@ -671,8 +592,8 @@ async function profileStdio(o, config) {
   try {
     const list = await listAll(L.c);
     const tool = list.tools.map((x) => x.name).find((n) => /(^|[^a-z])echo$/.test(n));
-    await sequential(lightCall(L.c, tool), o.warmup, 0);
-    tput = await throughput(lightCall(L.c, tool), { inflight: o.inflight, durationMs: o.duration * 1000, pids: [L.pid] });
+    await sequential(echoCall(L.c, tool), o.warmup, 0);
+    tput = await throughput(echoCall(L.c, tool), { inflight: o.inflight, durationMs: o.duration * 1000, pids: [L.pid] });
   } finally {
     await L.close(); // stdin closes, mcpmux exits normally and writes the profile
   }
@@ -1012,11 +933,7 @@ async function main() {
     const one = join(tmp, 'one.json');
     writeFileSync(one, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } }, listen: { host: '127.0.0.1', port: 0 } }, null, 2));
     const twenty = join(tmp, 'twenty.json');
-    const servers = {};
-    for (let i = 1; i <= o.twentyServers; i++) {
-      const k = `s${String(i).padStart(2, '0')}`;
-      servers[k] = { command: NODE, args: [ECHO, '--tools', String(o.twentyTools), '--name', k] };
-    }
+    const servers = echoServersConfig(ECHO, o.twentyServers, o.twentyTools, NODE);
     // 20 SDK servers booting at once on 2 cores can take longer than the default startupMs
     // (10 s, also the upstream initialize timeout); the timed run gives them 60 s, and
     // probeDefaultStartup() reports what the default does.

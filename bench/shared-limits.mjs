@@ -12,20 +12,18 @@
 // with a line saying so, never failed.
 
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { echoCall, sequential, throughput } from './lib/calls.mjs';
 import { HttpLight } from './lib/light-client.mjs';
-import { TICK_MS, cpuTicks, installCleanup, spawnTracked, stopTracked } from './lib/procs.mjs';
-import { fmtSpread, latencySummary, spread } from './lib/stats.mjs';
+import { freePort, installCleanup, spawnTracked, stopTracked } from './lib/procs.mjs';
+import { fmtSpread, spread } from './lib/stats.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
 const MCPMUX = join(ROOT, 'bin', 'mcpmux.js');
 const NODE = process.execPath;
-const now = () => performance.now();
 
 /** The 3 rules of the governance section (bench/run.mjs): every call matches each, none refuses. */
 const RULES = [
@@ -39,17 +37,6 @@ function which(bin) {
     if (dir && existsSync(join(dir, bin))) return join(dir, bin);
   }
   return undefined;
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 async function startRedis(bin) {
@@ -129,44 +116,6 @@ async function ready(base, store) {
   }
 }
 
-function echoCall(c, name, text = 'hello from the benchmark') {
-  const params = { name, arguments: { text } };
-  return () => c.request('tools/call', params).then((r) => !r.error && !r.result?.isError && r.result?.content?.[0]?.text === text);
-}
-
-async function sequential(call, warmup, n) {
-  let errors = 0;
-  for (let i = 0; i < warmup; i++) if (!(await call())) errors++;
-  const lat = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    const t0 = now();
-    if (!(await call())) errors++;
-    lat[i] = now() - t0;
-  }
-  if (errors) throw new Error(`sequential tools/call: ${errors} of ${warmup + n} calls did not echo (a limit refused? the store down?)`);
-  return latencySummary(lat);
-}
-
-async function throughput(call, inflight, durationMs) {
-  let stop = false;
-  let calls = 0;
-  let errors = 0;
-  const t0 = now();
-  const timer = setTimeout(() => (stop = true), durationMs);
-  await Promise.all(
-    Array.from({ length: inflight }, async () => {
-      while (!stop) {
-        if (await call().catch(() => false)) calls++;
-        else errors++;
-        if (errors > 100 && errors > calls) stop = true;
-      }
-    }),
-  );
-  clearTimeout(timer);
-  if (errors > 100 && errors > calls) throw new Error(`throughput: ${errors} failed calls, ${calls} ok`);
-  return { calls, errors, callsPerSec: calls / ((now() - t0) / 1000) };
-}
-
 /** One target (in memory, or in Redis): sequential p50 and throughput over one HTTP session. */
 async function measureOne(config, label, o, { phase, redis }) {
   phase(`shared limits, ${label}: start mcpmux serve`);
@@ -179,19 +128,16 @@ async function measureOne(config, label, o, { phase, redis }) {
     const tool = tools.map((t) => t.name).find((n) => /(^|[^a-z])echo$/.test(n));
     if (!tool) throw new Error(`${label}: no echo tool listed`);
     phase(`shared limits, ${label}: sequential tools/call, ${o.warmup} + ${o.calls}`);
-    const seq = await sequential(echoCall(c, tool), o.warmup, o.calls);
+    const seq = await sequential(echoCall(c, tool), o.warmup, o.calls, ' (a limit refused? the store down?)');
     // Round trips are counted over the throughput phase alone: one call at a time is always
     // exactly one script call, which would blur what group commit does with calls in flight.
     const before = redis && (await redis.stats());
     phase(`shared limits, ${label}: throughput, ${o.inflight} in flight, ${o.duration} s`);
     // CPU of the daemon (and of redis-server) over the throughput phase: steadier than calls/s on a loaded machine.
     const pids = [d.child.pid, redis?.pid];
-    const ticks0 = pids.map((p) => (p ? cpuTicks(p) : undefined));
-    const tput = await throughput(echoCall(c, tool), o.inflight, o.duration * 1000);
-    const ticks1 = pids.map((p) => (p ? cpuTicks(p) : undefined));
-    const perCall = (i) => (ticks0[i] !== undefined && ticks1[i] !== undefined && tput.calls ? ((ticks1[i] - ticks0[i]) * TICK_MS) / tput.calls : NaN);
-    tput.cpuMsPerCall = perCall(0);
-    if (redis) tput.redisCpuMsPerCall = perCall(1);
+    const r = await throughput(echoCall(c, tool), { inflight: o.inflight, durationMs: o.duration * 1000, pids });
+    const tput = { calls: r.calls, errors: r.errors, callsPerSec: r.callsPerSec, cpuMsPerCall: r.cpuMsPerCall[0] };
+    if (redis) tput.redisCpuMsPerCall = r.cpuMsPerCall[1];
     const rec = { seq, tput };
     if (redis) {
       const after = await redis.stats();

@@ -12,9 +12,10 @@
 import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { StdioLight } from './lib/light-client.mjs';
+import { StdioLight, countTools } from './lib/light-client.mjs';
 import { spawnTracked, stopTracked } from './lib/procs.mjs';
 import { fmt, median } from './lib/stats.mjs';
+import { echoUpstreams } from './lib/upstreams.mjs';
 
 const NODE = process.execPath;
 const now = () => performance.now();
@@ -36,19 +37,6 @@ async function initialized(args, label, timeoutMs) {
 async function close({ c, child }) {
   await c.close();
   await stopTracked(child, { graceMs: 3000 });
-}
-
-/** Every tool, all pages walked. */
-async function toolCount(c, timeoutMs = 60_000) {
-  let cursor;
-  let n = 0;
-  do {
-    const r = await c.request('tools/list', cursor === undefined ? {} : { cursor }, timeoutMs);
-    if (r.error) throw new Error(`tools/list failed: ${JSON.stringify(r.error)}`);
-    n += r.result.tools.length;
-    cursor = r.result.nextCursor;
-  } while (cursor !== undefined && cursor !== null);
-  return n;
 }
 
 /** Calls `fn` on each notifications/tools/list_changed the client receives. */
@@ -81,7 +69,7 @@ async function twentyFloor(servers) {
   const t0 = now();
   const started = await Promise.all(servers.map((s) => initialized(s.args, s.name, 120_000)));
   try {
-    const counts = await Promise.all(started.map((s) => toolCount(s.c, 120_000)));
+    const counts = await Promise.all(started.map((s) => countTools(s.c, 120_000)));
     return { allListedMs: now() - t0, tools: counts.reduce((a, b) => a + b, 0) };
   } finally {
     await Promise.all(started.map(close));
@@ -99,7 +87,7 @@ async function twentyMux({ mcpmux, config, expected }) {
       wake?.();
     });
     let seen = changed;
-    const first = await toolCount(m.c);
+    const first = await countTools(m.c);
     let n = first;
     const deadline = Date.now() + 120_000;
     while (n < expected) {
@@ -107,7 +95,7 @@ async function twentyMux({ mcpmux, config, expected }) {
       // Wait for the next list_changed, unless one came while listing (500 ms at most: a bound, not a guess).
       if (changed === seen) await new Promise((r) => ((wake = r), setTimeout(r, 500)));
       seen = changed;
-      n = await toolCount(m.c);
+      n = await countTools(m.c);
     }
     return { initMs: m.ms, toolsAtFirstList: first, allListedMs: now() - t0, expected, listChanged: changed };
   } finally {
@@ -128,10 +116,7 @@ export async function measureStartup(o, { phase, tmp, root }) {
 
   // --no-20x100 leaves out every 20-upstream case, this one too (the suite's smoke run).
   if (o.noTwenty) return out;
-  const servers = Array.from({ length: 20 }, (_, i) => {
-    const name = `s${String(i + 1).padStart(2, '0')}`;
-    return { name, args: [echo, '--tools', '100', '--name', name] };
-  });
+  const servers = echoUpstreams(echo, 20, 100);
   const twenty = join(tmp, 'startup-twenty.json');
   // The default startupWaitMs (3 s); startupMs long enough that a loaded machine's slow
   // starters are waited for rather than failed; the whole list, not the search surface.

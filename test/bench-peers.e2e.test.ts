@@ -4,22 +4,15 @@
 // table has every column, that every row produced its figures, that a single-server row says
 // "n/a: one server" for the aggregation columns, and that nothing is left running.
 
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
-import { exitWithin, ROOT, tempDir } from './helpers/harness.js';
+import { ROOT, runBench, tempDir } from './helpers/harness.js';
 
 it('bench --peers, mcpmux and direct rows only: one table with every column and a figure in every cell', async () => {
   const out = tempDir();
   const args = ['--peers', '--quick', '--only', 'direct,mcpmux', '--no-install', '--servers', '2', '--tools', '5', '--duration', '0.5', '--calls', '20', '--warmup', '5', '--list-repeats', '3', '--idle', '0.2', '--max-minutes', '4', '--out', out];
-  const child = spawn(process.execPath, [path.join(ROOT, 'bench/run.mjs'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const code = await exitWithin(child, exited, 250_000);
+  const { code, stdout, stderr } = await runBench(args, 250_000);
   expect(code, stderr.slice(-2000)).toBe(0);
 
   const { columns } = (await import(path.join(ROOT, 'bench/peers.mjs'))) as { columns: (o: object) => string[] };

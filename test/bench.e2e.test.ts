@@ -3,11 +3,10 @@
 // on a quiet machine); this checks that every figure is produced for direct and mcpmux, that
 // every echo up to 10 MB succeeds, and that no process is left behind.
 
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
-import { exitWithin, ROOT, tempDir } from './helpers/harness.js';
+import { runBench, tempDir } from './helpers/harness.js';
 
 const FIGURES = [
   'tools/list, 1 upstream, p50 (ms)',
@@ -25,13 +24,7 @@ it('a minimal bench run measures every section, direct and through mcpmux, and l
   const out = tempDir();
   // --no-surface: the tool-search section fetches real servers from the npm registry (no network in tests).
   const args = ['--quick', '--no-20x100', '--no-profile', '--no-surface', '--duration', '0.5', '--calls', '50', '--warmup', '10', '--max-minutes', '5', '--out', out];
-  const child = spawn(process.execPath, [path.join(ROOT, 'bench/run.mjs'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const code = await exitWithin(child, exited, 340_000);
+  const { code, stdout, stderr } = await runBench(args, 340_000);
   expect(code, stderr.slice(-2000)).toBe(0);
 
   const results = JSON.parse(readFileSync(path.join(out, 'latest.json'), 'utf8'));

@@ -368,3 +368,18 @@ export class WsLight extends Base {
     }
   }
 }
+
+// ---- helpers ----------------------------------------------------------------------------------
+
+/** How many tools a light client's server lists, every page walked (nextCursor followed). */
+export async function countTools(c, timeoutMs = 60_000) {
+  let cursor;
+  let n = 0;
+  do {
+    const r = await c.request('tools/list', cursor === undefined ? {} : { cursor }, timeoutMs);
+    if (r.error) throw new Error(`tools/list failed: ${JSON.stringify(r.error)}`);
+    n += r.result.tools.length;
+    cursor = r.result.nextCursor;
+  } while (cursor !== undefined && cursor !== null);
+  return n;
+}

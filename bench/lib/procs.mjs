@@ -1,9 +1,11 @@
 // Child processes for the benchmark: each spawned in its own process group, tracked, and killed
 // (with everything it started) at the end, even when the run fails or is interrupted.
-// Also the /proc readers: CPU ticks, VmHWM/VmRSS, children, process-group members.
+// Also the /proc readers: CPU ticks, VmHWM/VmRSS, children, process-group members; and a free
+// loopback port for a child that must be told one.
 
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync, readdirSync } from 'node:fs';
+import { createServer } from 'node:net';
 
 const tracked = new Set(); // ChildProcess, spawned detached (pgid === pid)
 const STDERR_KEEP = 64 * 1024;
@@ -111,6 +113,18 @@ export function installCleanup() {
       process.exit(130);
     });
   }
+}
+
+/** A free loopback port (bound, then released) for a child that needs a fixed --port. */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
 }
 
 // ---- /proc ------------------------------------------------------------------------------------

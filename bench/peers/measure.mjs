@@ -2,28 +2,15 @@
 // row so that each peer gets the same client, warm-up, payload and clock.
 
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { echoCall, errText, sequential, throughput } from '../lib/calls.mjs';
 import { HttpLight, StdioLight } from '../lib/light-client.mjs';
-import { TICK_MS, childrenOf, cpuTicks, memory, spawnTracked, stopTracked } from '../lib/procs.mjs';
+import { TICK_MS, childrenOf, freePort, memory, spawnTracked, stopTracked } from '../lib/procs.mjs';
 import { latencySummary, median } from '../lib/stats.mjs';
 import { SseLight } from './sse-light.mjs';
 
 const now = () => performance.now();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-export const errText = (e) => (e && e.message) || String(e);
-
-/** A free loopback port (the peers that need a fixed --port get one). */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Opens one initialized light-client session to a started target. */
 async function openSession(t, { child, url }, timeoutMs) {
@@ -176,58 +163,12 @@ export async function stopTarget(t, running) {
   return stopTracked(running.child, { first, graceMs: 8000 });
 }
 
-function callOf(c, name, text = 'hello from the benchmark') {
-  const params = { name, arguments: { text } };
-  return () => c.request('tools/call', params).then((r) => !r.error && !r.result?.isError && r.result?.content?.[0]?.text === text);
-}
-
-async function sequential(call, warmup, n) {
-  let errors = 0;
-  for (let i = 0; i < warmup; i++) if (!(await call())) errors++;
-  const lat = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    const t0 = now();
-    if (!(await call())) errors++;
-    lat[i] = now() - t0;
-  }
-  if (errors) throw new Error(`sequential tools/call: ${errors} of ${warmup + n} calls did not echo`);
-  return latencySummary(lat);
-}
-
-async function throughput(call, { inflight, durationMs, rootPid }) {
+/** throughput() (bench/lib/calls.mjs) with the CPU of all the target's own processes added up. */
+async function proxyThroughput(call, { inflight, durationMs, rootPid }) {
   const pids = proxyPids(rootPid);
-  const ticks0 = pids.map(cpuTicks);
-  const t0 = now();
-  let stop = false;
-  let calls = 0;
-  let errors = 0;
-  let firstErr;
-  const timer = setTimeout(() => (stop = true), durationMs);
-  const worker = async () => {
-    while (!stop) {
-      try {
-        if (await call()) calls++;
-        else errors++;
-      } catch (e) {
-        errors++;
-        firstErr ??= e;
-      }
-      if (errors > 100 && errors > calls) stop = true;
-    }
-  };
-  try {
-    await Promise.all(Array.from({ length: inflight }, worker));
-  } finally {
-    clearTimeout(timer);
-  }
-  const elapsed = now() - t0;
-  if (errors > 100 && errors > calls) throw new Error(`throughput: ${errors} failed calls, ${calls} ok; first error: ${firstErr ? errText(firstErr) : 'wrong echo'}`);
-  let ticks = 0;
-  pids.forEach((p, i) => {
-    const t1 = cpuTicks(p);
-    if (t1 !== undefined && ticks0[i] !== undefined) ticks += t1 - ticks0[i];
-  });
-  return { calls, errors, seconds: elapsed / 1000, callsPerSec: calls / (elapsed / 1000), proxyCpuMsPerCall: pids.length && calls ? (ticks * TICK_MS) / calls : NaN };
+  const r = await throughput(call, { inflight, durationMs, pids });
+  const ticks = r.ticks.reduce((sum, t) => (t === undefined ? sum : sum + t), 0);
+  return { calls: r.calls, errors: r.errors, seconds: r.seconds, callsPerSec: r.callsPerSec, proxyCpuMsPerCall: pids.length && r.calls ? (ticks * TICK_MS) / r.calls : NaN };
 }
 
 /**
@@ -241,9 +182,9 @@ export async function measureCalls(t, o, { echoArgs, tmp }) {
     delete rec.names;
     if (!tool) throw new Error(`${t.label}: no echo tool listed`);
     rec.tool = tool;
-    const call = callOf(c, tool);
+    const call = echoCall(c, tool);
     rec.seq = await sequential(call, o.warmup, o.calls);
-    rec.tput = await throughput(call, { inflight: o.inflight, durationMs: o.duration * 1000, rootPid: running.child.pid });
+    rec.tput = await proxyThroughput(call, { inflight: o.inflight, durationMs: o.duration * 1000, rootPid: running.child.pid });
     await sleep(o.idleMs);
     rec.mem = proxyMemory(running.child.pid);
     if (c.mode) rec.responseMode = c.mode;
@@ -295,4 +236,4 @@ export async function measureLists(t, o, { servers, expectedTools, tmp }) {
   return rec;
 }
 
-export { median };
+export { errText, freePort, median };

@@ -409,6 +409,21 @@ export async function exitWithin<T>(child: { kill(signal: NodeJS.Signals): unkno
   }
 }
 
+/**
+ * Runs `node bench/run.mjs ...args` (the benchmark harness) to its exit, SIGKILL past
+ * `timeoutMs`; resolves with its exit code and everything it wrote.
+ */
+export async function runBench(args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bench/run.mjs'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const code = await exitWithin(child, exited, timeoutMs);
+  return { code, stdout, stderr };
+}
+
 /** A port nothing listens on right now (bound, then released). */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
