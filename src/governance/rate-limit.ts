@@ -119,6 +119,7 @@ interface Memo {
   method: string;
   tool: string | undefined;
   applies: boolean;
+  /** '' when the rule does not apply. */
   key: string;
 }
 
@@ -228,9 +229,19 @@ export class RateLimiter {
     for (const r of this.rules) {
       let m = this.memos[r.index];
       if (m === undefined || m.client !== client || m.server !== server || m.method !== method || m.tool !== tool) {
+        // A miss (the host alternates clients, servers or tools): the key is built only for a rule
+        // that applies, and the rule's one memo is updated in place (no object per rule per miss).
         const applies = r.client(client) && r.server(server) && (r.tool ? tool !== undefined && r.tool(tool) : true);
-        const key = `${r.index}\0${r.perClient ? client : ''}\0${r.perServer ? server : ''}\0${r.perTool ? (tool ?? method) : ''}`;
-        m = this.memos[r.index] = { client, server, method, tool, applies, key };
+        const key = applies ? `${r.index}\0${r.perClient ? client : ''}\0${r.perServer ? server : ''}\0${r.perTool ? (tool ?? method) : ''}` : '';
+        if (m === undefined) m = this.memos[r.index] = { client, server, method, tool, applies, key };
+        else {
+          m.client = client;
+          m.server = server;
+          m.method = method;
+          m.tool = tool;
+          m.applies = applies;
+          m.key = key;
+        }
       }
       if (!m.applies) continue;
       let b = this.buckets.get(m.key);
