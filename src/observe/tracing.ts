@@ -206,9 +206,17 @@ export class Tracing {
     const i = legs?.findIndex((l) => l.server === ev.server && l.method === ev.method) ?? -1;
     if (i < 0) return;
     const leg = legs!.splice(i, 1)[0]!;
-    this.inFlight.get(leg.server)?.delete(leg);
-    if (this.inFlight.get(leg.server)?.size === 0) this.inFlight.delete(leg.server);
     if (ev.code !== undefined) failure(leg.span, String(ev.code));
+    this.closeLeg(leg);
+  }
+
+  /** Ends an upstream request's CLIENT span and forgets it as in flight (its server's Set too, once empty). */
+  private closeLeg(leg: Leg): void {
+    const open = this.inFlight.get(leg.server);
+    if (open) {
+      open.delete(leg);
+      if (open.size === 0) this.inFlight.delete(leg.server);
+    }
     leg.span.end();
   }
 
@@ -235,10 +243,7 @@ export class Tracing {
     const error = errorType(ev);
     if (error) failure(span, error);
     // Upstream requests it left open (their answers came after it was given up on) end with it.
-    for (const leg of this.legs.get(ev)?.splice(0) ?? []) {
-      this.inFlight.get(leg.server)?.delete(leg);
-      leg.span.end();
-    }
+    for (const leg of this.legs.get(ev)?.splice(0) ?? []) this.closeLeg(leg);
     span.end(performance.timeOrigin + ev.t0 + ev.durationMs);
   }
 
