@@ -181,8 +181,14 @@ export class Tracing {
     // A server-initiated request the upstream sent without a context of its own.
     const cause = ev.cause && (this.legs.get(ev.cause)?.find((l) => l.server === ev.server)?.span ?? this.spans.get(ev.cause));
     if (cause) return trace.setSpan(ROOT_CONTEXT, cause);
-    const open = [...(this.inFlight.get(ev.server ?? '') ?? [])].filter((l) => l.host.sessionId === ev.sessionId);
-    return open.length === 1 ? trace.setSpan(ROOT_CONTEXT, open[0]!.span) : ROOT_CONTEXT;
+    // The one request in flight to that server for this session, if exactly one (a plain loop: no arrays per request).
+    let only: Leg | undefined;
+    for (const l of this.inFlight.get(ev.server ?? '') ?? []) {
+      if (l.host.sessionId !== ev.sessionId) continue;
+      if (only) return ROOT_CONTEXT;
+      only = l;
+    }
+    return only ? trace.setSpan(ROOT_CONTEXT, only.span) : ROOT_CONTEXT;
   }
 
   private clientSpan(call: Call, host: RequestEvent, id: JsonRpcId): Span {
