@@ -23,9 +23,9 @@ import { FilePins } from './pins-file.js';
 import { RedisPins } from './pins-redis.js';
 
 /** The parts of a definition that are hashed and compared. */
+const FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations', '_meta'] as const;
 /** Held tools /status lists at most. */
 const MAX_HELD = 500;
-const FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations', '_meta'] as const;
 /** Changes remembered as reported at most (see ToolPins.reported). */
 const MAX_REPORTED = 10_000;
 /** Names one listing in progress may collect at most; a longer one prunes nothing. */
