@@ -15,7 +15,7 @@ import { restoreBigNumbers } from '../jsonrpc/big-numbers.js';
 import { materialise } from '../jsonrpc/opaque.js';
 import { AuditFile } from './audit-file.js';
 import type { AuditRing } from './audit-ring.js';
-import { jsonValue, quote, recordLine, redactedJson } from './audit-line.js';
+import { jsonValue, quote, recordLine, REDACTED, redactedJson } from './audit-line.js';
 import { CHANNEL, publishAuditError, type ConfigReloadEvent, type OperatorActionEvent, type RequestEvent } from './events.js';
 import { makeScrubber, type Logger } from './logger.js';
 
@@ -29,7 +29,6 @@ export interface AuditOptions {
   ring?: AuditRing;
 }
 
-const REDACTED = '[REDACTED]';
 /** The `v` of every line: bumped if a field changes meaning or goes away (new fields do not bump it). */
 const AUDIT_FORMAT = 1;
 /**
