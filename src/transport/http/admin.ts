@@ -102,7 +102,7 @@ export const OPERATOR_HEADER = 'x-mcpmux-operator';
  * Host. Clients that are no browser (the CLI, curl) send neither. `unsigned` (below) is the
  * second half.
  */
-export function crossSite(req: IncomingMessage): string | undefined {
+function crossSite(req: IncomingMessage): string | undefined {
   const site = req.headers['sec-fetch-site'];
   if (site !== undefined && site !== 'same-origin' && site !== 'none') return `Forbidden: an operator action from a page of another origin (Sec-Fetch-Site: ${site}); open the console on this address`;
   const origin = req.headers.origin;
