@@ -29,12 +29,11 @@ import { defaultResource, detectResources, envDetector, resourceFromAttributes }
 import { BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace';
 import type { TelemetryConfig } from '../config/types.js';
 import type { JsonRpcId } from '../jsonrpc/message.js';
-import { materialise } from '../jsonrpc/opaque.js';
 import { declaredVersion } from '../protocol/modern.js';
 import { negotiateVersion } from '../protocol/versions.js';
 import type { Call } from '../router/forward.js';
 import type { TraceContext } from '../upstream/trace-context.js';
-import { copyBounded, redactPath } from './audit.js';
+import { fullArguments } from './audit.js';
 import { CHANNEL, type RequestEvent, type SessionEvent, type UpstreamRequestEvent } from './events.js';
 import type { Logger } from './logger.js';
 
@@ -77,6 +76,9 @@ export class Tracing {
   /** Each open session's `mcp.session.id`: the id its host knows it by, else mcpmux's (see sessionOpened). */
   private readonly sessionIds = new Map<string, string>();
   private readonly subscriptions: [string, (msg: unknown) => void][] = [];
+  /** The `audit.redact` last seen, and it split at '.' (redactPaths). */
+  private redactOf: readonly string[] | undefined;
+  private redactSplit: string[][] = [];
 
   constructor(private readonly opts: TracingOptions) {
     const { telemetry } = opts;
@@ -290,10 +292,16 @@ export class Tracing {
     const audit = this.opts.audit();
     if (audit.arguments !== 'full') return undefined;
     // The request has been answered: decoding its long values now costs the trace only.
-    materialise(ev.params);
-    const copy = copyBounded(ev.params.arguments, 0);
-    for (const p of audit.redact) redactPath(copy, p.split('.'), 0);
-    return JSON.stringify(copy);
+    return JSON.stringify(fullArguments(ev.params, this.redactPaths(audit.redact)));
+  }
+
+  /** `audit.redact` split at '.', once per config (a reload gives a new array). */
+  private redactPaths(redact: readonly string[]): readonly string[][] {
+    if (this.redactOf !== redact) {
+      this.redactOf = redact;
+      this.redactSplit = redact.map((p) => p.split('.'));
+    }
+    return this.redactSplit;
   }
 }
 
