@@ -23,9 +23,9 @@ import { FilePins } from './pins-file.js';
 import { RedisPins } from './pins-redis.js';
 
 /** The parts of a definition that are hashed and compared. */
+const FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations', '_meta'] as const;
 /** Held tools /status lists at most. */
 const MAX_HELD = 500;
-const FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations', '_meta'] as const;
 /** Changes remembered as reported at most (see ToolPins.reported). */
 const MAX_REPORTED = 10_000;
 /** Names one listing in progress may collect at most; a longer one prunes nothing. */
@@ -244,6 +244,9 @@ export class ToolPins {
     const listedAnywhere = lists.size === 1 ? names : new Set([...lists.values()].flatMap((l) => [...l]));
     const mine = this.seen.get(server);
     for (const tool of mine?.keys() ?? []) if (!listedAnywhere.has(tool)) mine!.delete(tool);
+    // A held description of a tool no longer listed is never read again: forgotten with it.
+    const texts = this.heldText.get(server);
+    for (const tool of texts?.keys() ?? []) if (!listedAnywhere.has(tool)) texts!.delete(tool);
     if (this.opts.pinned.has(server)) this.storage.prune(server, listedAnywhere);
   }
 
@@ -297,7 +300,12 @@ export class ToolPins {
       tools[tool] = { fields, approvedAt: now() };
       return true;
     });
-    for (const [server, tools] of byServer) await this.storage.approve(server, tools);
+    for (const [server, tools] of byServer) {
+      await this.storage.approve(server, tools);
+      // Approved (written): no longer held, so its held description goes.
+      const texts = this.heldText.get(server);
+      if (texts) for (const tool of Object.keys(tools)) texts.delete(tool);
+    }
     return done;
   }
 

@@ -34,6 +34,11 @@ import { compileGlobs, type Matcher } from './glob.js';
 /** The methods a rate limit counts. */
 export const LIMITED_METHODS: ReadonlySet<string> = new Set(['tools/call', 'prompts/get', 'resources/read', 'resources/subscribe', 'completion/complete']);
 
+/** The tool a limited call counts against: the upstream's name of a tools/call's tool, else none. */
+export function limitedTool(call: Call): string | undefined {
+  return call.method === 'tools/call' ? call.target?.upstreamName : undefined;
+}
+
 export interface Rule {
   index: number;
   /** What the rule is (its settings, and which of identical rules): a reload that keeps it keeps its buckets (adopt). */
@@ -119,6 +124,7 @@ interface Memo {
   method: string;
   tool: string | undefined;
   applies: boolean;
+  /** '' when the rule does not apply. */
   key: string;
 }
 
@@ -228,9 +234,19 @@ export class RateLimiter {
     for (const r of this.rules) {
       let m = this.memos[r.index];
       if (m === undefined || m.client !== client || m.server !== server || m.method !== method || m.tool !== tool) {
+        // A miss (the host alternates clients, servers or tools): the key is built only for a rule
+        // that applies, and the rule's one memo is updated in place (no object per rule per miss).
         const applies = r.client(client) && r.server(server) && (r.tool ? tool !== undefined && r.tool(tool) : true);
-        const key = `${r.index}\0${r.perClient ? client : ''}\0${r.perServer ? server : ''}\0${r.perTool ? (tool ?? method) : ''}`;
-        m = this.memos[r.index] = { client, server, method, tool, applies, key };
+        const key = applies ? `${r.index}\0${r.perClient ? client : ''}\0${r.perServer ? server : ''}\0${r.perTool ? (tool ?? method) : ''}` : '';
+        if (m === undefined) m = this.memos[r.index] = { client, server, method, tool, applies, key };
+        else {
+          m.client = client;
+          m.server = server;
+          m.method = method;
+          m.tool = tool;
+          m.applies = applies;
+          m.key = key;
+        }
       }
       if (!m.applies) continue;
       let b = this.buckets.get(m.key);
@@ -252,22 +268,22 @@ export class RateLimiter {
 
   /** Stands in front of the upstream (after policy: a denied call costs no token). */
   interceptor(): Interceptor {
-    // limitedCall's checks, inline: no object per call.
+    // limitedCall's checks without its object (none per call): the same LIMITED_METHODS and limitedTool.
     return (next) => (call) => {
       const { session, method } = call;
       if (!session || !LIMITED_METHODS.has(method)) return next(call);
-      const refused = this.take(session.client, call.upstream.name, method, method === 'tools/call' ? call.target?.upstreamName : undefined);
+      const refused = this.take(session.client, call.upstream.name, method, limitedTool(call));
       if (!refused) return next(call);
       return refuse(call, session, refused);
     };
   }
 }
 
-/** What both limiters look at in a call: undefined when its method is never limited (or no host sent it). */
+/** What the shared limiter looks at in a call (LIMITED_METHODS and limitedTool, as above): undefined when its method is never limited (or no host sent it). */
 export function limitedCall(call: Call): { session: SessionPort; server: string; tool: string | undefined } | undefined {
   const { session } = call;
   if (!session || !LIMITED_METHODS.has(call.method)) return undefined;
-  return { session, server: call.upstream.name, tool: call.method === 'tools/call' ? call.target?.upstreamName : undefined };
+  return { session, server: call.upstream.name, tool: limitedTool(call) };
 }
 
 /**
@@ -277,7 +293,7 @@ export function limitedCall(call: Call): { session: SessionPort; server: string;
 export function refuse(call: Call, session: SessionPort, refused: Refusal): Promise<Result> {
   const { target } = call;
   const server = call.upstream.name;
-  const tool = call.method === 'tools/call' ? target?.upstreamName : undefined;
+  const tool = limitedTool(call);
   const { retryAfterMs } = refused;
   publishLimited({ sessionId: session.id, client: session.client, server, method: call.method, tool, retryAfterMs, rule: refused.rule });
   if (call.event) {

@@ -7,7 +7,8 @@
 // Escaping is JSON.stringify's, so every line parses back to the values it was given, lone
 // surrogates included (pino wrote a short string with one raw, which became U+FFFD on disk).
 
-const REDACTED = '[REDACTED]';
+/** What a redacted value is written as (audit.ts's redacted paths too). */
+export const REDACTED = '[REDACTED]';
 const REDACTED_JSON = JSON.stringify(REDACTED);
 
 /** Strings rendered once and kept: method, server and tool names repeat on every line. */

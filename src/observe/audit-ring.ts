@@ -9,7 +9,7 @@
 /** Lines kept at most. */
 export const AUDIT_RING_LINES = 200;
 /** A line longer than this (full arguments) is kept cut, with a mark; the file has it whole. */
-export const AUDIT_RING_LINE_CHARS = 4096;
+const AUDIT_RING_LINE_CHARS = 4096;
 
 export class AuditRing {
   private readonly lines: string[] = [];

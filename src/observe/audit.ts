@@ -15,7 +15,7 @@ import { restoreBigNumbers } from '../jsonrpc/big-numbers.js';
 import { materialise } from '../jsonrpc/opaque.js';
 import { AuditFile } from './audit-file.js';
 import type { AuditRing } from './audit-ring.js';
-import { jsonValue, quote, recordLine, redactedJson } from './audit-line.js';
+import { jsonValue, quote, recordLine, REDACTED, redactedJson } from './audit-line.js';
 import { CHANNEL, publishAuditError, type ConfigReloadEvent, type OperatorActionEvent, type RequestEvent } from './events.js';
 import { makeScrubber, type Logger } from './logger.js';
 
@@ -29,7 +29,6 @@ export interface AuditOptions {
   ring?: AuditRing;
 }
 
-const REDACTED = '[REDACTED]';
 /** The `v` of every line: bumped if a field changes meaning or goes away (new fields do not bump it). */
 const AUDIT_FORMAT = 1;
 /**
@@ -183,10 +182,7 @@ export class AuditLog {
     if (args === undefined) return undefined;
     if (this.opts.arguments === 'redacted') return redactedJson(args, 0, MAX_DEPTH);
     // The request has been answered: decoding its long values now costs the audit only.
-    if (ev.params) materialise(ev.params);
-    const copy = copyBounded(ev.params?.arguments, 0);
-    for (const p of this.redactPaths) redactPath(copy, p, 0);
-    return jsonValue(copy);
+    return jsonValue(fullArguments(ev.params!, this.redactPaths));
   }
 
   /** Counted every time; logged at most every LOSS_LOG_MS, with what was lost meanwhile. */
@@ -201,8 +197,19 @@ export class AuditLog {
   }
 }
 
-/** A copy to redact in, cut at MAX_DEPTH (traces use it too). */
-export function copyBounded(v: unknown, depth: number): unknown {
+/**
+ * The arguments of an answered request as `audit.arguments: "full"` keeps them (traces too):
+ * its long values decoded, a copy cut at MAX_DEPTH, the redacted paths (split at '.') replaced.
+ */
+export function fullArguments(params: Record<string, unknown>, paths: readonly (readonly string[])[]): unknown {
+  materialise(params);
+  const copy = copyBounded(params.arguments, 0);
+  for (const p of paths) redactPath(copy, p, 0);
+  return copy;
+}
+
+/** A copy to redact in, cut at MAX_DEPTH. */
+function copyBounded(v: unknown, depth: number): unknown {
   if (typeof v !== 'object' || v === null) return v;
   if (depth >= MAX_DEPTH) return '[TOO DEEP]';
   if (Array.isArray(v)) return v.map((x) => copyBounded(x, depth + 1));
@@ -212,7 +219,7 @@ export function copyBounded(v: unknown, depth: number): unknown {
 }
 
 /** Replaces the value(s) at `path` (segments; `*` is any key or index) in place. */
-export function redactPath(v: unknown, path: readonly string[], i: number): void {
+function redactPath(v: unknown, path: readonly string[], i: number): void {
   if (typeof v !== 'object' || v === null) return;
   const obj = v as Record<string, unknown>;
   const seg = path[i]!;

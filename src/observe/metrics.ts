@@ -309,7 +309,7 @@ export class Metrics {
     const outcome = ev.outcome ?? 'error';
     const client = settingsClient(ev.client ?? NO_CLIENT);
     const tool = this.opts.toolLabel ? this.toolOf(ev) : '';
-    // The four series of these labels, looked up once and kept while the labels stay the same.
+    // The series of these labels, looked up once and kept while the labels stay the same.
     let s = this.last;
     if (s === undefined || s.method !== m || s.server !== server || s.outcome !== outcome || s.client !== client || s.tool !== tool) {
       const t = this.opts.toolLabel ? tool : undefined;
@@ -321,15 +321,17 @@ export class Metrics {
         tool,
         requests: this.requests.at(m, server, outcome, client, t),
         duration: this.duration.series(m, server, outcome, t),
-        bytesIn: this.bytes.at(m, server, 'in'),
-        bytesOut: this.bytes.at(m, server, 'out'),
+        bytesIn: undefined,
+        bytesOut: undefined,
       };
     }
     s.requests.value++;
     this.duration.record(s.duration, ev.durationMs / 1000);
+    // Bytes are counted for host-to-server requests only: looking the series up creates it,
+    // so a server-to-host request must not (it would add a zero series to /metrics).
     if (ev.direction === 'host-to-server') {
-      s.bytesIn.value += ev.bytesIn;
-      s.bytesOut.value += ev.bytesOut;
+      (s.bytesIn ??= this.bytes.at(m, server, 'in')).value += ev.bytesIn;
+      (s.bytesOut ??= this.bytes.at(m, server, 'out')).value += ev.bytesOut;
     }
   }
 
@@ -365,8 +367,9 @@ interface Series {
   tool: string;
   requests: { value: number };
   duration: Buckets;
-  bytesIn: { value: number };
-  bytesOut: { value: number };
+  /** Looked up on the first host-to-server request of these labels (undefined until then). */
+  bytesIn: { value: number } | undefined;
+  bytesOut: { value: number } | undefined;
 }
 
 function method(m: string): string {

@@ -29,12 +29,11 @@ import { defaultResource, detectResources, envDetector, resourceFromAttributes }
 import { BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace';
 import type { TelemetryConfig } from '../config/types.js';
 import type { JsonRpcId } from '../jsonrpc/message.js';
-import { materialise } from '../jsonrpc/opaque.js';
 import { declaredVersion } from '../protocol/modern.js';
 import { negotiateVersion } from '../protocol/versions.js';
 import type { Call } from '../router/forward.js';
 import type { TraceContext } from '../upstream/trace-context.js';
-import { copyBounded, redactPath } from './audit.js';
+import { fullArguments } from './audit.js';
 import { CHANNEL, type RequestEvent, type SessionEvent, type UpstreamRequestEvent } from './events.js';
 import type { Logger } from './logger.js';
 
@@ -77,6 +76,9 @@ export class Tracing {
   /** Each open session's `mcp.session.id`: the id its host knows it by, else mcpmux's (see sessionOpened). */
   private readonly sessionIds = new Map<string, string>();
   private readonly subscriptions: [string, (msg: unknown) => void][] = [];
+  /** The `audit.redact` last seen, and it split at '.' (redactPaths). */
+  private redactOf: readonly string[] | undefined;
+  private redactSplit: string[][] = [];
 
   constructor(private readonly opts: TracingOptions) {
     const { telemetry } = opts;
@@ -181,8 +183,14 @@ export class Tracing {
     // A server-initiated request the upstream sent without a context of its own.
     const cause = ev.cause && (this.legs.get(ev.cause)?.find((l) => l.server === ev.server)?.span ?? this.spans.get(ev.cause));
     if (cause) return trace.setSpan(ROOT_CONTEXT, cause);
-    const open = [...(this.inFlight.get(ev.server ?? '') ?? [])].filter((l) => l.host.sessionId === ev.sessionId);
-    return open.length === 1 ? trace.setSpan(ROOT_CONTEXT, open[0]!.span) : ROOT_CONTEXT;
+    // The one request in flight to that server for this session, if exactly one (a plain loop: no arrays per request).
+    let only: Leg | undefined;
+    for (const l of this.inFlight.get(ev.server ?? '') ?? []) {
+      if (l.host.sessionId !== ev.sessionId) continue;
+      if (only) return ROOT_CONTEXT;
+      only = l;
+    }
+    return only ? trace.setSpan(ROOT_CONTEXT, only.span) : ROOT_CONTEXT;
   }
 
   private clientSpan(call: Call, host: RequestEvent, id: JsonRpcId): Span {
@@ -206,9 +214,17 @@ export class Tracing {
     const i = legs?.findIndex((l) => l.server === ev.server && l.method === ev.method) ?? -1;
     if (i < 0) return;
     const leg = legs!.splice(i, 1)[0]!;
-    this.inFlight.get(leg.server)?.delete(leg);
-    if (this.inFlight.get(leg.server)?.size === 0) this.inFlight.delete(leg.server);
     if (ev.code !== undefined) failure(leg.span, String(ev.code));
+    this.closeLeg(leg);
+  }
+
+  /** Ends an upstream request's CLIENT span and forgets it as in flight (its server's Set too, once empty). */
+  private closeLeg(leg: Leg): void {
+    const open = this.inFlight.get(leg.server);
+    if (open) {
+      open.delete(leg);
+      if (open.size === 0) this.inFlight.delete(leg.server);
+    }
     leg.span.end();
   }
 
@@ -235,10 +251,7 @@ export class Tracing {
     const error = errorType(ev);
     if (error) failure(span, error);
     // Upstream requests it left open (their answers came after it was given up on) end with it.
-    for (const leg of this.legs.get(ev)?.splice(0) ?? []) {
-      this.inFlight.get(leg.server)?.delete(leg);
-      leg.span.end();
-    }
+    for (const leg of this.legs.get(ev)?.splice(0) ?? []) this.closeLeg(leg);
     span.end(performance.timeOrigin + ev.t0 + ev.durationMs);
   }
 
@@ -279,10 +292,16 @@ export class Tracing {
     const audit = this.opts.audit();
     if (audit.arguments !== 'full') return undefined;
     // The request has been answered: decoding its long values now costs the trace only.
-    materialise(ev.params);
-    const copy = copyBounded(ev.params.arguments, 0);
-    for (const p of audit.redact) redactPath(copy, p.split('.'), 0);
-    return JSON.stringify(copy);
+    return JSON.stringify(fullArguments(ev.params, this.redactPaths(audit.redact)));
+  }
+
+  /** `audit.redact` split at '.', once per config (a reload gives a new array). */
+  private redactPaths(redact: readonly string[]): readonly string[][] {
+    if (this.redactOf !== redact) {
+      this.redactOf = redact;
+      this.redactSplit = redact.map((p) => p.split('.'));
+    }
+    return this.redactSplit;
   }
 }
 

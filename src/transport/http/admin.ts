@@ -33,7 +33,7 @@ export class OperatorRoutes {
   private readonly routes = new Map<string, OperatorHandler>();
   /** Routes that show or change the daemon's state: they need a token (when tokens are configured). */
   private readonly guarded = new Set<string>();
-  /** Operator actions (and the audit lines): never for a page of another origin (sameOrigin below). */
+  /** Operator actions (and the audit lines): never for a page of another origin (crossSite and unsigned below). */
   private readonly actions = new Set<string>();
 
   constructor(private readonly log: Logger) {}
@@ -63,7 +63,8 @@ export class OperatorRoutes {
       runRoute((rq, rs) => handler(rq, rs, NOBODY), req, res, this.log);
       return true;
     }
-    if (this.actions.has(path)) {
+    const action = this.actions.has(path);
+    if (action) {
       const refused = crossSite(req);
       if (refused) {
         sendError(res, 403, HttpRpcCode.Transport, refused);
@@ -76,7 +77,7 @@ export class OperatorRoutes {
         if (!auth.ok) return sendError(res, auth.status, HttpRpcCode.Transport, auth.message, { 'www-authenticate': auth.challenge });
         if (auth.person) return sendError(res, 403, HttpRpcCode.Transport, `Forbidden: ${path} is for the clients of the config (listen.auth.tokens, or listen.auth.oidc.clients), not for ${JSON.stringify(auth.client)}`);
         const caller: Caller = { client: auth.client, admin: auth.admin };
-        const refused = this.actions.has(path) ? unsigned(req) : undefined;
+        const refused = action ? unsigned(req) : undefined;
         if (refused) return sendError(res, 403, HttpRpcCode.Transport, refused);
         runRoute((rq, rs) => handler(rq, rs, caller), req, res, this.log);
       },
@@ -102,7 +103,7 @@ export const OPERATOR_HEADER = 'x-mcpmux-operator';
  * Host. Clients that are no browser (the CLI, curl) send neither. `unsigned` (below) is the
  * second half.
  */
-export function crossSite(req: IncomingMessage): string | undefined {
+function crossSite(req: IncomingMessage): string | undefined {
   const site = req.headers['sec-fetch-site'];
   if (site !== undefined && site !== 'same-origin' && site !== 'none') return `Forbidden: an operator action from a page of another origin (Sec-Fetch-Site: ${site}); open the console on this address`;
   const origin = req.headers.origin;
