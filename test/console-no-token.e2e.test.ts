@@ -86,6 +86,8 @@ describe('console routes without tokens', () => {
   });
 
   it("estimates a server's tool tokens when /status asks, from the pages the catalogue holds: the sum over the tools hosts are shown", async () => {
+    // The first test restarted fx: list once it is back, not while it is starting (an empty list).
+    await waitFor(async () => (await status()).upstreams[0].state === 'ready', { what: 'fx ready again', timeoutMs: WAIT_MS });
     const host = new Client({ name: 'console-tokens-host', version: '1.0.0' });
     await host.connect(new StreamableHTTPClientTransport(new URL(d.url)));
     try {
