@@ -357,6 +357,21 @@ describe('traces over OTLP/HTTP', () => {
     expect(prompts!.attrs).toMatchObject({ 'mcp.method.name': 'prompts/list', 'mcpmux.cache.hit': false });
   });
 
+  it('names the resource a read is for (mcp.resource.uri) and the session\'s tool surface (mcpmux.surface.mode)', async () => {
+    const listed = (await mux.request('resources/list')).result?.resources as { uri: string }[];
+    const readme = listed.find((r) => r.uri.includes('readme.txt'))!;
+    expect(readme).toBeDefined();
+    const read = 'eeeeeeeeeeeeeeeeeeeeeeeeeeeeeee3';
+    expect((await mux.request('resources/read', { uri: readme.uri, _meta: { traceparent: `00-${read}-${HOST_SPAN}-01` } })).result?.contents).toBeDefined();
+    const server = (await spansOf(read, (s) => s.some((x) => x.kind === 2))).find((x) => x.kind === 2)!;
+    expect(server.attrs).toMatchObject({ 'mcp.method.name': 'resources/read', 'mcp.resource.uri': readme.uri, 'mcpmux.upstream': 'mo' });
+    // The config's surface is "all": a tools/* span says so.
+    const tools = 'eeeeeeeeeeeeeeeeeeeeeeeeeeeeeee4';
+    await mux.request('tools/list', { _meta: { traceparent: `00-${tools}-${HOST_SPAN}-01` } });
+    const [list] = await spansOf(tools, (s) => s.length >= 1);
+    expect(list!.attrs).toMatchObject({ 'mcp.method.name': 'tools/list', 'mcpmux.surface.mode': 'all' });
+  });
+
   it('takes a Streamable HTTP host\'s traceparent header as the context of its request (mcpmux serve)', async () => {
     const d = await serve();
     const events = d.events;
