@@ -3,8 +3,9 @@
 //
 //   node bench/run.mjs --only lists [--quick]          (or: node bench/lists.mjs [--quick])
 //
-// Rows: the first list once every upstream is ready (mcpmux has read no list yet: it asks the
-// ten upstreams), a new session's first list (mcpmux's pages are cached), and the repeated list
+// Rows: the first list once every upstream is ready (no host has listed yet: mcpmux serves what
+// it listed from each upstream as it became ready, or joins those lists still in flight), a new
+// session's first list (mcpmux's pages are cached), and the repeated list
 // (p50). Beside the wall-clock figures, CPU per repeated list of mcpmux (from /proc) and of the
 // client (process.cpuUsage), which a loaded machine disturbs far less than the wall clock.
 
@@ -105,7 +106,7 @@ export function renderLists(L, r) {
   }
   const f = (x) => (Number.isFinite(x) ? x.toFixed(1) : '—');
   L.push('| figure | mcpmux |', '|---|---:|');
-  L.push(`| first list, every upstream ready, nothing listed yet (ms) | ${f(r.firstMs)} |`);
+  L.push(`| first list, every upstream ready, no host listed yet (ms) | ${f(r.firstMs)} |`);
   L.push(`| a new session's first list (ms) | ${f(r.newSessionMs)} |`);
   L.push(`| repeated list, p50 (ms) | ${f(r.repeated.p50)} |`);
   L.push(`| mcpmux CPU per repeated list (ms) | ${f(r.muxCpuMsPerList)} |`);

@@ -119,9 +119,13 @@ describe('logs for people', () => {
     expect(lines.map((l) => JSON.parse(l))).toContainEqual(expect.objectContaining({ msg: 'listening', url: d.url, port: d.port }));
     const relayed = await waitFor(() => d.stderr().split('\n').find((l) => l.includes('upstream fixture \\"beta\\"')), { what: "beta's stderr relayed" });
     expect(JSON.parse(relayed)).toMatchObject({ level: 30, server: 'beta', stderr: expect.stringMatching(FIXTURE_SAYS('beta')), msg: STDERR_MSG });
-    // No host listed anything: the upstreams were asked for no list (the ready line asked none).
-    const status = (await (await fetch(`${d.base}/status`)).json()) as any;
-    for (const u of status.upstreams) expect(u).toMatchObject({ state: 'ready', tools: null, prompts: null, resources: null });
+    // No host listed anything, and the ready line asked for no list: only the read-ahead of tools
+    // and prompts (the fixtures announce list changes) reached the upstreams, never resources.
+    const status = await waitFor(async () => {
+      const s = (await (await fetch(`${d.base}/status`)).json()) as any;
+      return s.upstreams.every((u: any) => u.tools !== null && u.prompts !== null) ? s : undefined;
+    }, { what: 'tools and prompts read ahead' });
+    for (const u of status.upstreams) expect(u).toMatchObject({ state: 'ready', resources: null });
     await d.stop();
   });
 
@@ -175,22 +179,27 @@ describe('logs for people', () => {
 });
 
 describe('counts that tell the truth', () => {
-  it('status: a ready server nobody listed yet is "not listed yet", not 0; a host\'s list fills the counts in', async () => {
-    const d = await startDaemon({ mcpServers: { alpha: fixture({ name: 'alpha', tools: 4, specialTools: false, prompts: 2, resources: 3 }) } });
-    await waitFor(async () => ((await (await fetch(`${d.base}/status`)).json()) as any).upstreams[0]?.state === 'ready', { what: 'alpha ready' });
-    const before = ((await (await fetch(`${d.base}/status`)).json()) as any).upstreams[0];
-    expect(before).toMatchObject({ tools: null, prompts: null, resources: null });
+  it('status: a list nothing has read yet is "not listed yet", not 0; a prefetch or a host\'s list fills the counts in', async () => {
+    // Tools without listChanged (never listed ahead of hosts: a page nobody keeps), prompts with
+    // it (listed ahead as soon as alpha is ready), resources never listed ahead.
+    const alpha = fixture({ name: 'alpha', tools: 4, specialTools: false, prompts: 2, resources: 3, capabilities: { tools: {} } });
+    const d = await startDaemon({ mcpServers: { alpha } });
+    const status = async () => ((await (await fetch(`${d.base}/status`)).json()) as any).upstreams[0];
+    const before = await waitFor(async () => {
+      const u = await status();
+      return u?.state === 'ready' && u.prompts !== null ? u : undefined;
+    }, { what: 'alpha ready and its prompts listed ahead' });
+    expect(before).toMatchObject({ tools: null, prompts: 2, resources: null });
     const table = await runMux(['status', '--url', d.base]);
     expect(table.status, table.stderr).toBe(0);
-    expect(table.stdout).toMatch(/^alpha\s+ready\s+stdio\s+\d+\s+0\s+0\s+-\s+-\s+-$/m);
+    expect(table.stdout).toMatch(/^alpha\s+ready\s+stdio\s+\d+\s+0\s+0\s+-\s+2\s+-$/m);
     expect(table.stdout).toContain('-: not listed yet');
 
     const client = new Client({ name: 'counts-test', version: '0' });
     await client.connect(new StreamableHTTPClientTransport(new URL(d.url)));
     try {
       expect((await client.listTools()).tools).toHaveLength(4);
-      await client.listPrompts();
-      const after = ((await (await fetch(`${d.base}/status`)).json()) as any).upstreams[0];
+      const after = await status();
       expect(after).toMatchObject({ tools: 4, prompts: 2, resources: null });
       const again = await runMux(['status', '--url', d.base]);
       expect(again.stdout).toMatch(/^alpha\s+ready\s+stdio\s+\d+\s+0\s+0\s+4\s+2\s+-$/m);

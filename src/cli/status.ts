@@ -314,7 +314,7 @@ export async function runStatus(opts: StatusOptions): Promise<number> {
     for (const said of u.stderr) out.push(`  stderr| ${printable(said)}`);
   }
   // An unavailable server's "-" is explained by its reason (it never started), not by this note.
-  if (s.upstreams.some((u) => u.state !== 'unavailable' && (u.tools === null || u.prompts === null || u.resources === null))) out.push('', '-: not listed yet (no host has asked that server for the list since it started)');
+  if (s.upstreams.some((u) => u.state !== 'unavailable' && (u.tools === null || u.prompts === null || u.resources === null))) out.push('', '-: not listed yet (nothing has read that list from the server since it started: mcpmux lists tools and prompts ahead of hosts only for shared servers that announce list changes)');
   process.stdout.write(out.join('\n') + '\n');
   return 0;
 }

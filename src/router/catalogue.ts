@@ -11,7 +11,7 @@
 // host paging on through an endless list of large items finds them at their budgets, evicting
 // the oldest pages, never growing with the pages.
 
-import type { CancelSignal } from '../jsonrpc/cancel.js';
+import { NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import { LRUCache } from 'lru-cache';
 import { RpcError, ErrorCode } from '../jsonrpc/message.js';
@@ -286,6 +286,28 @@ export class Catalogue {
       if (seen.has(p.next)) return undefined;
       seen.add((cursor = p.next));
     }
+  }
+
+  /**
+   * Reads an upstream's FIRST page of a list before any host asks (it just became ready), into
+   * the cache exactly as a host's list would (same fetch, same interceptors, same pin checks),
+   * so the first host list is served from memory or joins this fetch in flight. Only where the
+   * page would be kept (cacheable): a page nobody keeps would be asked for again anyway. One
+   * page, not a walk: a host's first list reads one page per upstream, and an endless list is
+   * not paged through by mcpmux on its own. Never rejects: a failure is the on-demand path's
+   * to meet (and to say), the upstream stays as it is.
+   */
+  prefetch(kind: ListKind, up: Upstream): Promise<'cached' | 'skipped' | 'failed'> {
+    if (up.state !== 'ready' || up.capabilities[kind.capability] === undefined || !this.cacheable(kind, up)) return Promise.resolve('skipped');
+    // page() registers its fetch as in flight before it first awaits: a host list that comes
+    // now joins it instead of asking the upstream a second time.
+    return this.page(kind, up, undefined, NEVER).then(
+      () => 'cached' as const,
+      (err: unknown) => {
+        up.log.debug({ err: (err as Error).message, method: kind.method }, 'listing ahead of hosts failed; the first host list asks again');
+        return 'failed' as const;
+      },
+    );
   }
 
   private async page(kind: ListKind, up: Upstream, cursor: string | undefined, signal: CancelSignal, tally?: ListTally): Promise<Page> {

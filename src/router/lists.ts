@@ -135,7 +135,8 @@ export class Lists {
 
   /**
    * How many tools, prompts and resources of a server hosts have been shown so far; null for a
-   * list nobody has asked that server for yet (status says "not listed yet", not a false 0).
+   * list nothing has read from that server yet, neither a host nor a prefetch (status says "not
+   * listed yet", not a false 0).
    * A list the server does not offer is 0.
    */
   counts(up: Upstream): { tools: number | null; toolTokens: number | null; prompts: number | null; resources: number | null } {
@@ -149,6 +150,17 @@ export class Lists {
       prompts: known(this.kinds.prompts, () => this.names.count('prompts', up.name)),
       resources: known(this.kinds.resources, () => this.uris.get(up.name)?.size ?? 0),
     };
+  }
+
+  /**
+   * A shared upstream just became ready: its tools and prompts are listed now (first page each,
+   * Catalogue.prefetch), so a host's first list finds them in memory instead of waiting on every
+   * upstream. Resources and templates are left to hosts: enumerating them can be real work for
+   * a server (a file tree, a database's tables) that many hosts never ask for. Resolves when
+   * both are done or skipped; never rejects.
+   */
+  prefetch(up: Upstream): Promise<void> {
+    return Promise.all(PREFETCHED.map((list) => this.catalogue.prefetch(this.kinds[list], up))).then(() => undefined);
   }
 
   /** A server removed or restarted (reload): what its lists showed is no longer known. */
@@ -285,6 +297,9 @@ export class Lists {
     return { ...item, [key]: wrapUri(up.name, uri) };
   }
 }
+
+/** The lists a shared upstream is asked for as soon as it is ready (Lists.prefetch): what hosts list first. */
+const PREFETCHED: readonly ListName[] = ['tools', 'prompts'];
 
 /** How long a server whose pages are not cached has its tools estimated as they are shown (one walk's pages). */
 const COST_WINDOW_MS = 1000;

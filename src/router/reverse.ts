@@ -59,6 +59,11 @@ export class Reverse implements UpstreamListener {
     lists.catalogue.invalidate(up);
     logLevels.forget(up);
     if (up.state === 'ready') {
+      // Its lists are read now, ahead of hosts (after the invalidation above, so under the new
+      // generation, and before hosts hear list_changed, so their lists join it in flight). Only
+      // a shared connection: a session's or a client's own one lists as that host asks, with
+      // that host's login, never on its own.
+      if (!this.d.pool.ownerOf(up) && up.client === undefined) void lists.prefetch(up);
       // A restarted or re-initialized upstream gets back what hosts had asked of it.
       void logLevels.sync();
       for (const uri of subscriptions.urisOf(up)) {
