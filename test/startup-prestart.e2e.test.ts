@@ -83,6 +83,22 @@ describe('mcpmux stdio adopts the upstreams it spawned before loading', () => {
     expect(isAlive(second!)).toBe(false);
   });
 
+  it('a child that dies before mcpmux has loaded still has its last words relayed, before the failure is told', async () => {
+    // sh is gone within milliseconds; mcpmux loads for far longer before it adopts the child.
+    const config = await writeConfig({ mcpServers: { crash: { command: '/bin/sh', args: ['-c', 'echo "dying words" >&2; exit 3'], restart: { maxRetries: 0 } } } });
+    const peer = startRawMux(config);
+    await peer.initialize();
+    const lines = await waitFor(() => {
+      const l = logLines(peer.stderr()).filter((j) => j.server === 'crash');
+      return l.some((j) => j.msg === 'upstream failed to start') ? l : undefined;
+    }, { what: 'crash failed' });
+    expect(lines[0]).toMatchObject({ msg: 'spawned upstream', prestarted: true });
+    const said = lines.findIndex((j) => j.stderr === 'dying words');
+    expect(said, 'its stderr relayed').toBeGreaterThan(0);
+    expect(said).toBeLessThan(lines.findIndex((j) => j.msg === 'upstream failed to start'));
+    expect(lines.find((j) => j.msg === 'upstream failed to start')).toMatchObject({ how: 'exited with code 3' });
+  });
+
   it('cannot start (the admin port is in use): exits 1 with no child left; an unknown --toolset spawns nothing', async () => {
     const busy: Server = createServer();
     cleanups.push(() => busy.close());
