@@ -147,7 +147,7 @@ describe('the daemon never loads the tokenizer', () => {
 
   it("importing the daemon's modules does not resolve gpt-tokenizer; counting does (the trace works)", async () => {
     const daemon = tracer();
-    const r1 = await runNode(['--import', daemon.hooks, '--input-type=module', '-e', script(['dist/cli/main.js', 'dist/cli/serve.js', 'dist/cli/stdio.js', 'dist/router/router.js', 'dist/surface/tokens.js'])]);
+    const r1 = await runNode(['--import', daemon.hooks, '--input-type=module', '-e', script(['dist/cli/main.js', 'dist/cli/serve.js', 'dist/cli/stdio.js', 'dist/cli/stdio-runtime.js', 'dist/router/router.js', 'dist/surface/tokens.js'])]);
     expect(r1.status, r1.stderr).toBe(0);
     const seen = readFileSync(daemon.log, 'utf8');
     expect(seen).toContain('/dist/router/router.js');

@@ -1,16 +1,21 @@
 // The `mcpmux` command line. Exit codes: 0 ok; 1 something failed (an invalid config, a failed
 // check, a daemon that cannot be reached or refuses); 2 a usage error (the command line is wrong).
 
-import { Command, CommanderError, Option } from 'commander';
+import type { Command, Option } from 'commander';
 import { LOG_FORMATS } from '../observe/log-format.js';
 import { VERSION } from '../version.js';
 // Each command's module loads when that command runs: a host waits for `mcpmux stdio`'s first
 // answer, and what `tools`, `check` or `serve` need (search, Redis, HTTP) would only delay it.
 import { UsageError } from './usage-error.js';
+import { LOG_LEVELS, plainStdio } from './plain-stdio.js';
 import type { GlobalOptions } from './runtime.js';
 import type { StdioOptions } from './stdio.js';
 
 export async function main(argv: string[]): Promise<number> {
+  // How hosts run mcpmux, read without commander: its stdio upstreams start sooner (plain-stdio.ts).
+  const plain = plainStdio(argv.slice(2));
+  if (plain) return usageErrorsSaid(import('./stdio.js').then((m) => m.runStdio(plain)));
+  const { Command, CommanderError, Option } = await import('commander');
   let result: Promise<number> = Promise.resolve(0);
   const program = new Command('mcpmux')
     .description('One MCP server in front of many')
@@ -20,7 +25,7 @@ export async function main(argv: string[]): Promise<number> {
 
   const configOpt = (): Option => new Option('-c, --config <file>', 'config file (default: $MCPMUX_CONFIG)');
   const levelOpt = (): Option =>
-    new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']);
+    new Option('--log-level <level>', 'log level').choices([...LOG_LEVELS]);
   const formatOpt = (): Option =>
     new Option('--log-format <format>', 'log lines as JSON, or pretty for people (default: pretty when stderr is a terminal)').choices([...LOG_FORMATS]);
 
@@ -149,14 +154,22 @@ export async function main(argv: string[]): Promise<number> {
       result = runConnect(url, o);
     });
 
+  return usageErrorsSaid(
+    program.parseAsync(argv).then(
+      () => result,
+      (err: unknown) => {
+        if (!(err instanceof CommanderError)) throw err;
+        return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' ? 0 : 2;
+      },
+    ),
+  );
+}
+
+/** A command's exit code; a usage error it throws is said, and exits 2. */
+async function usageErrorsSaid(result: Promise<number>): Promise<number> {
   try {
-    await program.parseAsync(argv);
     return await result;
   } catch (err) {
-    if (err instanceof CommanderError) {
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return 0;
-      return 2;
-    }
     if (err instanceof UsageError) {
       process.stderr.write(`mcpmux: ${err.message}\n`);
       return 2;

@@ -4,8 +4,8 @@
 
 import path from 'node:path';
 import type { ReloadPlan } from '../config/diff.js';
-import { loadConfig } from '../config/load.js';
 import { ConfigError, type Config } from '../config/types.js';
+import type { GlobalOptions } from './config-file.js';
 import { createGovernance } from '../governance/governance.js';
 import { ToolPins } from '../governance/pins.js';
 import { stateDir } from '../state.js';
@@ -29,7 +29,6 @@ import { Reloader } from './reload.js';
 import type { OperatorRoutes } from '../transport/http/admin.js';
 import type { Transport } from '../transport/transport.js';
 import { VERSION } from '../version.js';
-import { UsageError } from './usage-error.js';
 
 /** Who a host session is for: its token's client, and the toolset chosen for it. */
 export interface SessionOwner {
@@ -66,39 +65,8 @@ export interface Runtime {
   reconfigure(next: Config, plan: ReloadPlan): Promise<void>;
 }
 
-export interface GlobalOptions {
-  config?: string;
-  logLevel?: string;
-  /** `--log-format json|pretty`; else pretty on a terminal, JSON otherwise (observe/log-format.ts). */
-  logFormat?: string;
-}
-
-/** The config path from --config or MCPMUX_CONFIG; a usage error if neither is given. */
-export function configPath(opts: GlobalOptions): string {
-  const p = opts.config ?? process.env.MCPMUX_CONFIG;
-  if (!p) throw new UsageError('no config file: pass --config FILE or set MCPMUX_CONFIG');
-  return p;
-}
-
-/** A port flag's value: an integer from 0 (any free port) to 65535. */
-export function parsePort(s: string, flag: string): number {
-  const n = Number(s);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError(`${flag} must be an integer from 0 to 65535, not ${JSON.stringify(s)}`);
-  return n;
-}
-
-/** Loads the config, printing every problem and returning undefined when it is invalid. */
-export async function loadOrReport(opts: GlobalOptions): Promise<Config | undefined> {
-  try {
-    return await loadConfig(configPath(opts));
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`mcpmux: ${err.message}\n`);
-      return undefined;
-    }
-    throw err;
-  }
-}
+// Where the config comes from (kept light for `mcpmux stdio`'s start; re-exported for the other commands).
+export { configPath, loadOrReport, parsePort, type GlobalOptions } from './config-file.js';
 
 /** `quiet.unavailable`: the caller tells the person about unavailable servers itself (check). */
 export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { unavailable?: boolean } = {}): Runtime {

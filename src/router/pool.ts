@@ -14,6 +14,7 @@ import { MuxError, type Params } from '../protocol/mcp.js';
 import type { LoginIdentity, StopGrace } from '../upstream/connect.js';
 import { Upstream, type UpstreamListener } from '../upstream/upstream.js';
 import type { InteractiveLogins } from '../upstream/oauth/interactive.js';
+import type { PrestartedChildren } from '../upstream/prestart.js';
 import type { TraceContextOf } from '../upstream/trace-context.js';
 import { VERSION } from '../version.js';
 import type { SessionPort } from './session-port.js';
@@ -87,6 +88,8 @@ export class UpstreamPool {
   logins: InteractiveLogins | undefined;
   /** Tracing is on: the trace context every connection made from now on sends upstream (upstream/trace-context.ts). */
   traceContext: TraceContextOf | undefined;
+  /** `mcpmux stdio`: children spawned before it loaded, for the connections to adopt (upstream/prestart.ts). */
+  prestarted: PrestartedChildren | undefined;
   /** Connections closing (a session's, a reload's), which closeAll waits for too. */
   private readonly closing = new Map<Promise<void>, Upstream>();
 
@@ -407,6 +410,7 @@ export class UpstreamPool {
       ...(who && { who }),
       ...(this.logins && { logins: this.logins }),
       ...(this.traceContext && { traceContext: this.traceContext }),
+      ...(this.prestarted && { prestarted: this.prestarted }),
     });
   }
 }

@@ -18,6 +18,7 @@ import type { Params } from '../protocol/mcp.js';
 import type { StopGrace } from '../upstream/connect.js';
 import type { Upstream } from '../upstream/upstream.js';
 import type { InteractiveLogins } from '../upstream/oauth/interactive.js';
+import type { PrestartedChildren } from '../upstream/prestart.js';
 import type { TraceContextOf } from '../upstream/trace-context.js';
 import { Audience } from './audience.js';
 import { Dispatch } from './dispatch.js';
@@ -341,6 +342,14 @@ export class Router {
    */
   openLoginsWith(logins: InteractiveLogins): void {
     this.pool.logins = logins;
+  }
+
+  /**
+   * `mcpmux stdio`: children it spawned before it loaded (upstream/prestart.ts), each adopted by
+   * its server's first start instead of a new spawn. Set before start().
+   */
+  adoptChildren(prestarted: PrestartedChildren): void {
+    this.pool.prestarted = prestarted;
   }
 
   /**

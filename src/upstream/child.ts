@@ -1,20 +1,19 @@
-// A stdio upstream: a child process spawned with execa (never through a shell), its stdout and
-// stdin as the MCP stream, its stderr into our logs (and its last lines kept, for status), and
+// A stdio upstream: a child process spawned with execa (never through a shell), or the one
+// `mcpmux stdio` spawned for it before the runtime loaded (prestart.ts), its stdout and stdin as
+// the MCP stream, its stderr into our logs (and its last lines kept, for status), and
 // the spec's shutdown order on close.
 
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { execa, type ResultPromise } from 'execa';
 import { maskSecretArgs } from '../config/secret-args.js';
 import type { StdioServerConfig } from '../config/types.js';
 import type { Logger } from '../observe/logger.js';
 import { StreamTransport } from '../transport/stream.js';
-import { childEnv, withOwnNode } from './child-env.js';
+import { GROUPS, spawnSpec, type ChildEnd, type ChildHandle, type SpawnSpec } from './child-spawn.js';
 import type { Connection, StopGrace } from './connect.js';
 import { guardGroup, releaseGroup, signalGroup } from './reaper.js';
-
-/** Process groups exist on POSIX systems. */
-const GROUPS = process.platform !== 'win32';
 
 /**
  * How long a child gets after stdin closes, and again after SIGTERM, before the next step, when
@@ -28,43 +27,30 @@ const PIPE_ERROR_WAIT_MS = 1000;
 const STDERR_TAIL_LINES = 5;
 const STDERR_TAIL_BYTES = 1024;
 
-export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log: Logger): Connection {
-  const env = withOwnNode(childEnv(process.env, cfg.env, cfg.inheritEnv), cfg.env, path.dirname(process.execPath));
-  const proc: ResultPromise = execa(cfg.command, cfg.args, {
-    cwd: cfg.cwd,
-    // Only what a login shell needs, plus its own env, and our Node findable (child-env.ts).
-    env,
-    extendEnv: false,
-    stdin: 'pipe',
-    stdout: 'pipe',
-    stderr: 'pipe',
-    buffer: false,
-    reject: false,
-    // Its own process group (reaper.ts): stopping it reaches its own children too. On Windows
-    // there are no groups; execa's cleanup ends the child with mcpmux instead.
-    detached: GROUPS,
-    cleanup: !GROUPS,
-    windowsHide: true,
-  });
-  const pgid = GROUPS ? proc.pid : undefined;
-  if (pgid !== undefined) guardGroup(pgid);
+/**
+ * A stdio upstream's connection: the child `prestarted` (spawned for this very config before the
+ * runtime loaded: prestart.ts), or else a new one.
+ */
+export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log: Logger, prestarted?: ChildHandle): Connection {
+  const spec = spawnSpec(cfg);
+  const { proc, pgid, ended, stderr } = prestarted ?? spawnWithExeca(spec);
   // Arguments may hold secrets written as they are (`--api-key sk-…`): shown masked (and the
   // loader made every log line's scrubber know them, for what the server itself prints).
-  log.info({ command: cfg.command, args: maskSecretArgs(cfg.args), childPid: proc.pid }, 'spawned upstream');
+  log.info({ command: cfg.command, args: maskSecretArgs(cfg.args), childPid: proc.pid, ...(prestarted && { prestarted: true }) }, 'spawned upstream');
 
   let permanent: string | undefined;
-  const exited = proc.then((r) => {
+  const exited = ended.then((r) => {
     // execa's messages quote the whole command line, whose arguments may hold secrets: hosts
     // read this reason, so it names the command and the system's error only.
-    if (r.failed && r.exitCode === undefined && r.signal === undefined) {
-      permanent = cannotRun(cfg, env, r.code);
-      return permanent ?? `failed to start ${JSON.stringify(cfg.command)}: ${r.code ?? r.originalMessage ?? 'unknown error'}`;
+    if (r.startError) {
+      permanent = cannotRun(cfg, spec.env, r.startError.code);
+      return permanent ?? `failed to start ${JSON.stringify(cfg.command)}: ${r.startError.code ?? r.startError.message}`;
     }
     if (r.signal) return `killed by ${r.signal}`;
     return `exited with code ${r.exitCode}`;
   });
 
-  const stderrTail = pipeStderr(proc, log);
+  const stderrTail = pipeStderr(stderr, log);
   const transport = new StreamTransport(proc.stdout!, proc.stdin!, maxMessageBytes, false);
   // How long the child, and what is left of its group, get after SIGTERM: each stop() may shorten it.
   let groupGraceMs = DEFAULT_GRACE.afterTermMs;
@@ -149,6 +135,32 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
   };
 }
 
+/** Starts the child with execa (never through a shell), as spawnRaw does (child-spawn.ts). */
+function spawnWithExeca(spec: SpawnSpec): ChildHandle {
+  const proc: ResultPromise = execa(spec.command, spec.args, {
+    cwd: spec.cwd,
+    env: spec.env,
+    extendEnv: false,
+    stdin: 'pipe',
+    stdout: 'pipe',
+    stderr: 'pipe',
+    buffer: false,
+    reject: false,
+    // Its own process group (reaper.ts): stopping it reaches its own children too. On Windows
+    // there are no groups; execa's cleanup ends the child with mcpmux instead.
+    detached: GROUPS,
+    cleanup: !GROUPS,
+    windowsHide: true,
+  });
+  const pgid = GROUPS ? proc.pid : undefined;
+  if (pgid !== undefined) guardGroup(pgid);
+  const ended = proc.then((r): ChildEnd => {
+    if (r.failed && r.exitCode === undefined && r.signal === undefined) return { startError: { code: r.code, message: r.originalMessage ?? 'unknown error' } };
+    return { ...(r.exitCode !== undefined && { exitCode: r.exitCode }), ...(r.signal !== undefined && { signal: r.signal }) };
+  });
+  return { proc, pgid, ended, stderr: proc.stderr };
+}
+
 /**
  * Why the command can never run as configured (not found, not executable, no such working
  * folder), said so a person can fix it; undefined for other spawn errors (worth retrying).
@@ -215,7 +227,7 @@ function exitsWithin(exited: Promise<string>, ms: number): Promise<boolean> {
  */
 const STDERR_MSG = "the server's own stderr, relayed (its words, not an mcpmux error)";
 
-function pipeStderr(proc: ResultPromise, log: Logger): () => string[] {
+function pipeStderr(stderr: Readable | null, log: Logger): () => string[] {
   let rest = '';
   const tail: string[] = [];
   const keep = (line: string): void => {
@@ -223,14 +235,14 @@ function pipeStderr(proc: ResultPromise, log: Logger): () => string[] {
     tail.push(line.length > STDERR_TAIL_BYTES ? `${line.slice(0, STDERR_TAIL_BYTES)}…` : line);
     if (tail.length > STDERR_TAIL_LINES) tail.shift();
   };
-  proc.stderr?.setEncoding('utf8');
-  proc.stderr?.on('data', (chunk: string) => {
+  stderr?.setEncoding('utf8');
+  stderr?.on('data', (chunk: string) => {
     const lines = (rest + chunk).split('\n');
     rest = lines.pop() ?? '';
     if (rest.length > MAX_STDERR_LINE) rest = rest.slice(0, MAX_STDERR_LINE);
     for (const line of lines) if (line.trim()) keep(line.slice(0, MAX_STDERR_LINE).trimEnd());
   });
-  proc.stderr?.on('end', () => {
+  stderr?.on('end', () => {
     if (rest.trim()) keep(rest.trimEnd());
     rest = '';
   });

@@ -7,6 +7,7 @@ import type { Incoming, JsonRpcId } from '../jsonrpc/message.js';
 import type { Logger } from '../observe/logger.js';
 import type { FrameError, Transport } from '../transport/transport.js';
 import { spawnChild } from './child.js';
+import type { PrestartedChildren } from './prestart.js';
 
 export interface Connection {
   transport: Transport;
@@ -63,8 +64,9 @@ export interface LoginIdentity {
   subject?: () => string | undefined;
 }
 
-export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log: Logger, who?: LoginIdentity): Connection {
-  if (cfg.transport === 'stdio') return spawnChild(cfg, maxMessageBytes, log);
+/** `prestarted`: children `mcpmux stdio` spawned before it loaded; a stdio server adopts its own, once. */
+export function connectUpstream(cfg: ServerConfig, maxMessageBytes: number, log: Logger, who?: LoginIdentity, prestarted?: PrestartedChildren): Connection {
+  if (cfg.transport === 'stdio') return spawnChild(cfg, maxMessageBytes, log, prestarted?.take(cfg));
   const link = new RemoteLink();
   // The remote transports (and fetch, ws, the SSE parser) load only when a config uses them:
   // a stdio-only mcpmux saves their memory. The link queues sends until the transport is there.

@@ -15,6 +15,7 @@ import { fromModern, PARAM_HEADERS, paramHeaders, paramHeaderValues, ResourceLis
 import { stripEnvelope } from '../protocol/modern.js';
 import { backoffDelay } from '../backoff.js';
 import type { InteractiveLogins } from './oauth/interactive.js';
+import type { PrestartedChildren } from './prestart.js';
 import { withTraceContext, type TraceContextOf } from './trace-context.js';
 
 export type UpstreamState = 'starting' | 'ready' | 'failed' | 'closed';
@@ -55,6 +56,8 @@ export interface UpstreamDeps {
   logins?: InteractiveLogins;
   /** Tracing is on: the trace context each request carries upstream (trace-context.ts). Absent: off. */
   traceContext?: TraceContextOf;
+  /** `mcpmux stdio`: children spawned before it loaded (prestart.ts); the first start adopts this server's. */
+  prestarted?: PrestartedChildren;
 }
 
 /** What a call held for a login that opened itself came to: the upstream is ready, the wait ran out (the browser is still open), or there is nothing to wait for. */
@@ -267,7 +270,7 @@ export class Upstream {
         await spawnTurn();
         if (epoch !== this.epoch) return;
       }
-      const conn = connectUpstream(this.config, this.deps.maxMessageBytes, this.log, this.deps.who);
+      const conn = connectUpstream(this.config, this.deps.maxMessageBytes, this.log, this.deps.who, this.deps.prestarted);
       this.connection = conn;
       const ep = new Endpoint(conn.transport, this.handlers, {
         cancel: cancelProtocol,
