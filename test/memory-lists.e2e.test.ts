@@ -53,7 +53,7 @@ const sizeOf = (result: unknown): number => Buffer.byteLength(JSON.stringify(res
 
 it('a page made of a list version since replaced is not kept: one page of bytes after six list changes, not seven', async () => {
   // Surface "all": every tool listed (a large list would get the search surface otherwise).
-  const config = await writeConfig({ mcpServers: { a: fixture({ name: 'a', tools: 4000 }) }, surface: { mode: 'all' } });
+  const config = await writeConfig({ mcpServers: { a: fixture({ name: 'a', tools: 2000 }) }, surface: { mode: 'all' } });
   const peer = startRawMux(config, { env: GC_ENV });
   await peer.initialize();
   const first = (await peer.request('tools/list')).result;
@@ -75,7 +75,7 @@ it('pages made while some servers were still starting are not kept once those se
   const servers = Object.fromEntries(
     gates.map(({ name, file }) => [
       name,
-      { command: '/bin/sh', args: ['-c', 'while [ ! -e "$0" ]; do sleep 0.02; done; exec "$@"', file, process.execPath, UPSTREAM_FIXTURE, JSON.stringify({ name, tools: 1500 })] },
+      { command: '/bin/sh', args: ['-c', 'while [ ! -e "$0" ]; do sleep 0.02; done; exec "$@"', file, process.execPath, UPSTREAM_FIXTURE, JSON.stringify({ name, tools: 800 })] },
     ]),
   );
   const config = await writeConfig({ mcpServers: servers, timeouts: { startupMs: 60_000, startupWaitMs: 0 }, surface: { mode: 'all' } });
