@@ -18,9 +18,11 @@ import { RpcError, ErrorCode } from '../jsonrpc/message.js';
 import type { Params } from '../protocol/mcp.js';
 import type { ListHints } from '../protocol/modern.js';
 import type { Upstream } from '../upstream/upstream.js';
+import { isPerClient } from '../config/types.js';
 import { decodeCursor, encodeCursor, type CursorState } from './cursor.js';
 import { markStable } from '../jsonrpc/framing.js';
 import { nextCursorOf, walkPages } from '../upstream/paging.js';
+import { shareStrings } from './shared-strings.js';
 
 export type ListMethod = 'tools/list' | 'prompts/list' | 'resources/list' | 'resources/templates/list' | 'tasks/list';
 
@@ -72,6 +74,14 @@ export function offering(kind: ListKind, ups: readonly Upstream[]): Upstream[] {
   return ups.filter((u) => u.state === 'ready' && u.capabilities[kind.capability] !== undefined);
 }
 
+/** A memoised host page, and what it was made of: the connections (by id) and their list generations then. */
+interface Memo {
+  page: Params;
+  method: ListMethod;
+  epoch: number;
+  made: Map<number, number>;
+}
+
 /** Upstream pages cached, at most, in JSON characters of what they hold (their cursors included). */
 export const MAX_CACHED_PAGE_CHARS = 32 * 1024 * 1024;
 /** Whole host pages memoised, at most, in JSON characters of the upstream pages they are made of. */
@@ -85,7 +95,7 @@ export class Catalogue {
   /** Reasons a list left a server out, said already (once each, not on every list). */
   private readonly saidSkips = new Set<string>();
   /** Whole host pages built only from cached upstream pages, by everything they depend on. */
-  private readonly merged = new LRUCache<string, Params>({ max: 64, maxSize: MAX_MEMO_CHARS });
+  private readonly merged = new LRUCache<string, Memo>({ max: 64, maxSize: MAX_MEMO_CHARS });
   /** Per upstream connection and list: bumped by list_changed, so old pages are never served. */
   private readonly generations = new WeakMap<Upstream, Record<string, number>>();
   private readonly ids = new WeakMap<Upstream, number>();
@@ -127,16 +137,45 @@ export class Catalogue {
     // A page that only cached upstream pages go into is the same object until one of them
     // changes: reuse it, and with it its serialisation (markStable).
     const memoKey = offered.every((u) => this.cacheable(kind, u)) ? this.memoKey(kind, offered, params?.cursor as string | undefined, `${visibleKey}${shared ? '\0shared' : ''}`) : undefined;
-    const memo = memoKey === undefined ? undefined : this.merged.get(memoKey);
+    const memo = memoKey === undefined ? undefined : this.merged.get(memoKey)?.page;
     // A memo made of pages kept only for their ttlMs lasts as long as the shortest of them.
     if (memo && !(hints.get(memo)!.memoEnds <= Date.now())) return memo;
+    const epoch = this.epoch;
+    const made = memoKey === undefined ? undefined : this.versionsOf(kind, offered);
     const { result, size, freshUntil, allPublic, expires } = await this.build(kind, offered, from, signal, visible, tally);
     hints.set(result, { freshUntil, public: shared && allPublic, memoEnds: expires });
     if (memoKey !== undefined) {
       markStable(result);
-      this.merged.set(memoKey, result, { size: size + memoKey.length + ENTRY_CHARS });
+      this.dropDeadMemos(kind, offered);
+      this.merged.set(memoKey, { page: result, method: kind.method, epoch, made: made! }, { size: size + memoKey.length + ENTRY_CHARS });
     }
     return result;
+  }
+
+  /**
+   * Forgets the memoised pages of a list that no host can be served again, with their bytes
+   * (a 2 000-tool page is ~3 MB): those made of a list version since replaced (list_changed, a
+   * restart), and those without a connection that every session lists now (made while some
+   * shared upstreams were still starting: 2-3 of them stayed behind each 20-server start).
+   * Pages of sessions' own connections (per session, per client) are left to the LRU: another
+   * session may still be served its own.
+   */
+  private dropDeadMemos(kind: ListKind, offered: readonly Upstream[]): void {
+    const now = this.versionsOf(kind, offered);
+    const everyone = offered.filter((u) => u.config.sharing === 'shared' && !isPerClient(u.config)).map((u) => this.idOf(u));
+    const dead: string[] = [];
+    for (const [key, m] of this.merged.entries()) {
+      if (m.method !== kind.method) continue;
+      let gone = m.epoch !== this.epoch || everyone.some((id) => !m.made.has(id));
+      for (const [id, gen] of m.made) if (!gone && now.has(id) && now.get(id) !== gen) gone = true;
+      if (gone) dead.push(key);
+    }
+    for (const key of dead) this.merged.delete(key);
+  }
+
+  /** Each connection's (by id) list generation now. */
+  private versionsOf(kind: ListKind, ups: readonly Upstream[]): Map<number, number> {
+    return new Map(ups.map((u) => [this.idOf(u), this.generationsOf(u)[kind.capability] ?? 0]));
   }
 
   private memoKey(kind: ListKind, offering: readonly Upstream[], cursor: string | undefined, visibleKey: string): string {
@@ -352,8 +391,10 @@ export class Catalogue {
       throw new RpcError(ErrorCode.InternalError, `Upstream "${up.name}" answered ${kind.method} without a ${kind.key} array`);
     }
     const items: Params[] = [];
+    const strings = new Map<string, string>();
     for (const item of raw) {
       if (typeof item !== 'object' || item === null) continue;
+      shareStrings(item, strings);
       const shown = kind.present(up, item as Params);
       if (shown) items.push(shown);
     }
@@ -381,5 +422,37 @@ export class Catalogue {
 
 /** A page's cost in the cache: JSON characters of its items, its cursors and its key. */
 function sizeOf(key: string, p: Page): number {
-  return JSON.stringify(p.items).length + key.length + (p.next?.length ?? 0) + ENTRY_CHARS;
+  return jsonChars(p.items) + key.length + (p.next?.length ?? 0) + ENTRY_CHARS;
+}
+
+/**
+ * About how many characters `value` takes as JSON, counted without writing it: a string of a
+ * 100-tool page (~140 KB) would be garbage at once, and with 20 upstreams answering together
+ * such strings outlive the young generation and wait for a full collection (issue 23: peak
+ * RSS). Strings count their length (escapes aside: the cost is what the page holds in memory).
+ * Iterative: how deep an item nests is the upstream's choice.
+ */
+export function jsonChars(value: unknown): number {
+  let n = 0;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') n += v.length + 2;
+    else if (typeof v === 'number') n += String(v).length;
+    else if (typeof v === 'boolean') n += v ? 4 : 5;
+    else if (v === null) n += 4;
+    else if (Array.isArray(v)) {
+      n += v.length + 1;
+      for (const x of v) stack.push(x ?? null);
+    } else if (typeof v === 'object') {
+      n += 1;
+      for (const k of Object.keys(v)) {
+        const x = (v as Record<string, unknown>)[k];
+        if (x === undefined || typeof x === 'function') continue;
+        n += k.length + 4;
+        stack.push(x);
+      }
+    }
+  }
+  return n;
 }
