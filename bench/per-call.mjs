@@ -6,13 +6,15 @@
 // difference between a run of N1 and a run of N2 calls divided by N2 - N1, so start-up,
 // initialize and the first compilations cancel out.
 //
-//   node bench/per-call.mjs [--target mcpmux|relay] [--client light|sdk] [--measure callgrind|strace|gc]
+//   node bench/per-call.mjs [--target mcpmux|relay] [--client light|sdk] [--measure callgrind|strace|gc|alloc]
 //                           [--calls 200,2200] [--mcpmux PATH/bin/mcpmux.js] [--node-flag F]... [--keep DIR]
 //
 // callgrind: instructions per call (all threads of the middle process: JIT, GC helpers included).
 // strace:    system calls per call of the main thread (the event loop: reads, writes, epoll), by name.
 // gc:        scavenges and mark-compacts per 1 000 calls (a preloaded PerformanceObserver; stdout
 //            carries MCP, so --trace-gc cannot be used).
+// alloc:     bytes allocated per call (a preloaded sampling heap profiler, every 256 bytes, objects
+//            collected by either GC included: what a call puts through the young generation).
 
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -44,7 +46,7 @@ function options(argv) {
   }
   if (!['mcpmux', 'relay'].includes(o.target)) usage('--target takes mcpmux or relay');
   if (!['light', 'sdk'].includes(o.client)) usage('--client takes light or sdk');
-  if (!['callgrind', 'strace', 'gc'].includes(o.measure)) usage('--measure takes callgrind, strace or gc');
+  if (!['callgrind', 'strace', 'gc', 'alloc'].includes(o.measure)) usage('--measure takes callgrind, strace, gc or alloc');
   if (o.calls.length !== 2 || !(o.calls[1] > o.calls[0])) usage('--calls takes N1,N2 with N2 > N1');
   return o;
 }
@@ -59,6 +61,28 @@ function command(o, config, out) {
   const middle = o.target === 'mcpmux' ? [...o.nodeFlags, o.mcpmux, 'stdio', '--config', config] : [...o.nodeFlags, RELAY, NODE, ECHO];
   if (o.measure === 'callgrind') return ['valgrind', ['--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, NODE, ...middle]];
   if (o.measure === 'strace') return ['strace', ['-c', '-o', out, NODE, ...middle]];
+  if (o.measure === 'alloc') {
+    const preload = join(dirname(out), 'alloc-count.mjs');
+    writeFileSync(
+      preload,
+      `import { Session } from 'node:inspector';
+import { writeFileSync } from 'node:fs';
+const s = new Session();
+s.connect();
+s.post('HeapProfiler.startSampling', { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+process.on('exit', () => {
+  // On the main thread the inspector answers at once: the profile is there before exit.
+  s.post('HeapProfiler.stopSampling', (err, r) => {
+    let bytes = 0;
+    const walk = (n) => { bytes += n.selfSize; for (const c of n.children) walk(c); };
+    if (!err) walk(r.profile.head);
+    writeFileSync(${JSON.stringify(out)}, JSON.stringify({ bytes }));
+  });
+});
+`,
+    );
+    return [NODE, ['--import', preload, ...middle]];
+  }
   const preload = join(dirname(out), 'gc-count.mjs');
   writeFileSync(
     preload,
@@ -124,7 +148,7 @@ function parse(o, raw) {
     if (!m) throw new Error('no totals in the callgrind output');
     return { instructions: Number(m[1]) };
   }
-  if (o.measure === 'gc') return JSON.parse(raw);
+  if (o.measure === 'gc' || o.measure === 'alloc') return JSON.parse(raw);
   // strace -c: "% time seconds usecs/call calls errors syscall"
   const calls = {};
   for (const line of raw.split('\n')) {
@@ -158,7 +182,7 @@ async function main() {
       }
     })();
     process.stdout.write(`${o.target} (${o.target === 'mcpmux' ? `${git}, ` : ''}${o.client} client${o.nodeFlags.length ? `, ${o.nodeFlags.join(' ')}` : ''}), ${o.measure}, ${n1} vs ${n2} calls, ${label}:\n`);
-    for (const [k, v] of Object.entries(per).sort((x, y) => y[1] - x[1])) if (v !== 0) process.stdout.write(`  ${k.padEnd(16)} ${(v * scale).toFixed(o.measure === 'callgrind' ? 0 : 2)}\n`);
+    for (const [k, v] of Object.entries(per).sort((x, y) => y[1] - x[1])) if (v !== 0) process.stdout.write(`  ${k.padEnd(16)} ${(v * scale).toFixed(o.measure === 'callgrind' || o.measure === 'alloc' ? 0 : 2)}\n`);
   } finally {
     if (!o.keep) rmSync(dir, { recursive: true, force: true });
   }
