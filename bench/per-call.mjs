@@ -6,15 +6,22 @@
 // difference between a run of N1 and a run of N2 calls divided by N2 - N1, so start-up,
 // initialize and the first compilations cancel out.
 //
-//   node bench/per-call.mjs [--target mcpmux|relay] [--client light|sdk] [--measure callgrind|strace|gc]
-//                           [--calls 200,2200] [--mcpmux PATH/bin/mcpmux.js] [--node-flag F]... [--keep DIR]
+//   node bench/per-call.mjs [--target mcpmux|relay] [--client light|sdk] [--measure callgrind|strace|gc|alloc]
+//                           [--calls 200,2200] [--window] [--mcpmux PATH/bin/mcpmux.js] [--node-flag F]... [--keep DIR]
+//
+// --window (callgrind only): one run instead of two. After N1 calls the counters are zeroed,
+// after N2 they are dumped (callgrind's monitor commands through vgdb, while the middle process
+// waits for the next call), so start-up never enters the figure: on a loaded machine how long
+// the upstream takes to start changes start-up's instructions by more than 2 000 calls cost.
 //
 // callgrind: instructions per call (all threads of the middle process: JIT, GC helpers included).
 // strace:    system calls per call of the main thread (the event loop: reads, writes, epoll), by name.
 // gc:        scavenges and mark-compacts per 1 000 calls (a preloaded PerformanceObserver; stdout
 //            carries MCP, so --trace-gc cannot be used).
+// alloc:     bytes allocated per call (a preloaded sampling heap profiler, every 256 bytes, objects
+//            collected by either GC included: what a call puts through the young generation).
 
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -29,7 +36,7 @@ const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
 const RELAY = join(ROOT, 'bench', 'relay.mjs');
 
 function options(argv) {
-  const o = { target: 'mcpmux', client: 'light', measure: 'callgrind', calls: [200, 2200], mcpmux: join(ROOT, 'bin', 'mcpmux.js'), nodeFlags: [], keep: undefined };
+  const o = { target: 'mcpmux', client: 'light', measure: 'callgrind', calls: [200, 2200], window: false, mcpmux: join(ROOT, 'bin', 'mcpmux.js'), nodeFlags: [], keep: undefined };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = () => argv[++i] ?? usage(`${a} needs a value`);
@@ -37,6 +44,7 @@ function options(argv) {
     else if (a === '--client') o.client = next();
     else if (a === '--measure') o.measure = next();
     else if (a === '--calls') o.calls = next().split(',').map(Number);
+    else if (a === '--window') o.window = true;
     else if (a === '--mcpmux') o.mcpmux = resolve(next());
     else if (a === '--node-flag') o.nodeFlags.push(next());
     else if (a === '--keep') o.keep = resolve(next());
@@ -44,8 +52,9 @@ function options(argv) {
   }
   if (!['mcpmux', 'relay'].includes(o.target)) usage('--target takes mcpmux or relay');
   if (!['light', 'sdk'].includes(o.client)) usage('--client takes light or sdk');
-  if (!['callgrind', 'strace', 'gc'].includes(o.measure)) usage('--measure takes callgrind, strace or gc');
+  if (!['callgrind', 'strace', 'gc', 'alloc'].includes(o.measure)) usage('--measure takes callgrind, strace, gc or alloc');
   if (o.calls.length !== 2 || !(o.calls[1] > o.calls[0])) usage('--calls takes N1,N2 with N2 > N1');
+  if (o.window && o.measure !== 'callgrind') usage('--window goes with --measure callgrind');
   return o;
 }
 
@@ -59,6 +68,28 @@ function command(o, config, out) {
   const middle = o.target === 'mcpmux' ? [...o.nodeFlags, o.mcpmux, 'stdio', '--config', config] : [...o.nodeFlags, RELAY, NODE, ECHO];
   if (o.measure === 'callgrind') return ['valgrind', ['--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, NODE, ...middle]];
   if (o.measure === 'strace') return ['strace', ['-c', '-o', out, NODE, ...middle]];
+  if (o.measure === 'alloc') {
+    const preload = join(dirname(out), 'alloc-count.mjs');
+    writeFileSync(
+      preload,
+      `import { Session } from 'node:inspector';
+import { writeFileSync } from 'node:fs';
+const s = new Session();
+s.connect();
+s.post('HeapProfiler.startSampling', { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+process.on('exit', () => {
+  // On the main thread the inspector answers at once: the profile is there before exit.
+  s.post('HeapProfiler.stopSampling', (err, r) => {
+    let bytes = 0;
+    const walk = (n) => { bytes += n.selfSize; for (const c of n.children) walk(c); };
+    if (!err) walk(r.profile.head);
+    writeFileSync(${JSON.stringify(out)}, JSON.stringify({ bytes }));
+  });
+});
+`,
+    );
+    return [NODE, ['--import', preload, ...middle]];
+  }
   const preload = join(dirname(out), 'gc-count.mjs');
   writeFileSync(
     preload,
@@ -72,8 +103,20 @@ process.on('exit', () => writeFileSync(${JSON.stringify(out)}, JSON.stringify(n)
   return [NODE, ['--import', preload, ...middle]];
 }
 
-/** Runs `n` sequential calls through one middle process under the tool; returns its raw output. */
-async function run(o, config, n, dir) {
+/** A callgrind monitor command (zero, dump) to the valgrind that writes `out`, through vgdb. */
+function monitor(out, command) {
+  // vgdb -l lists, but exits with status 1.
+  const listed = spawnSync('vgdb', ['-l'], { encoding: 'utf8' }).stdout ?? '';
+  const pid = listed.split('\n').find((l) => l.includes(`--callgrind-out-file=${out} `))?.match(/--pid=(\d+)/)?.[1];
+  if (!pid) throw new Error(`no valgrind writing ${out} in vgdb -l:\n${listed}`);
+  execFileSync('vgdb', [`--pid=${pid}`, command], { stdio: 'ignore' });
+}
+
+/**
+ * Runs `n` sequential calls through one middle process under the tool; returns its raw output.
+ * `window`: [N1, N2] zeroes callgrind's counters before call N1 and dumps them after call N2.
+ */
+async function run(o, config, n, dir, window) {
   const out = join(dir, `out-${n}`);
   const [cmd, args] = command(o, config, out);
   const child = spawnTracked(cmd, args, { label: `${o.target} x${n}` });
@@ -96,17 +139,21 @@ async function run(o, config, n, dir) {
       await c.initialize(timeoutMs);
       await named(async () => (await c.request('tools/list', {}, timeoutMs)).result.tools);
       for (let i = 0; i < n; i++) {
+        if (window && i === window[0]) monitor(out, 'zero');
         const r = await c.request('tools/call', params, timeoutMs);
         if (r.result?.content?.[0]?.text !== text) throw new Error(`call ${i}: ${JSON.stringify(r).slice(0, 200)}`);
       }
+      if (window) monitor(out, 'dump');
       await c.close();
     } else {
       const sdk = await connectSdk('stdio', child, timeoutMs);
       await named(async () => (await sdk.client.listTools(undefined, { timeout: timeoutMs })).tools);
       for (let i = 0; i < n; i++) {
+        if (window && i === window[0]) monitor(out, 'zero');
         const r = await sdk.client.callTool(params, undefined, { timeout: timeoutMs });
         if (r.content?.[0]?.text !== text) throw new Error(`call ${i}: ${JSON.stringify(r).slice(0, 200)}`);
       }
+      if (window) monitor(out, 'dump');
       await closeSdk(sdk, 'stdio');
     }
   } catch (e) {
@@ -115,7 +162,8 @@ async function run(o, config, n, dir) {
     // End of input: mcpmux and the relay exit, and the tool writes its output.
     await stopTracked(child, { graceMs: 120_000 });
   }
-  return readFileSync(out, 'utf8');
+  // The monitor's dump is the first numbered part.
+  return readFileSync(window ? `${out}.1` : out, 'utf8');
 }
 
 function parse(o, raw) {
@@ -124,7 +172,7 @@ function parse(o, raw) {
     if (!m) throw new Error('no totals in the callgrind output');
     return { instructions: Number(m[1]) };
   }
-  if (o.measure === 'gc') return JSON.parse(raw);
+  if (o.measure === 'gc' || o.measure === 'alloc') return JSON.parse(raw);
   // strace -c: "% time seconds usecs/call calls errors syscall"
   const calls = {};
   for (const line of raw.split('\n')) {
@@ -144,8 +192,8 @@ async function main() {
   writeFileSync(config, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } } }));
   try {
     const [n1, n2] = o.calls;
-    const a = parse(o, await run(o, config, n1, dir));
-    const b = parse(o, await run(o, config, n2, dir));
+    const a = o.window ? {} : parse(o, await run(o, config, n1, dir));
+    const b = parse(o, await run(o, config, n2, dir, o.window ? o.calls : undefined));
     const per = {};
     for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) per[k] = ((b[k] ?? 0) - (a[k] ?? 0)) / (n2 - n1);
     const scale = o.measure === 'gc' ? 1000 : 1;
@@ -157,8 +205,9 @@ async function main() {
         return '?';
       }
     })();
-    process.stdout.write(`${o.target} (${o.target === 'mcpmux' ? `${git}, ` : ''}${o.client} client${o.nodeFlags.length ? `, ${o.nodeFlags.join(' ')}` : ''}), ${o.measure}, ${n1} vs ${n2} calls, ${label}:\n`);
-    for (const [k, v] of Object.entries(per).sort((x, y) => y[1] - x[1])) if (v !== 0) process.stdout.write(`  ${k.padEnd(16)} ${(v * scale).toFixed(o.measure === 'callgrind' ? 0 : 2)}\n`);
+    const how = o.window ? `calls ${n1 + 1} to ${n2} of one run` : `${n1} vs ${n2} calls`;
+    process.stdout.write(`${o.target} (${o.target === 'mcpmux' ? `${git}, ` : ''}${o.client} client${o.nodeFlags.length ? `, ${o.nodeFlags.join(' ')}` : ''}), ${o.measure}, ${how}, ${label}:\n`);
+    for (const [k, v] of Object.entries(per).sort((x, y) => y[1] - x[1])) if (v !== 0) process.stdout.write(`  ${k.padEnd(16)} ${(v * scale).toFixed(o.measure === 'callgrind' || o.measure === 'alloc' ? 0 : 2)}\n`);
   } finally {
     if (!o.keep) rmSync(dir, { recursive: true, force: true });
   }

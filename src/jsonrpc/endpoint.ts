@@ -100,6 +100,8 @@ export class Endpoint {
     this.pending = new PendingTable((id, reason) => this.sendCancel(id, reason));
     transport.onmessage = (v, related, bytes) => this.receive(v, related, bytes ?? 0);
     transport.onframeerror = (e) => this.frameError(e);
+    // Only while one of our requests waits for a result it takes unread (PendingOptions.raw).
+    transport.rawResults = () => this.pending.rawWaiting;
     transport.onclose = (reason) => this.shutdown(reason);
   }
 

@@ -8,6 +8,7 @@
 import { parseJson, restoreBigNumbers } from './big-numbers.js';
 import { ErrorCode, RpcError } from './message.js';
 import { decodeJson, OPAQUE_MIN_LINE, opaqueSlices, splice } from './opaque.js';
+import { RawResult, scanResponse } from './raw-result.js';
 
 const NEWLINE = 0x0a;
 
@@ -28,6 +29,11 @@ export class LineDecoder {
   private skippedBytes = 0;
   private head = '';
   private tail: Buffer = Buffer.alloc(0);
+  /**
+   * Set by the endpoint reading these lines: true while a request of its own waits for a result
+   * that may stay text (raw-result.ts). Lines are then read with scanResponse first.
+   */
+  rawResults: (() => boolean) | undefined;
 
   constructor(private readonly maxBytes: number) {}
 
@@ -39,7 +45,7 @@ export class LineDecoder {
       if (nl !== -1 && this.buffered === 0 && !this.skipping && nl - start < OPAQUE_MIN_LINE && nl - start <= this.maxBytes && this.chunks.length === 0) {
         // The usual line: small and whole within this chunk. Parsed from the chunk itself, with
         // no Buffer view or array made for it (two per call on each side: issue 23).
-        emit(parseSmall(chunk, start, nl));
+        emit(parseSmall(chunk, start, nl, this.rawResults?.() === true));
         start = nl + 1;
         continue;
       }
@@ -84,7 +90,7 @@ export class LineDecoder {
     const line = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.buffered);
     this.chunks = [];
     this.buffered = 0;
-    emit(parseLine(line));
+    emit(parseLine(line, this.rawResults?.() === true));
   }
 }
 
@@ -100,18 +106,26 @@ function headOf(chunks: Buffer[]): string {
   return Buffer.concat(head).toString('utf8');
 }
 
-function parseLine(line: Buffer): Frame {
+function parseLine(line: Buffer, raw: boolean): Frame {
   if (line[line.length - 1] === 0x0d) line = line.subarray(0, -1);
+  if (raw && line.length < OPAQUE_MIN_LINE) return parseSmall(line, 0, line.length, true);
   if (isBlank(line)) return { ok: true, value: undefined, bytes: line.length };
   return parseBytes(line);
 }
 
-/** parseLine of chunk[start, end), a line shorter than OPAQUE_MIN_LINE (so decodeJson would parse it whole). */
-function parseSmall(chunk: Buffer, start: number, end: number): Frame {
+/**
+ * parseLine of chunk[start, end), a line shorter than OPAQUE_MIN_LINE (so decodeJson would parse
+ * it whole). `raw`: a success response's result may stay text (raw-result.ts).
+ */
+function parseSmall(chunk: Buffer, start: number, end: number, raw: boolean): Frame {
   if (end > start && chunk[end - 1] === 0x0d) end--;
   const text = chunk.toString('utf8', start, end);
   const first = chunk[start];
   if (first !== 0x7b && first !== 0x5b && text.trim() === '') return { ok: true, value: undefined, bytes: end - start };
+  if (raw) {
+    const response = scanResponse(text);
+    if (response) return { ok: true, value: response, bytes: end - start };
+  }
   try {
     return { ok: true, value: parseJson(text), bytes: end - start };
   } catch (e) {
@@ -187,6 +201,9 @@ export function encodeChunks(msg: unknown): Wire {
   if (Array.isArray(msg)) return encodeBatch(msg);
   const m = msg as { id?: unknown; params?: unknown; result?: unknown };
   const result = m.result;
+  // A result passed on unread (raw-result.ts): the upstream's text, with this message's id.
+  // (A response is {jsonrpc, id, result}: Endpoint.answer makes it so.)
+  if (result instanceof RawResult) return `${restoreBigNumbers(`{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":`)}${result.text}}`;
   if (typeof result === 'object' && result !== null) {
     let bytes = stable.get(result);
     if (bytes !== undefined) {

@@ -3,7 +3,8 @@
 // peer's id space and ours never mix.
 
 import { materialise } from './opaque.js';
-import { RpcError, type JsonRpcId, type JsonRpcResponse, isFailure } from './message.js';
+import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcResponse, isFailure } from './message.js';
+import { RawResult } from './raw-result.js';
 import { SlotMap } from './slot-map.js';
 
 /** Error code for a request that ran out of time (the SDK uses the same). */
@@ -27,6 +28,12 @@ export interface PendingOptions {
    */
   opaque?: boolean;
   /**
+   * True when the caller passes the result on unread, so that it may arrive as its text
+   * (a RawResult, raw-result.ts) unless a key mcpmux reads occurs in it. Otherwise the result
+   * is always parsed before it is handed over.
+   */
+  raw?: boolean;
+  /**
    * Called with the result as the response is read, before the promise settles: what must be in
    * place for the messages that came in the same read (a task's progress and status notices
    * follow its CreateTaskResult at once) cannot wait for a promise turn.
@@ -38,6 +45,7 @@ interface Entry {
   context: unknown;
   cancelOnExpire: boolean;
   opaque: boolean;
+  raw: boolean;
   onResult: ((result: Record<string, unknown>) => void) | undefined;
   /** Run once when the request settles (unsubscribes its cancellation listener). */
   cleanup: (() => void) | undefined;
@@ -64,12 +72,19 @@ export class PendingTable {
   private timer: NodeJS.Timeout | undefined;
   /** When `timer` fires (Infinity: not armed). */
   private timerAt = Infinity;
+  /** Requests waiting that take a raw result (PendingOptions.raw): while any, lines are scanned for one. */
+  private rawCount = 0;
 
   /** Called when a request expires, so the owner can tell the peer (cancel notification). */
   constructor(private readonly onExpire: (id: JsonRpcId, reason: string) => void) {}
 
   get size(): number {
     return this.entries.size;
+  }
+
+  /** Whether a request waiting now takes a raw result (the decoder then tries to keep one). */
+  get rawWaiting(): boolean {
+    return this.rawCount > 0;
   }
 
   allocateId(): number {
@@ -89,6 +104,7 @@ export class PendingTable {
         context: opts.context,
         cancelOnExpire: opts.cancelOnExpire ?? true,
         opaque: opts.opaque ?? false,
+        raw: opts.raw === true && opts.onResult === undefined,
         onResult: opts.onResult,
         cleanup: undefined,
         resolve,
@@ -104,6 +120,7 @@ export class PendingTable {
         this.arm(entry, timeoutMs, now);
       }
       this.entries.set(id, entry);
+      if (entry.raw) this.rawCount++;
     });
   }
 
@@ -129,12 +146,22 @@ export class PendingTable {
       entry.reject(RpcError.from(res.error));
       return true;
     }
-    if (!entry.opaque) materialise(res.result);
+    let result = res.result;
+    if (result instanceof RawResult && (!entry.raw || result.read)) {
+      try {
+        result = res.result = result.parse();
+      } catch (err) {
+        // Not expected (the scan accepts only what JSON.parse does), but never a hang.
+        entry.reject(new RpcError(ErrorCode.InternalError, `Malformed response: ${(err as Error).message}`));
+        return true;
+      }
+    }
+    if (!entry.opaque) materialise(result);
     try {
-      entry.onResult?.(res.result);
+      entry.onResult?.(result);
     } finally {
       // Whatever the hook did, the request is answered: its timers are already gone.
-      entry.resolve(res.result);
+      entry.resolve(result);
     }
     return true;
   }
@@ -214,6 +241,7 @@ export class PendingTable {
 
   private drop(id: JsonRpcId, entry: Entry): void {
     this.entries.delete(id);
+    if (entry.raw) this.rawCount--;
     entry.cleanup?.();
   }
 }

@@ -6,10 +6,11 @@ import { isText } from '../jsonrpc/big-numbers.js';
 import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcRequest } from '../jsonrpc/message.js';
+import { RawResult } from '../jsonrpc/raw-result.js';
 import type { RequestEvent } from '../observe/events.js';
 import { McpError, progressTokenOf, type Params } from '../protocol/mcp.js';
 import type { Upstream } from '../upstream/upstream.js';
-import { adaptForHost } from './downgrade.js';
+import { adaptForHost, knowsEveryBlock } from './downgrade.js';
 import { PASS_THROUGH, type Call, type Forward, type Target } from './forward.js';
 import { unwrapId, unwrapRelatedTask, wrapId, wrapRelatedTask, wrapTaskResult } from './ids.js';
 import type { Lists } from './lists.js';
@@ -158,10 +159,13 @@ export class Dispatch {
     const call = this.call(session, hostRequestId, up, method, params, signal, event, { kind, name: publicName, upstreamName: name });
     // A task's status notices may come in the same read as the task: its owner is known by then.
     if (params.task !== undefined) call.onResult = (res) => this.ownTask(session, up, res);
+    else if (kind === 'tools') call.raw = takesUnread(session);
     let result: Result;
     try {
       // answered(), inlined: one async layer less per call.
       result = await this.forward(call);
+      // Its text goes to the host as it is: everything below would leave it unchanged (takesUnread).
+      if (result instanceof RawResult) return result;
       if (needsInput(result) && session.era !== 'modern') result = await fulfilInput(call, result, this.forward, this.pool);
     } catch (err) {
       throw this.adaptError(session, up, err);
@@ -296,6 +300,18 @@ export class Dispatch {
     if (!owner.up.capabilities.completions) call.local = { completion: { values: [], hasMore: false } };
     return this.forward(call);
   }
+}
+
+/**
+ * Whether a tool result for this host may pass unread (Call.raw): one that holds no key mcpmux
+ * reads in results (no URI to namespace, no task id to wrap, no input_required: raw-result.ts)
+ * is one adaptResult and fulfilInput leave as it is, for a host that knows every content block
+ * (2025-06-18 on: adaptForHost) and is not a 2026-07-28 host (whose results are reshaped:
+ * session/modern.ts). A new change to tool results on the way back must be added here or to
+ * the keys in raw-result.ts.
+ */
+function takesUnread(session: SessionPort): boolean {
+  return session.era === 'legacy' && knowsEveryBlock(session.protocolVersion);
 }
 
 function requireString(params: Params, key: string): string {

@@ -12,12 +12,17 @@ import type { SessionPort } from './router.js';
  * current hosts are returned untouched, at the cost of one string comparison.
  */
 export function adaptForHost(version: string, result: Params): Params {
-  if (version >= '2025-06-18') return result;
+  if (knowsEveryBlock(version)) return result;
   // Blocks are rewritten into text here: long values kept raw must be real strings first.
   materialise(result);
   mapBlocks(result, 'content', adaptBlock, version);
   mapMessageBlocks(result, adaptBlock, version);
   return result;
+}
+
+/** A host of this version takes every content block a server may send as it is. */
+export function knowsEveryBlock(version: string): boolean {
+  return version >= '2025-06-18';
 }
 
 function adaptBlock(b: Params, version: string): Params {

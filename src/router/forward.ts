@@ -56,6 +56,12 @@ export interface Call {
   onProgress?: (p: Params) => void;
   /** The result goes back to the host untouched: its long strings may stay raw (PASS_THROUGH). */
   opaque: boolean;
+  /**
+   * Nothing in the result is for mcpmux to read or change, unless it holds a key that is (see
+   * jsonrpc/raw-result.ts): it may come back as its text (a RawResult) and go to the host so.
+   * Set by Dispatch.callNamed only; absent: the result is always parsed.
+   */
+  raw?: boolean;
   /** The host request's observation record, when someone observes (observe/events.ts). */
   event: RequestEvent | undefined;
   /**
@@ -128,6 +134,7 @@ async function send(usage: Usage, call: Call): Promise<Result> {
       onProgress: call.onProgress,
       context: call,
       opaque: call.opaque,
+      raw: call.raw,
       // A 2026-07-28 server learns, per request, what the host it serves can be asked.
       hostCapabilities: session?.clientCapabilities,
       onResult: call.onResult,

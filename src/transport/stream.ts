@@ -14,6 +14,15 @@ export class StreamTransport implements Transport {
   onclose?: (reason: string) => void;
 
   private readonly decoder: LineDecoder;
+
+  get rawResults(): (() => boolean) | undefined {
+    return this.decoder.rawResults;
+  }
+
+  set rawResults(wanted: (() => boolean) | undefined) {
+    this.decoder.rawResults = wanted;
+  }
+
   private readonly maxBacklog: number;
   /** Host side only: what waits for a host that does not read (backlog.ts). */
   private readonly backlog: Backlog | undefined;

@@ -31,6 +31,12 @@ export interface Transport {
    */
   onmessage?: (value: unknown, related?: JsonRpcId, bytes?: number) => void;
   onframeerror?: (err: FrameError) => void;
+  /**
+   * Set by the endpoint: whether a success response's result may now be handed up as its text
+   * (a RawResult, jsonrpc/raw-result.ts) rather than parsed. Transports that cannot tell leave
+   * it unused and always parse.
+   */
+  rawResults?: () => boolean;
   /** The transport is gone; called once. */
   onclose?: (reason: string) => void;
 }

@@ -74,6 +74,8 @@ export interface CallOptions {
   context?: unknown;
   /** The result is passed on untouched: its long strings may stay raw (PendingOptions.opaque). */
   opaque?: boolean;
+  /** The result is passed on unread: it may come back as its text (a RawResult, jsonrpc/raw-result.ts). */
+  raw?: boolean;
   /**
    * The capabilities of the host this request serves: what a 2026-07-28 server may put in an
    * `input_required` for it (sampling, elicitation, roots). Absent: mcpmux's own request.
@@ -600,6 +602,8 @@ export class Upstream {
       onProgress,
       context: opts.context,
       opaque: opts.opaque,
+      // A 2026-07-28 server's result is reshaped here (fromModern): always read.
+      raw: opts.raw === true && !modern,
       timeoutMs: this.config.timeoutMs,
       maxTotalMs: this.deps.timeouts().maxMs,
       onResult,
