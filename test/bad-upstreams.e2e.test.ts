@@ -199,7 +199,7 @@ describe('a huge tools/list from an upstream', () => {
   /**
    * `servers` puts "bad" (its tools/list answer ~340 KB) beside "good" under a 64 KB limit. The
    * good tool is called first, before any list (its name is resolved by walking the lists), then
-   * the tools are listed twice: 3 oversized answers, said once, counted 3 times.
+   * the tools are listed twice: 2 or 3 oversized answers (see below), said once, each counted.
    * Surface "all", so each host list is one walk of the upstream lists: under the default
    * "auto" the first list also walks them once more to weigh the session's view (4 answers).
    */
@@ -211,13 +211,18 @@ describe('a huge tools/list from an upstream', () => {
       expect(names.some((n) => n.startsWith('good__'))).toBe(true);
       expect(names.filter((n) => n.startsWith('bad__'))).toEqual([]);
     }
-    await waitFor(async () => errors(await metrics(), 'a message over the size limit') === 3, { what: 'the three lists counted' });
+    // Each host list asks "bad" and meets its oversized answer: 2. The good call's name
+    // resolution asks it too (3) unless good's page, read ahead of hosts when it became ready,
+    // already named the tool: which one depends on timing, so either count is right.
+    await waitFor(async () => errors(await metrics(), 'a message over the size limit') >= 2, { what: 'the two lists counted' });
     expect(saidTimes(peer, 'a message over the size limit')).toBe(1);
     await goodStillServes(peer);
     // The connection survives its oversized answers: still up, nothing else counted against it.
     const s = await metrics();
+    const oversized = errors(s, 'a message over the size limit');
+    expect([2, 3]).toContain(oversized);
     expect(total(s.samples, 'mcpmux_upstream_up', { server: 'bad' })).toBe(1);
-    expect(total(s.samples, 'mcpmux_upstream_protocol_errors_total', { server: 'bad' })).toBe(3);
+    expect(total(s.samples, 'mcpmux_upstream_protocol_errors_total', { server: 'bad' })).toBe(oversized);
   }
 
   it('one over limits.maxMessageBytes (64 KB), configured after the good one: left out, logged once, counted; the good tools are listed and serve', async () => {
