@@ -98,6 +98,10 @@ describe('scanResponse: what it accepts, JSON.parse accepts and reads the same',
       '{"jsonrpc":"2.0","\\u0069d":7,"result":{}}',
       '{"id":7,"result":{}}',
       '[{"jsonrpc":"2.0","id":7,"result":{}}]',
+      // A carriage return between tokens is JSON whitespace, but passed on it would end an SSE
+      // line (and a line for readers that split on CR): parsed, and written without it.
+      '{"jsonrpc":"2.0","id":7,"result":{"content":[],\r"isError":false}}',
+      '{"jsonrpc":"2.0",\r"id":7,"result":{}}',
     ]) {
       expect(scanResponse(line), line).toBeUndefined();
     }

@@ -17,6 +17,7 @@
 //   request that did not ask for raw results. Nothing but the code that asked ever sees one.
 // - Its `isError` (when a boolean) is a plain property: observers read it (events.ts).
 // - toJSON gives the parsed value: whatever serialises it the generic way writes the same JSON.
+// - Whitespace holding a carriage return is not the scan's (skipSpace): such a line is parsed.
 // - Results nested deeper than MAX_DEPTH are parsed as usual (JSON.stringify's own limit then
 //   applies as it always did).
 //
@@ -310,11 +311,16 @@ function isHex(c: number): boolean {
   return (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66);
 }
 
-/** The index of the first non-whitespace character (JSON's four) at or after i. */
+/**
+ * The index of the first non-whitespace character at or after i: JSON's space, tab and line
+ * feed, but not a carriage return. A CR the host would receive ends an SSE line (sse-writer.ts
+ * relies on serialised JSON holding none) and a line for readers that split on it; JSON.stringify
+ * never writes one, so a result holding one takes the parse path and reaches hosts without it.
+ */
 function skipSpace(text: string, i: number): number {
   for (;;) {
     const c = text.charCodeAt(i);
-    if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i++;
+    if (c === 0x20 || c === 0x0a || c === 0x09) i++;
     else return i;
   }
 }
