@@ -23,6 +23,7 @@
 import { isUtf8 } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
 import { parseJson } from './big-numbers.js';
+import { BACKSLASH, COLON, isHex, isJsonSpace, isSimpleEscape, OPEN_BRACE, QUOTE } from './json-lex.js';
 
 /** The raw string literals of a payload, indexed by placeholder number. */
 export const OPAQUE = Symbol('mcpmux.opaque');
@@ -52,10 +53,6 @@ const READ_KEYS = new Set([
   'requestState',
 ]);
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COLON = 0x3a;
-const OPEN_BRACE = 0x7b;
 
 /** Parses one JSON text given as bytes. Throws SyntaxError as JSON.parse does. */
 export function decodeJson(buf: Buffer): unknown {
@@ -170,7 +167,7 @@ function badStringByte(buf: Buffer, start: number, end: number): number {
     const e = body[b + 1];
     if (e === 0x75) {
       for (let h = b + 2; h < b + 6; h++) if (h >= body.length || !isHex(body[h]!)) return start + b;
-    } else if (!SIMPLE_ESCAPES.has(e!)) return start + b;
+    } else if (!isSimpleEscape(e!)) return start + b;
   }
   return -1;
 }
@@ -180,12 +177,6 @@ function below20(w: number): number {
   return (w - 0x20202020) & ~w & 0x80808080;
 }
 
-/** The characters that may follow a backslash in a JSON string, besides `u`: " \ / b f n r t. */
-const SIMPLE_ESCAPES = new Set([0x22, 0x5c, 0x2f, 0x62, 0x66, 0x6e, 0x72, 0x74]);
-
-function isHex(b: number): boolean {
-  return (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66);
-}
 
 /** A key's text; undefined for keys too long to be one of READ_KEYS. */
 function keyText(buf: Buffer, open: number, close: number): string | undefined {
@@ -195,17 +186,14 @@ function keyText(buf: Buffer, open: number, close: number): string | undefined {
   return raw.includes('\\') ? (JSON.parse(raw) as string) : raw.slice(1, -1);
 }
 
-function isSpace(b: number | undefined): boolean {
-  return b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
-}
 
 function skipSpace(buf: Buffer, i: number): number {
-  while (isSpace(buf[i])) i++;
+  while (isJsonSpace(buf[i])) i++;
   return i;
 }
 
 function skipSpaceBack(buf: Buffer, i: number): number {
-  while (isSpace(buf[i])) i--;
+  while (isJsonSpace(buf[i])) i--;
   return i;
 }
 

@@ -26,6 +26,7 @@
 // written JSON.stringify's.
 
 import { parseJson } from './big-numbers.js';
+import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, isHex, isJsonSpace, isSimpleEscape, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-lex.js';
 
 /**
  * Keys whose values mcpmux reads or rewrites in a result on its way to a host (router/dispatch.ts
@@ -75,15 +76,6 @@ export interface RawResponse {
   id: number;
   result: RawResult;
 }
-
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COMMA = 0x2c;
-const COLON = 0x3a;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
 
 /**
  * `text` (one whole message) as a success response whose result is kept as text, or undefined
@@ -263,7 +255,7 @@ function string(text: string, i: number): number {
       if (e === 0x75 /* u */) {
         for (let h = i + 2; h < i + 6; h++) if (!isHex(text.charCodeAt(h))) return -1;
         i += 6;
-      } else if (e === QUOTE || e === BACKSLASH || e === 0x2f || e === 0x62 || e === 0x66 || e === 0x6e || e === 0x72 || e === 0x74) {
+      } else if (isSimpleEscape(e)) {
         i += 2;
       } else {
         return -1;
@@ -307,10 +299,6 @@ function isDigit(c: number): boolean {
   return c >= 0x30 && c <= 0x39;
 }
 
-function isHex(c: number): boolean {
-  return (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66);
-}
-
 /**
  * The index of the first non-whitespace character at or after i: JSON's space, tab and line
  * feed, but not a carriage return. A CR the host would receive ends an SSE line (sse-writer.ts
@@ -320,7 +308,7 @@ function isHex(c: number): boolean {
 function skipSpace(text: string, i: number): number {
   for (;;) {
     const c = text.charCodeAt(i);
-    if (c === 0x20 || c === 0x0a || c === 0x09) i++;
+    if (c !== 0x0d && isJsonSpace(c)) i++;
     else return i;
   }
 }
