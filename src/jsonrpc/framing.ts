@@ -107,8 +107,10 @@ function headOf(chunks: Buffer[]): string {
 }
 
 function parseLine(line: Buffer, raw: boolean): Frame {
-  if (line[line.length - 1] === 0x0d) line = line.subarray(0, -1);
-  if (raw && line.length < OPAQUE_MIN_LINE) return parseSmall(line, 0, line.length, true);
+  const end = line[line.length - 1] === 0x0d ? line.length - 1 : line.length;
+  // A short line is parsed whole (as decodeJson would): parseSmall, which drops the CR itself.
+  if (end < OPAQUE_MIN_LINE) return parseSmall(line, 0, line.length, raw);
+  if (end < line.length) line = line.subarray(0, end);
   if (isBlank(line)) return { ok: true, value: undefined, bytes: line.length };
   return parseBytes(line);
 }
@@ -203,7 +205,7 @@ export function encodeChunks(msg: unknown): Wire {
   const result = m.result;
   // A result passed on unread (raw-result.ts): the upstream's text, with this message's id.
   // (A response is {jsonrpc, id, result}: Endpoint.answer makes it so.)
-  if (result instanceof RawResult) return `${restoreBigNumbers(`{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":`)}${result.text}}`;
+  if (result instanceof RawResult) return `${resultHead(m.id)}${result.text}}`;
   if (typeof result === 'object' && result !== null) {
     let bytes = stable.get(result);
     if (bytes !== undefined) {
@@ -212,7 +214,7 @@ export function encodeChunks(msg: unknown): Wire {
       } catch (err) {
         return unserialisable(msg, err);
       }
-      return [restoreBigNumbers(`{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":`), ...bytes, '}'];
+      return [resultHead(m.id), ...bytes, '}'];
     }
   }
   let json: string;
@@ -223,6 +225,11 @@ export function encodeChunks(msg: unknown): Wire {
   }
   const slices = opaqueSlices(m.params ?? result);
   return (slices && splice(json, slices)) ?? json;
+}
+
+/** A response up to its result, for a result already serialised (a raw or a stable one): the id spliced in. */
+function resultHead(id: unknown): string {
+  return restoreBigNumbers(`{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":`);
 }
 
 /** The size of the pieces a stable result is kept in. */
