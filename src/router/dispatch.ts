@@ -135,7 +135,7 @@ export class Dispatch {
     }
     // A related-task id the host saw as `<server>:<id>` goes upstream as `<id>`.
     unwrapRelatedTask(params);
-    return { session, hostRequestId, upstream, method, params, target, signal, onProgress, opaque: PASS_THROUGH.results.has(method), event };
+    return { session, hostRequestId, upstream, method, params, target, signal, onProgress, opaque: PASS_THROUGH.results.has(method), raw: false, event };
   }
 
   /** tools/call and prompts/get: resolve the public name, forward, rewrite the result. */

@@ -59,9 +59,10 @@ export interface Call {
   /**
    * Nothing in the result is for mcpmux to read or change, unless it holds a key that is (see
    * jsonrpc/raw-result.ts): it may come back as its text (a RawResult) and go to the host so.
-   * Set by Dispatch.callNamed only; absent: the result is always parsed.
+   * Set by Dispatch.callNamed only (false elsewhere: the result is always parsed). Whoever
+   * forwards a call with it set may get a RawResult, typed as a Result: only its `isError` reads.
    */
-  raw?: boolean;
+  raw: boolean;
   /** The host request's observation record, when someone observes (observe/events.ts). */
   event: RequestEvent | undefined;
   /**
@@ -75,9 +76,10 @@ export interface Call {
 
 /** A request mcpmux makes on its own behalf, for no host request (it may serve several). */
 export function ownCall(upstream: Upstream, method: string, params: Params, signal: CancelSignal = NEVER): Call {
-  return { session: undefined, hostRequestId: undefined, upstream, method, params, target: undefined, signal, opaque: false, event: undefined };
+  return { session: undefined, hostRequestId: undefined, upstream, method, params, target: undefined, signal, opaque: false, raw: false, event: undefined };
 }
 
+/** Forwards a call; for a call with `raw` set, the result may be a RawResult (jsonrpc/raw-result.ts). */
 export type Forward = (call: Call) => Promise<Result>;
 export type Interceptor = (next: Forward) => Forward;
 
