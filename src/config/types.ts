@@ -173,6 +173,16 @@ export function actsForHost(s: ServerConfig): boolean {
   return o?.grant === 'token_exchange' || (o?.grant === 'jwt_bearer' && o.idp?.idToken === undefined);
 }
 
+/**
+ * Whether a server gets one connection for all sessions, one per session, or one per host
+ * client: what the pool opens, what mcpmux may read ahead of hosts and keep for everyone.
+ */
+export function scopeOf(c: ServerConfig): 'shared' | 'session' | 'client' {
+  // A `session` connection is one session's, hence one client's already: it carries that client's login.
+  if (c.sharing === 'session') return 'session';
+  return isPerClient(c) ? 'client' : 'shared';
+}
+
 /** An upstream whose connection carries one host client's identity: opened per client, shared only by that client's sessions. */
 export function isPerClient(s: ServerConfig): boolean {
   const o = s.transport === 'stdio' ? undefined : s.oauth;

@@ -18,7 +18,7 @@ import { RpcError, ErrorCode } from '../jsonrpc/message.js';
 import type { Params } from '../protocol/mcp.js';
 import type { ListHints } from '../protocol/modern.js';
 import type { Upstream } from '../upstream/upstream.js';
-import { isPerClient } from '../config/types.js';
+import { scopeOf } from '../config/types.js';
 import { decodeCursor, encodeCursor, type CursorState } from './cursor.js';
 import { markStable } from '../jsonrpc/framing.js';
 import { nextCursorOf, walkPages } from '../upstream/paging.js';
@@ -162,7 +162,7 @@ export class Catalogue {
    */
   private dropDeadMemos(kind: ListKind, offered: readonly Upstream[]): void {
     const now = this.versionsOf(kind, offered);
-    const everyone = offered.filter((u) => u.config.sharing === 'shared' && !isPerClient(u.config)).map((u) => this.idOf(u));
+    const everyone = offered.filter((u) => scopeOf(u.config) === 'shared').map((u) => this.idOf(u));
     const dead: string[] = [];
     for (const [key, m] of this.merged.entries()) {
       if (m.method !== kind.method) continue;

@@ -7,7 +7,7 @@
 // sessions (and its stateless requests), and closes PER_CLIENT_IDLE_MS after its last one ends.
 
 import type { ReloadPlan } from '../config/diff.js';
-import { isPerClient, type Config, type ServerConfig } from '../config/types.js';
+import { isPerClient, scopeOf, type Config, type ServerConfig } from '../config/types.js';
 import { RpcError } from '../jsonrpc/message.js';
 import { makeScrubber, type Logger } from '../observe/logger.js';
 import { MuxError, type Params } from '../protocol/mcp.js';
@@ -32,13 +32,6 @@ const SHARED_CLIENT_CAPABILITIES: Params = {
 const PER_CLIENT_IDLE_MS = 10_000;
 /** Overrides PER_CLIENT_IDLE_MS (ms; tests shorten it). */
 export const PER_CLIENT_IDLE_ENV = 'MCPMUX_PER_CLIENT_IDLE_MS';
-
-/** Whether a server gets one connection for all sessions, one per session, or one per host client. */
-function scopeOf(c: ServerConfig): 'shared' | 'session' | 'client' {
-  // A `session` connection is one session's, hence one client's already: it carries that client's login.
-  if (c.sharing === 'session') return 'session';
-  return isPerClient(c) ? 'client' : 'shared';
-}
 
 /** Of several host tokens (JWTs), the one that expires last: the freshest the client presented. */
 function freshest(tokens: string[]): string | undefined {

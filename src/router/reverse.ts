@@ -1,6 +1,7 @@
 // Upstream -> host: what an upstream says unprompted (notifications, server-initiated requests,
 // its state changing) and which host sessions it goes to. This is the router's UpstreamListener.
 
+import { scopeOf } from '../config/types.js';
 import type { CancelSignal } from '../jsonrpc/cancel.js';
 import type { IncomingInfo, Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
@@ -63,7 +64,7 @@ export class Reverse implements UpstreamListener {
       // generation, and before hosts hear list_changed, so their lists join it in flight). Only
       // a shared connection: a session's or a client's own one lists as that host asks, with
       // that host's login, never on its own.
-      if (!this.d.pool.ownerOf(up) && up.client === undefined) void lists.prefetch(up);
+      if (scopeOf(up.config) === 'shared') void lists.prefetch(up);
       // A restarted or re-initialized upstream gets back what hosts had asked of it.
       void logLevels.sync();
       for (const uri of subscriptions.urisOf(up)) {

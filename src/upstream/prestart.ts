@@ -15,7 +15,7 @@
 // mcpmux through execa's cleanup, which only execa's own spawn has: nothing is prestarted there.
 
 import { availableParallelism } from 'node:os';
-import type { Config, StdioServerConfig } from '../config/types.js';
+import { scopeOf, type Config, type StdioServerConfig } from '../config/types.js';
 import { GROUPS, sameSpec, spawnRaw, spawnSpec, type ChildHandle, type SpawnSpec } from './child-spawn.js';
 import { releaseGroup, signalGroup } from './reaper.js';
 
@@ -41,8 +41,8 @@ export class PrestartedChildren {
     if (!GROUPS) return out;
     for (const s of config.servers) {
       if (out.waiting.size >= max) break;
-      // As UpstreamPool.startShared chooses (pool.ts scopeOf): a `session` server waits for its session.
-      if (s.disabled || s.transport !== 'stdio' || s.sharing === 'session') continue;
+      // The servers UpstreamPool.startShared starts at once: a `session` server waits for its session.
+      if (s.disabled || s.transport !== 'stdio' || scopeOf(s) !== 'shared') continue;
       const spec = spawnSpec(s);
       try {
         out.waiting.set(s.name, { spec, child: spawnRaw(spec) });
