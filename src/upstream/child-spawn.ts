@@ -6,10 +6,10 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { finished, PassThrough, type Readable } from 'node:stream';
+import { finished, PassThrough, pipeline, type Readable } from 'node:stream';
 import type { StdioServerConfig } from '../config/types.js';
 import { childEnv, withOwnNode } from './child-env.js';
-import { guardGroup } from './reaper.js';
+import { guardGroup, releaseGroup, signalGroup } from './reaper.js';
 
 /** Process groups exist on POSIX systems. */
 export const GROUPS = process.platform !== 'win32';
@@ -83,7 +83,8 @@ export function spawnRaw(spec: SpawnSpec): ChildHandle {
   proc.stdin?.on('error', () => {});
   // Read from the start and kept until adopted: Node discards what an exited child left in a
   // pipe nobody reads, and a child that dies before its adoption must still say why.
-  const stderr = proc.stderr && proc.stderr.pipe(new PassThrough());
+  // pipeline, not pipe: a read error ends the copy too, so `ended` below still settles.
+  const stderr = proc.stderr && pipeline(proc.stderr, new PassThrough(), () => {});
   // Ended once it exited and its pipes closed, and what it wrote on stderr was all read: as
   // execa's promise settles, so child.ts has its last words when it says why it ended.
   const ended = new Promise<ChildEnd>((resolve) => {
@@ -97,4 +98,55 @@ export function spawnRaw(spec: SpawnSpec): ChildHandle {
     if (stderr) finished(stderr, () => ((read = true), settle()));
   });
   return { proc, pgid, ended, stderr };
+}
+
+/** Signals the child's whole group (POSIX), or the child alone where there is none or it is gone. */
+export function signalChild(proc: SpawnedProcess, pgid: number | undefined, signal: NodeJS.Signals): void {
+  if (pgid === undefined || !signalGroup(pgid, signal)) proc.kill(signal);
+}
+
+/** Resolves true once `p` settled, false once `ms` passed first. */
+export function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    void p.then(() => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+/** A group being ended gets at most `graceMs` from now (nothing if none is being ended). */
+export function shortenGroup(pgid: number, graceMs: number): void {
+  const now = ending.get(pgid);
+  if (now) now.deadline = Math.min(now.deadline, Date.now() + graceMs);
+}
+
+/** Groups being ended (endGroup): one ending each, which a shorter grace may bring forward. */
+const ending = new Map<number, { done: Promise<void>; deadline: number }>();
+
+/**
+ * Ends what is left of a child's process group once the child itself is gone (what it started
+ * may outlive it: an `sh -c` wrapper that died): SIGTERM, then SIGKILL after the grace; then
+ * releases the group from the reaper.
+ */
+export function endGroup(pgid: number, graceMs: number): Promise<void> {
+  const deadline = Date.now() + graceMs;
+  const now = ending.get(pgid);
+  if (now) {
+    // A stop with a shorter grace (the host is waiting) shortens the wait already under way.
+    now.deadline = Math.min(now.deadline, deadline);
+    return now.done;
+  }
+  const entry = { done: Promise.resolve(), deadline };
+  entry.done = (async () => {
+    if (signalGroup(pgid, 'SIGTERM')) {
+      while (signalGroup(pgid, 0) && Date.now() < entry.deadline) await new Promise((r) => setTimeout(r, 50));
+      signalGroup(pgid, 'SIGKILL');
+    }
+    releaseGroup(pgid);
+    ending.delete(pgid);
+  })();
+  ending.set(pgid, entry);
+  return entry.done;
 }

@@ -11,9 +11,9 @@ import { maskSecretArgs } from '../config/secret-args.js';
 import type { StdioServerConfig } from '../config/types.js';
 import type { Logger } from '../observe/logger.js';
 import { StreamTransport } from '../transport/stream.js';
-import { GROUPS, spawnSpec, type ChildEnd, type ChildHandle, type SpawnSpec } from './child-spawn.js';
+import { endGroup, GROUPS, settlesWithin, shortenGroup, signalChild, spawnSpec, type ChildEnd, type ChildHandle, type SpawnSpec } from './child-spawn.js';
 import type { Connection, StopGrace } from './connect.js';
-import { guardGroup, releaseGroup, signalGroup } from './reaper.js';
+import { guardGroup } from './reaper.js';
 
 /**
  * How long a child gets after stdin closes, and again after SIGTERM, before the next step, when
@@ -66,7 +66,7 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
   proc.stdin!.on('error', (err) => {
     if (pipeFailed) return;
     pipeFailed = true;
-    void exitsWithin(exited, PIPE_ERROR_WAIT_MS).then((gone) => gone || transport.finish(`output error: ${err.message}`));
+    void settlesWithin(exited, PIPE_ERROR_WAIT_MS).then((gone) => gone || transport.finish(`output error: ${err.message}`));
   });
 
   let stopping: Promise<void> | undefined;
@@ -111,9 +111,9 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
         // The spec's order: stdin closed, then SIGTERM, then SIGKILL (to the whole group).
         proc.stdin?.end();
         if (!(await exitsBy('eof', grace.afterEofMs))) {
-          if (pgid === undefined || !signalGroup(pgid, 'SIGTERM')) proc.kill('SIGTERM');
+          signalChild(proc, pgid, 'SIGTERM');
           if (!(await exitsBy('term', groupGraceMs))) {
-            if (pgid === undefined || !signalGroup(pgid, 'SIGKILL')) proc.kill('SIGKILL');
+            signalChild(proc, pgid, 'SIGKILL');
             await exited;
           }
         }
@@ -178,45 +178,6 @@ function cannotRun(cfg: StdioServerConfig, env: Record<string, string>, code: st
   }
   if (code === 'EACCES') return `permission denied: ${cfg.command} (not executable by this user; check its mode, or give the interpreter as the command)`;
   return undefined;
-}
-
-/** A group being ended gets at most `graceMs` from now (nothing if none is being ended). */
-function shortenGroup(pgid: number, graceMs: number): void {
-  const now = ending.get(pgid);
-  if (now) now.deadline = Math.min(now.deadline, Date.now() + graceMs);
-}
-
-/** Ends what is left of a process group (SIGTERM, then SIGKILL after the grace), then releases it. */
-const ending = new Map<number, { done: Promise<void>; deadline: number }>();
-function endGroup(pgid: number, graceMs: number): Promise<void> {
-  const deadline = Date.now() + graceMs;
-  const now = ending.get(pgid);
-  if (now) {
-    // A stop with a shorter grace (the host is waiting) shortens the wait already under way.
-    now.deadline = Math.min(now.deadline, deadline);
-    return now.done;
-  }
-  const entry = { done: Promise.resolve(), deadline };
-  entry.done = (async () => {
-    if (signalGroup(pgid, 'SIGTERM')) {
-      while (signalGroup(pgid, 0) && Date.now() < entry.deadline) await new Promise((r) => setTimeout(r, 50));
-      signalGroup(pgid, 'SIGKILL');
-    }
-    releaseGroup(pgid);
-    ending.delete(pgid);
-  })();
-  ending.set(pgid, entry);
-  return entry.done;
-}
-
-function exitsWithin(exited: Promise<string>, ms: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const t = setTimeout(() => resolve(false), ms);
-    void exited.then(() => {
-      clearTimeout(t);
-      resolve(true);
-    });
-  });
 }
 
 /**

@@ -16,8 +16,7 @@
 
 import { availableParallelism } from 'node:os';
 import { scopeOf, type Config, type StdioServerConfig } from '../config/types.js';
-import { GROUPS, sameSpec, spawnRaw, spawnSpec, type ChildHandle, type SpawnSpec } from './child-spawn.js';
-import { releaseGroup, signalGroup } from './reaper.js';
+import { endGroup, GROUPS, sameSpec, settlesWithin, signalChild, spawnRaw, spawnSpec, type ChildHandle, type SpawnSpec } from './child-spawn.js';
 
 /** How long a child never adopted gets after SIGTERM before SIGKILL: it was never sent anything. */
 const STOP_GRACE_MS = 500;
@@ -29,6 +28,8 @@ interface Early {
 
 export class PrestartedChildren {
   private readonly waiting = new Map<string, Early>();
+  /** Stops under way of children whose config changed before adoption (take): stopUntaken waits for them too. */
+  private readonly stopping = new Set<Promise<void>>();
 
   /**
    * Spawns the stdio upstreams the router will start at once (enabled, shared by all sessions),
@@ -43,8 +44,8 @@ export class PrestartedChildren {
       if (out.waiting.size >= max) break;
       // The servers UpstreamPool.startShared starts at once: a `session` server waits for its session.
       if (s.disabled || s.transport !== 'stdio' || scopeOf(s) !== 'shared') continue;
-      const spec = spawnSpec(s);
       try {
+        const spec = spawnSpec(s);
         out.waiting.set(s.name, { spec, child: spawnRaw(spec) });
       } catch {
         // An error Node throws rather than reports (EINVAL…): the normal start meets it and says so.
@@ -67,7 +68,9 @@ export class PrestartedChildren {
     if (!early) return undefined;
     this.waiting.delete(cfg.name);
     if (sameSpec(early.spec, spawnSpec(cfg))) return early.child;
-    void stopEarly(early.child);
+    const stop = stopEarly(early.child);
+    this.stopping.add(stop);
+    void stop.then(() => this.stopping.delete(stop));
     return undefined;
   }
 
@@ -75,38 +78,24 @@ export class PrestartedChildren {
   async stopUntaken(): Promise<void> {
     const left = [...this.waiting.values()];
     this.waiting.clear();
-    await Promise.all(left.map((e) => stopEarly(e.child)));
+    await Promise.all([...left.map((e) => stopEarly(e.child)), ...this.stopping]);
   }
 }
 
 /** Ends a child that was never adopted, and its group: SIGTERM, then SIGKILL; its pipes closed. */
 async function stopEarly({ proc, pgid, ended, stderr }: ChildHandle): Promise<void> {
-  const signal = (sig: NodeJS.Signals): void => {
-    if (pgid === undefined || !signalGroup(pgid, sig)) proc.kill(sig);
-  };
-  const endsWithin = (ms: number): Promise<boolean> =>
-    new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(false), ms);
-      void ended.then(() => {
-        clearTimeout(timer);
-        resolve(true);
-      });
-    });
   proc.stdin?.end();
   // Its output is no one's: read and dropped, so its pipes close when it ends.
   proc.stdout?.resume();
   stderr?.resume();
-  signal('SIGTERM');
-  if (!(await endsWithin(STOP_GRACE_MS))) {
-    signal('SIGKILL');
+  signalChild(proc, pgid, 'SIGTERM');
+  if (!(await settlesWithin(ended, STOP_GRACE_MS))) {
+    signalChild(proc, pgid, 'SIGKILL');
     // Killed: only a grandchild that left the group can still hold its pipes open.
-    await endsWithin(STOP_GRACE_MS);
+    await settlesWithin(ended, STOP_GRACE_MS);
   }
-  if (pgid !== undefined) {
-    // What it started may outlive it in its group.
-    signalGroup(pgid, 'SIGKILL');
-    releaseGroup(pgid);
-  }
+  // What it started may outlive it in its group.
+  if (pgid !== undefined) await endGroup(pgid, STOP_GRACE_MS);
   // Pipes a stray grandchild still holds must not keep mcpmux from exiting.
   for (const s of [proc.stdin, proc.stdout, proc.stderr, stderr]) s?.destroy();
 }
