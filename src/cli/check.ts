@@ -12,7 +12,8 @@ import { NameIndex, wrapUri } from '../router/naming.js';
 import { nextCursorOf, walkPages } from '../upstream/paging.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { probeStore } from '../store/store.js';
-import { loadOrReport, startedRouter, tolerateClosedStdout, type GlobalOptions } from './runtime.js';
+import { loadOrReport, type GlobalOptions } from './config-file.js';
+import { startedRouter, tolerateClosedStdout } from './runtime.js';
 
 export interface CheckOptions extends GlobalOptions {
   probe?: boolean;

@@ -12,7 +12,7 @@ import { SharedStore } from '../store/store.js';
 import { login, revoke } from '../upstream/oauth/login.js';
 import { chooseLoginStore } from '../upstream/oauth/shared-logins.js';
 import { deleteLogin, loginKey, loginWhere } from '../upstream/oauth/store.js';
-import { loadOrReport, type GlobalOptions } from './runtime.js';
+import { loadOrReport, type GlobalOptions } from './config-file.js';
 import { UsageError } from './usage-error.js';
 
 async function remoteServer(name: string, opts: GlobalOptions): Promise<{ config: Config; server: RemoteServerConfig } | undefined> {

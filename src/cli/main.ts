@@ -2,13 +2,13 @@
 // check, a daemon that cannot be reached or refuses); 2 a usage error (the command line is wrong).
 
 import type { Command, Option } from 'commander';
-import { LOG_FORMATS } from '../observe/log-format.js';
+import { LOG_FORMATS, LOG_LEVELS } from '../observe/log-format.js';
 import { VERSION } from '../version.js';
 // Each command's module loads when that command runs: a host waits for `mcpmux stdio`'s first
 // answer, and what `tools`, `check` or `serve` need (search, Redis, HTTP) would only delay it.
 import { UsageError } from './usage-error.js';
-import { LOG_LEVELS, plainStdio } from './plain-stdio.js';
-import type { GlobalOptions } from './runtime.js';
+import { plainStdio } from './plain-stdio.js';
+import type { GlobalOptions } from './config-file.js';
 import type { StdioOptions } from './stdio.js';
 
 export async function main(argv: string[]): Promise<number> {

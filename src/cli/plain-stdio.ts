@@ -5,10 +5,8 @@
 // (help, an unknown or repeated option, a missing or unknown value) goes to commander, which
 // says what is wrong exactly as before.
 
-import { LOG_FORMATS } from '../observe/log-format.js';
+import { LOG_FORMATS, LOG_LEVELS } from '../observe/log-format.js';
 import type { StdioOptions } from './stdio.js';
-
-export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 
 /** Each option of `stdio`, by its flags, with the values it takes (undefined: any). */
 const OPTIONS: Record<string, { key: keyof StdioOptions; choices?: readonly string[] }> = {

@@ -65,8 +65,6 @@ export interface Runtime {
   reconfigure(next: Config, plan: ReloadPlan): Promise<void>;
 }
 
-// Where the config comes from (kept light for `mcpmux stdio`'s start; re-exported for the other commands).
-export { configPath, loadOrReport, parsePort, type GlobalOptions } from './config-file.js';
 
 /** `quiet.unavailable`: the caller tells the person about unavailable servers itself (check). */
 export function createRuntime(initial: Config, opts: GlobalOptions, quiet: { unavailable?: boolean } = {}): Runtime {

@@ -19,7 +19,8 @@ import { aboutServer } from '../surface/meta-tools.js';
 import { ToolIndex } from '../surface/search-index.js';
 import { buildToolView, searchableTools, searchSurfaceTools, searchToolResult, type ServerTools, type ToolView } from '../surface/view.js';
 import type { Router } from '../router/router.js';
-import { loadOrReport, startedRouter, tolerateClosedStdout, type GlobalOptions } from './runtime.js';
+import { loadOrReport, type GlobalOptions } from './config-file.js';
+import { startedRouter, tolerateClosedStdout } from './runtime.js';
 import { UsageError } from './usage-error.js';
 
 export interface ToolsOptions extends GlobalOptions {

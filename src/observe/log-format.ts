@@ -11,6 +11,8 @@
 // this is our own small formatter rather than pino-pretty (no dependency tree, no worker thread).
 
 export const LOG_FORMATS = ['json', 'pretty'] as const;
+/** mcpmux's own log levels (pino's; `--log-level`, `logLevel`), not MCP's (protocol/mcp.ts). */
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
 /** Where the lines go, as far as choosing their form goes. */
