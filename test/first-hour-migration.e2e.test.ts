@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { fixture, MUX_BIN, startRawMux, tempDir, waitFor, WAIT_MS, type RawPeer } from './helpers/harness.js';
+import { fixture, MUX_BIN, processesMentioning, startRawMux, tempDir, waitFor, WAIT_MS, type RawPeer } from './helpers/harness.js';
 
 interface Home {
   dir: string;
@@ -67,19 +67,6 @@ async function toolNames(peer: RawPeer): Promise<string[]> {
   return (list.result.tools as { name: string }[]).map((t) => t.name).sort();
 }
 
-/** The processes whose command line mentions `needle` (Linux /proc). */
-function processesMentioning(needle: string): number[] {
-  const out: number[] = [];
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(needle)) out.push(Number(pid));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
 
 const CLAUDE = '.config/Claude/claude_desktop_config.json';
 

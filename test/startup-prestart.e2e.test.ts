@@ -4,7 +4,7 @@
 // every way out, the children spawned early are gone. That the spawn came before the load is a
 // matter of timing (not asserted here); docs/performance.md measures it.
 
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Config, StdioServerConfig } from '../src/config/types.js';
 import { releaseGroup, signalGroup } from '../src/upstream/reaper.js';
 import { PrestartedChildren } from '../src/upstream/prestart.js';
-import { closeAll, isAlive, MUX_BIN, ROOT, runMux, startRawMux, tempFile, waitFor, writeConfig } from './helpers/harness.js';
+import { closeAll, isAlive, MUX_BIN, processesMentioning, ROOT, runMux, startRawMux, tempFile, waitFor, writeConfig } from './helpers/harness.js';
 
 const BAD = path.join(ROOT, 'test/fixtures/bad-upstream.mjs');
 const bad = (opts: object, extra: object = {}) => ({ command: process.execPath, args: [BAD, JSON.stringify(opts)], ...extra });
@@ -30,19 +30,6 @@ const pidsIn = (file: string, n: number) =>
     return pids.length >= n ? pids : undefined;
   }, { what: `${n} pid(s) in ${file}` });
 
-/** Live processes whose command line holds `marker` (a zombie's is empty: it is gone). */
-function runningWith(marker: string): number[] {
-  const out: number[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      if (readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(marker)) out.push(Number(d));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
 
 const logLines = (stderr: string): Record<string, any>[] =>
   stderr
@@ -110,7 +97,7 @@ describe('mcpmux stdio adopts the upstreams it spawned before loading', () => {
     expect(r.status, r.stderr).toBe(1);
     expect(r.stderr).toContain('cannot listen on the admin port');
     // The child may have been stopped before it ran far enough to write its pid: none is left either way.
-    expect(runningWith(pidFile)).toEqual([]);
+    expect(processesMentioning(pidFile)).toEqual([]);
     if (existsSync(pidFile)) expect(readFileSync(pidFile, 'utf8').split('\n').filter(Boolean).map(Number).filter(isAlive)).toEqual([]);
 
     const unused = tempFile('pids');
@@ -118,7 +105,7 @@ describe('mcpmux stdio adopts the upstreams it spawned before loading', () => {
     expect(r2.status, r2.stderr).toBe(1);
     expect(r2.stderr).toContain('--toolset');
     // Checked before anything is spawned.
-    expect(runningWith(unused)).toEqual([]);
+    expect(processesMentioning(unused)).toEqual([]);
     expect(existsSync(unused), 'spawned for an unknown toolset').toBe(false);
   });
 
@@ -151,9 +138,9 @@ describe('PrestartedChildren', () => {
     ];
     const pre = PrestartedChildren.start({ servers } as unknown as Config, 3);
     expect(pre.size).toBe(3);
-    expect(runningWith(m('off'))).toEqual([]);
-    expect(runningWith(m('mine'))).toEqual([]);
-    expect(runningWith(m('d')), 'started past the limit').toEqual([]);
+    expect(processesMentioning(m('off'))).toEqual([]);
+    expect(processesMentioning(m('mine'))).toEqual([]);
+    expect(processesMentioning(m('d')), 'started past the limit').toEqual([]);
 
     const a = pre.take(servers[2]!);
     expect(a?.proc.pid).toBeGreaterThan(0);
@@ -161,16 +148,16 @@ describe('PrestartedChildren', () => {
       signalGroup(a!.pgid!, 'SIGKILL');
       releaseGroup(a!.pgid!);
     });
-    expect(runningWith(m('a'))).toEqual([a!.proc.pid]);
+    expect(processesMentioning(m('a'))).toEqual([a!.proc.pid]);
     expect(pre.take(servers[2]!), 'taken twice').toBeUndefined();
 
     // The config changed how b starts: not adopted, and the early b is stopped.
     expect(pre.take({ ...servers[3]!, env: { OTHER: '1' } })).toBeUndefined();
-    await waitFor(() => runningWith(m('b')).length === 0, { what: 'the early b stopped' });
+    await waitFor(() => processesMentioning(m('b')).length === 0, { what: 'the early b stopped' });
 
-    expect(runningWith(m('c'))).toHaveLength(1);
+    expect(processesMentioning(m('c'))).toHaveLength(1);
     await pre.stopUntaken();
-    expect(runningWith(m('c'))).toEqual([]);
+    expect(processesMentioning(m('c'))).toEqual([]);
     expect(pre.take(servers[4]!)).toBeUndefined();
     expect(pre.take(servers[5]!)).toBeUndefined();
   });

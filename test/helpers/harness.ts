@@ -2,7 +2,7 @@
 // it through the official SDK Client or as a raw JSON-RPC peer. See test/fixtures.test.ts for
 // usage examples against test/fixtures/upstream.mjs.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -183,6 +183,20 @@ export function awaitJsonLine<T>(
       }
     });
   });
+}
+
+/** Live processes whose command line holds `marker` (Linux /proc; a zombie's is empty: it is gone). */
+export function processesMentioning(marker: string): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(marker)) out.push(Number(d));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
 }
 
 export function isAlive(pid: number): boolean {
