@@ -86,6 +86,15 @@ describe('mcpmux stdio adopts the upstreams it spawned before loading', () => {
     expect(lines.find((j) => j.msg === 'upstream failed to start')).toMatchObject({ how: 'exited with code 3' });
   });
 
+  it('a command not found, spawned early: the reason a normal start gives, said once, not retried', async () => {
+    const config = await writeConfig({ mcpServers: { missing: { command: 'no-such-mcp-server-here', args: [] } } });
+    const peer = startRawMux(config);
+    await peer.initialize();
+    const gaveUp = await waitFor(() => logLines(peer.stderr()).find((j) => j.server === 'missing' && j.msg?.startsWith('upstream cannot start, not retried')), { what: 'missing given up' });
+    expect(gaveUp.reason).toMatch(/^command not found: no-such-mcp-server-here \(not on PATH=/);
+    expect(logLines(peer.stderr()).filter((j) => j.server === 'missing' && j.msg === 'spawned upstream')).toEqual([expect.objectContaining({ prestarted: true })]);
+  });
+
   it('cannot start (the admin port is in use): exits 1 with no child left; an unknown --toolset spawns nothing', async () => {
     const busy: Server = createServer();
     cleanups.push(() => busy.close());
