@@ -4,13 +4,18 @@
 // left, `public` only when every upstream said public and every client is shown the same list.
 // mcpmux's own cache keeps an upstream's page for its ttlMs (docs/decisions.md).
 
+import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
-import { closeAll, fixture, readEvents, ROOT, startRawMux, tempFile, waitFor, writeConfig } from './helpers/harness.js';
+import { awaitJsonLine, closeAll, fixture, readEvents, ROOT, startRawMux, tempFile, waitFor, writeConfig } from './helpers/harness.js';
 
+const servers: ChildProcess[] = [];
 afterEach(closeAll);
-afterAll(stopAllDaemons);
+afterAll(async () => {
+  for (const s of servers) s.kill('SIGKILL');
+  await stopAllDaemons();
+});
 
 const MODERN_FIXTURE = path.join(ROOT, 'test/fixtures/modern-upstream.mjs');
 const MODERN = '2026-07-28';
@@ -19,6 +24,17 @@ const envelope = () => ({ 'io.modelcontextprotocol/protocolVersion': MODERN, 'io
 /** A modern upstream whose tools/list says `ttlMs` and `cacheScope` (and, with `events`, records each list asked). */
 function hinted(ttlMs: number, cacheScope: 'public' | 'private', extra: object = {}) {
   return { command: process.execPath, args: [MODERN_FIXTURE, 'stdio', JSON.stringify({ cacheHints: { 'tools/list': { ttlMs, cacheScope } }, ...extra })] };
+}
+
+/** The same upstream over Streamable HTTP, in its own process: its URL. */
+async function hintedHttp(ttlMs: number, cacheScope: 'public' | 'private'): Promise<string> {
+  const child = spawn(process.execPath, [MODERN_FIXTURE, 'http', JSON.stringify({ cacheHints: { 'tools/list': { ttlMs, cacheScope } } })], { stdio: ['ignore', 'ignore', 'pipe'] });
+  servers.push(child);
+  let err = '';
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const port = await awaitJsonLine(child.stderr!, exited, (j) => j.port as number | undefined, { ms: 15_000, what: 'the modern fixture listening', log: () => err });
+  return `http://127.0.0.1:${port}/mcp`;
 }
 
 async function modernList(peer: ReturnType<typeof startRawMux>): Promise<any> {
@@ -62,6 +78,16 @@ describe('list caching hints merged for modern hosts', () => {
     // The default surface ("auto") may give another client the search surface: not the same list for all.
     const auto = startRawMux(await writeConfig({ mcpServers: { a: hinted(600_000, 'public') } }));
     expect(await modernList(auto)).toMatchObject({ cacheScope: 'private' });
+
+    // A per-client server (oauth.perClient) has a connection, and a login, per client: what it
+    // lists may differ between clients, whatever it says of its own page.
+    const url = await hintedHttp(600_000, 'public');
+    const shared = startRawMux(await writeConfig({ mcpServers: { a: hinted(600_000, 'public'), h: { url } }, surface: { mode: 'all' } }));
+    expect(await modernList(shared)).toMatchObject({ cacheScope: 'public' });
+    const perClient = startRawMux(await writeConfig({ mcpServers: { a: hinted(600_000, 'public'), h: { url, oauth: { perClient: true } } }, surface: { mode: 'all' } }));
+    const r = await modernList(perClient);
+    expect(r.tools.map((t: any) => t.name)).toEqual(expect.arrayContaining(['a__echo', 'h__echo']));
+    expect(r).toMatchObject({ cacheScope: 'private' });
   }, 150_000);
 
   it('an upstream list is reused within its ttlMs, asked again after it, and after list_changed', async () => {

@@ -12,7 +12,7 @@ import { wrapId } from './ids.js';
 import { toolViewUris } from '../protocol/apps.js';
 import { wrapToolView, wrapUri, type NameIndex, type NamedKind } from './naming.js';
 import { Walks, type WalkFailure } from './walks.js';
-import { settingsClient } from '../config/types.js';
+import { scopeOf, settingsClient } from '../config/types.js';
 import { estimateTokens, toolDefinitionText } from '../surface/tokens.js';
 import type { RequestEvent } from '../observe/events.js';
 
@@ -91,8 +91,9 @@ export class Lists {
     const item: ItemKind = list === 'templates' ? 'resources' : list;
     const gov = this.governance();
     const policy = gov.filtersClients(item);
-    // May be `public` (caching hints): only a list every client is shown alike, of shared upstreams alone.
-    const shared = sameForAll && !policy && !toolset && ups.every((u) => u.config.sharing === 'shared');
+    // May be `public` (caching hints): only a list every client is shown alike, of shared upstreams
+    // alone (not per-session, nor per-client: `sharing` alone does not say the latter, scopeOf does).
+    const shared = sameForAll && !policy && !toolset && ups.every((u) => scopeOf(u.config) === 'shared');
     // Only an observed request is told whether its page came from the cache (RequestEvent.cacheHit).
     const tally: ListTally | undefined = event ? { fetched: false } : undefined;
     let answer: Promise<Result>;
