@@ -2,8 +2,23 @@
 // config files. Read with the VS Code team's jsonc-parser rather than a comment stripper of our
 // own: it knows strings from comments, and the same library edits such files in place
 // (`modify` + `applyEdits`) keeping every comment and the file's formatting.
+//
+// Plain JSON (most files) is read by JSON.parse, and jsonc-parser is loaded only for the rest:
+// loading it took ~20 ms of `mcpmux stdio`'s ~85 ms before its first upstream's spawn, which a
+// host waits on (issue 23, target 5).
 
-import { parseTree, printParseErrorCode, type Node, type ParseError } from 'jsonc-parser';
+import { createRequire } from 'node:module';
+import type { Node, ParseError } from 'jsonc-parser';
+
+/** jsonc-parser, loaded on first use (a UMD package: `require` loads it synchronously). */
+let parser: typeof import('jsonc-parser') | undefined;
+const jsoncParser = (): typeof import('jsonc-parser') => (parser ??= createRequire(import.meta.url)('jsonc-parser') as typeof import('jsonc-parser'));
+
+/**
+ * Nesting past which a value JSON.parse read is read again by jsonc-parser, which gives what it
+ * always gave: the value, or "Nested too deeply" where its recursion ends. Far above any config.
+ */
+const PLAIN_DEPTH = 256;
 
 /** A file that is not JSONC; `line` and `column` are 1-based and point at the first problem. */
 export class JsoncError extends Error {
@@ -26,6 +41,9 @@ const JSONC_OPTIONS = { allowTrailingComma: true, disallowComments: false, allow
  */
 export function parseJsonc(text: string): unknown {
   const source = text.replace(/^\uFEFF/, '');
+  const plain = parsePlain(source);
+  if (plain.ok) return plain.value;
+  const { parseTree } = jsoncParser();
   const errors: ParseError[] = [];
   let tree: Node | undefined;
   try {
@@ -38,6 +56,34 @@ export function parseJsonc(text: string): unknown {
   const first = errors[0];
   if (first) throw errorAt(source, first);
   return valueOf(tree!);
+}
+
+/**
+ * JSON.parse's reading, where it is jsonc-parser's: plain JSON builds the same values both ways
+ * (doubles, the last duplicate key winning in the first one's place, `"__proto__"` an own key).
+ * Not ok for text JSON.parse refuses (comments, trailing commas, errors: jsonc-parser reads
+ * those and places the error) and for nesting jsonc-parser might refuse.
+ */
+function parsePlain(source: string): { ok: true; value: unknown } | { ok: false } {
+  let value: unknown;
+  try {
+    value = JSON.parse(source);
+  } catch {
+    return { ok: false };
+  }
+  return depthAtMost(value, PLAIN_DEPTH) ? { ok: true, value } : { ok: false };
+}
+
+/** Whether `value` nests at most `limit` arrays and objects deep (without recursion). */
+function depthAtMost(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth >= limit) return false;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+  }
+  return true;
 }
 
 /**
@@ -72,7 +118,7 @@ function errorAt(source: string, e: ParseError): JsoncError {
   } else if (PUNCTUATION.has(source[offset]!)) {
     // "Comma expected" at a stray "]" says too little: name what was found, then what was wanted.
     const found = `'${source[offset]}'`;
-    reason = printParseErrorCode(e.error) === 'EndOfFileExpected' ? `Unexpected ${found} after the JSON value` : `Unexpected ${found} (${lower(reason)})`;
+    reason = jsoncParser().printParseErrorCode(e.error) === 'EndOfFileExpected' ? `Unexpected ${found} after the JSON value` : `Unexpected ${found} (${lower(reason)})`;
   }
   const before = source.slice(0, offset).split('\n');
   return new JsoncError(before.length, before.at(-1)!.length + 1, reason);
@@ -80,8 +126,9 @@ function errorAt(source: string, e: ParseError): JsoncError {
 
 function reasonOf(e: ParseError): string {
   // jsonc-parser names its codes in PascalCase ("CloseBraceExpected"): say them in words.
-  if (printParseErrorCode(e.error) === 'EndOfFileExpected') return 'Unexpected text after the JSON value';
-  return printParseErrorCode(e.error).replace(/([a-z])([A-Z])/g, '$1 $2').replace(/^./, (c) => c.toUpperCase()).replace(/ ([A-Z])/g, (_, c: string) => ' ' + c.toLowerCase());
+  const code = jsoncParser().printParseErrorCode(e.error);
+  if (code === 'EndOfFileExpected') return 'Unexpected text after the JSON value';
+  return code.replace(/([a-z])([A-Z])/g, '$1 $2').replace(/^./, (c) => c.toUpperCase()).replace(/ ([A-Z])/g, (_, c: string) => ' ' + c.toLowerCase());
 }
 
 const lower = (s: string): string => s[0]!.toLowerCase() + s.slice(1);
