@@ -5,12 +5,12 @@
 // defaults. Every problem found along the way is collected and thrown together as one
 // `ConfigError`, each issue located by its JSON path.
 
-import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ErrorObject, Options, ValidateFunction } from 'ajv';
+import { keptValidator } from './kept-validator.js';
 import { expandEnv, jsonPointer, pointerSegment } from './expand.js';
 import { isObject } from '../objects.js';
 import { JsoncError, parseJsonc } from '../jsonc.js';
@@ -55,59 +55,8 @@ export const MCPMUX_HOME = fileURLToPath(new URL('../..', import.meta.url)).repl
 // verbose: errors carry the offending value, so type errors can say what they got, and the schema
 // they failed, so an unknown key can be matched against the keys allowed beside it.
 const AJV_OPTIONS: Options = { allErrors: true, verbose: true, allowUnionTypes: true };
-const validate = configValidator(readFileSync(SCHEMA_URL, 'utf8'));
-
-/**
- * The config schema's validator. Importing ajv and compiling the schema was the largest piece
- * of `mcpmux stdio`'s start-up CPU (a host waits for it), so the code ajv generates is kept in
- * dist/config (its "standalone" output, named for a hash of ajv's version, the options and the
- * schema: a changed schema never meets an old file) and later starts load that instead; its
- * errors are the same objects. Where dist/ cannot be written (an install owned by root), or
- * the file cannot be read, every start compiles, as before.
- */
-function configValidator(schemaText: string): ValidateFunction {
-  const require = createRequire(import.meta.url);
-  const version = (require('ajv/package.json') as { version: string }).version;
-  const key = cacheKey(`${version}\0${JSON.stringify(AJV_OPTIONS)}\0${schemaText}`);
-  // src/config and dist/config are both two levels down: the file lives in dist/ either way.
-  const dir = fileURLToPath(new URL('../../dist/config/', import.meta.url));
-  const file = path.join(dir, `config-schema.${key}.cjs`);
-  try {
-    return require(file) as ValidateFunction;
-  } catch {
-    // Not there yet (or unreadable): compile, and keep the code for the next start.
-  }
-  const { Ajv } = require('ajv') as typeof import('ajv');
-  const ajv = new Ajv({ ...AJV_OPTIONS, code: { source: true } });
-  const validate = ajv.compile(JSON.parse(schemaText) as object);
-  const tmp = `${file}.${process.pid}.tmp`;
-  try {
-    const standalone = (require('ajv/dist/standalone') as typeof import('ajv/dist/standalone/index.js')).default;
-    writeFileSync(tmp, standalone(ajv, validate));
-    // Renamed into place whole: another mcpmux starting now reads the old state or the new file.
-    renameSync(tmp, file);
-    for (const old of readdirSync(dir)) if (old.startsWith('config-schema.') && old.endsWith('.cjs') && old !== path.basename(file)) rmSync(path.join(dir, old), { force: true });
-  } catch {
-    rmSync(tmp, { force: true });
-  }
-  return validate;
-}
-
-/**
- * 16 hex digits that change with `text`: two 32-bit FNV-1a hashes (other offsets and primes).
- * Names a cached file of mcpmux's own, with no adversary: node:crypto's sha256 did the same, but
- * loading node:crypto was ~5 % of `mcpmux stdio`'s CPU before its first upstream's spawn.
- */
-function cacheKey(text: string): string {
-  let a = 0x811c9dc5;
-  let b = 0x050c5d1f;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    a = Math.imul(a ^ c, 0x01000193);
-    b = Math.imul(b ^ c, 0x01000931);
-  }
-  return (a >>> 0).toString(16).padStart(8, '0') + (b >>> 0).toString(16).padStart(8, '0');
-}
+// Kept compiled between starts (kept-validator.ts).
+const { validate } = keptValidator(readFileSync(SCHEMA_URL, 'utf8'), AJV_OPTIONS);
 
 // ---- the file's shape once the schema has accepted it (everything optional) ----
 
