@@ -14,7 +14,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { afterEach, describe, expect, it } from 'vitest';
 import type { StdioServerConfig } from '../src/config/types.js';
 import { createLogger } from '../src/observe/logger.js';
-import { spawnChild } from '../src/upstream/child.js';
+import { execaLoaded, spawnChild } from '../src/upstream/child.js';
 import { startDaemon, stopAllDaemons } from './helpers/daemon.js';
 import { closeAll, isAlive, MUX_BIN, readEvents, ROOT, startRawMux, tempDir, tempFile, waitFor, waitForEvent, writeConfig } from './helpers/harness.js';
 
@@ -203,6 +203,7 @@ describe('a stop under way (issue 19, point 9)', () => {
     const lifeLog = tempFile('life.jsonl');
     const entry = bad({ name: 'stubborn', pidFile, lifeLog, ignoreEof: true, ignoreTerm: true });
     const cfg = { name: 'stubborn', transport: 'stdio', command: entry.command, args: entry.args, env: {}, inheritEnv: true, cwd: undefined } as unknown as StdioServerConfig;
+    await execaLoaded();
     const conn = spawnChild(cfg, 1 << 20, createLogger('silent'));
     const [pid] = await pidsIn(pidFile, 1);
     const slow = conn.stop(); // the default: 2 s after EOF, 2 s after SIGTERM

@@ -2,11 +2,16 @@
 // `mcpmux stdio` spawned for it before the runtime loaded (prestart.ts), its stdout and stdin as
 // the MCP stream, its stderr into our logs (and its last lines kept, for status), and
 // the spec's shutdown order on close.
+//
+// execa loads on the first spawn that needs it (execaLoaded), not with mcpmux: importing it is
+// ~330 M instructions, half of what loading the stdio runtime costs, and a `mcpmux stdio` whose
+// upstreams were all spawned early (prestart.ts) may never need it. That loading would run
+// beside the children's boot, on the cores they boot on, while the host waits for them.
 
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { execa, type ResultPromise } from 'execa';
+import type { ResultPromise } from 'execa';
 import { maskSecretArgs } from '../config/secret-args.js';
 import type { StdioServerConfig } from '../config/types.js';
 import type { Logger } from '../observe/logger.js';
@@ -135,8 +140,20 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
   };
 }
 
+let execaModule: Promise<typeof import('execa')> | undefined;
+let execa: typeof import('execa').execa | undefined;
+
+/** Loads execa, once; a spawn without a prestarted child waits for it (before its spawn turn). */
+export function execaLoaded(): Promise<void> {
+  execaModule ??= import('execa').then((m) => ((execa = m.execa), m));
+  return execaModule.then(() => undefined);
+}
+
 /** Starts the child with execa (never through a shell), as spawnRaw does (child-spawn.ts). */
 function spawnWithExeca(spec: SpawnSpec): ChildHandle {
+  // Upstream.run awaits execaLoaded() unless a prestarted child waits for it: only a child taken
+  // meanwhile by another start of the same server ends here, and its start fails and is retried.
+  if (execa === undefined) throw new Error('execa is not loaded yet (execaLoaded)');
   const proc: ResultPromise = execa(spec.command, spec.args, {
     cwd: spec.cwd,
     env: spec.env,

@@ -54,6 +54,12 @@ export class PrestartedChildren {
     return out;
   }
 
+  /** Whether `take(cfg)` would give a child now: one waits for this server, spawned the same way. */
+  holds(cfg: StdioServerConfig): boolean {
+    const early = this.waiting.get(cfg.name);
+    return early !== undefined && sameSpec(early.spec, spawnSpec(cfg));
+  }
+
   /** How many children are waiting to be adopted. */
   get size(): number {
     return this.waiting.size;

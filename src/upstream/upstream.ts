@@ -9,6 +9,7 @@ import { RpcError, type JsonRpcId, type JsonRpcNotification, type JsonRpcRequest
 import { publishUpstreamProtocolError, publishUpstreamState, type UpstreamStateName } from '../observe/events.js';
 import type { Logger } from '../observe/logger.js';
 import { cancelProtocol, MuxError, withProgressToken, type Params } from '../protocol/mcp.js';
+import { execaLoaded } from './child.js';
 import { connectUpstream, type Connection, type LoginIdentity, type StopGrace } from './connect.js';
 import { envelope, handshake, type ServerInfo } from './handshake.js';
 import { fromModern, PARAM_HEADERS, paramHeaders, paramHeaderValues, ResourceListens } from './modern.js';
@@ -269,6 +270,9 @@ export class Upstream {
     this.startedWith = actsForHost(this.config) ? this.deps.who?.subject?.() : undefined;
     try {
       if (this.config.transport === 'stdio') {
+        // execa loads for the first spawn that needs one; before the turn, so that the starts
+        // waiting for it still spawn one per turn. A child spawned early for this server needs none.
+        if (!this.deps.prestarted?.holds(this.config)) await execaLoaded();
         await spawnTurn();
         if (epoch !== this.epoch) return;
       }
