@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeClient, loginCommandOfKey, loginFile, loginKey, readLogin, serverOfKey, watchLogins, writeLogin, type StoredLogin } from '../src/upstream/oauth/store.js';
+import { encodeClient, holdLogin, loginCommandOfKey, loginFile, loginKey, readLogin, serverOfKey, watchLogins, writeLogin, type StoredLogin } from '../src/upstream/oauth/store.js';
 import { waitFor } from './helpers/harness.js';
 
 let state: string;
@@ -77,6 +77,25 @@ describe('per-client login keys', () => {
       expect((await readLogin(loginKey('gh', 'ops')))?.tokens?.access_token).toBe('t-ops');
       // This process's own writes are no news (a refresh must not restart its upstream).
       expect(heard.filter((k) => k === 'gh@ci' || k.startsWith('error'))).toEqual([]);
+    } finally {
+      stop();
+    }
+  });
+
+  it("a write of ours stays ours after the key's last connection went: a refused refresh stores the login without tokens, then its connection closes, before the watcher looks", async () => {
+    const heard: string[] = [];
+    const stop = watchLogins((key) => heard.push(key), (err) => heard.push(`error: ${err.message}`));
+    try {
+      const key = loginKey('gl', 'ci');
+      const release = holdLogin(key);
+      await writeLogin(key, login('t-before'));
+      await writeLogin(key, { ...login('t-before'), tokens: undefined });
+      expect(release()).toBe(true); // the last connection of the key, gone at once
+      // Another process's login after ours: the watcher has looked at our file by the time it reports this one.
+      const { writePrivate } = await import('../src/files.js');
+      writePrivate(loginFile(loginKey('gl', 'ops')), JSON.stringify(login('t-ops')));
+      await waitFor(() => heard.includes('gl@ops'), { what: 'the watcher reporting gl@ops' });
+      expect(heard.filter((k) => k === key || k.startsWith('error'))).toEqual([]);
     } finally {
       stop();
     }

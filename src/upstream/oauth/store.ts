@@ -117,14 +117,29 @@ function readLoginFile(key: string): StoredLogin | undefined {
   }
 }
 
-/** What this process wrote last, per file: the watcher tells another process's writes from ours. */
+/**
+ * What this process wrote last, per file (a digest of the text): the watcher tells another
+ * process's writes from ours. Kept when the key's last connection goes: a refused refresh writes
+ * the login without its tokens and then closes the connection, and the watcher looks at that
+ * write only once the file has been quiet for 100 ms; forgotten by then, our own write read as
+ * another process's new login and restarted the upstream that waits for one (issue 23: a CI
+ * run under load). Bounded instead: the OWN_WRITES_MAX files written last.
+ */
 const ownWrites = new Map<string, string>();
+const OWN_WRITES_MAX = 1024;
+const digest = (text: string): string => createHash('sha256').update(text).digest('hex');
+
+function rememberOwnWrite(file: string, text: string): void {
+  ownWrites.delete(file); // re-inserted: the newest last, so the oldest is dropped first
+  ownWrites.set(file, digest(text));
+  if (ownWrites.size > OWN_WRITES_MAX) ownWrites.delete(ownWrites.keys().next().value!);
+}
 
 function writeToFile(key: string, login: StoredLogin): void {
   const file = loginFile(key);
   const text = JSON.stringify(login, null, 2) + '\n';
   writePrivate(file, text);
-  ownWrites.set(file, text);
+  rememberOwnWrite(file, text);
   if (watchers > 0) cached.set(key, login);
 }
 
@@ -268,7 +283,10 @@ function watchFiles(onChange: (key: string) => void, onError: (err: Error) => vo
 
 /** Whether `file` holds what this process wrote there last (a refresh of ours is no news). */
 function ownWrite(file: string): boolean {
-  return ownWrites.has(file) && readText(file) === ownWrites.get(file);
+  const mine = ownWrites.get(file);
+  if (mine === undefined) return false;
+  const text = readText(file);
+  return text !== undefined && digest(text) === mine;
 }
 
 function safeReaddir(folder: string): string[] {
@@ -312,7 +330,8 @@ const inMemory = (key: string): boolean => memoryServers.has(serverOfKey(key));
 /**
  * A connection uses login `key` from now on; the function returned says it no longer does, and
  * returns true when that was the last connection of the key. With the last one, what this
- * process keeps for the key goes: an in-memory login, and the file cache's entries.
+ * process keeps for the key goes: an in-memory login, and the file cache's entries (not the
+ * digest of its own last write: see ownWrites, bounded on its own).
  */
 export function holdLogin(key: string): () => boolean {
   const entry = memory.get(key) ?? { login: undefined, challenge: undefined, holders: 0, queue: Promise.resolve() };
@@ -325,12 +344,11 @@ export function holdLogin(key: string): () => boolean {
     if (--entry.holders > 0) return false;
     if (memory.get(key) === entry) memory.delete(key);
     cached.delete(key);
-    ownWrites.delete(loginFile(key));
     return true;
   };
 }
 
-/** How many login keys this process keeps something for now (memory logins, cached files): for bounds tests. */
+/** How many login keys this process keeps something for now (memory logins, cached files, own writes): for bounds tests. */
 export function loginsKept(): { memory: number; cached: number; ownWrites: number } {
   return { memory: memory.size, cached: cached.size, ownWrites: ownWrites.size };
 }
