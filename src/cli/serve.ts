@@ -145,14 +145,6 @@ export async function runServe(opts: ServeOptions): Promise<number> {
   router.start();
   registry?.start();
   void router.ready().then(() => (started = true));
-  const base = `http://${host.includes(':') ? `[${host}]` : host}:${bound.port}`;
-  // Tests (and people) look for this line: msg "listening", the /mcp url and the bound port.
-  log.info(
-    { url: `${base}/mcp`, port: bound.port, host, sse: `${base}/sse`, ws: `${base.replace('http', 'ws')}/ws`, adminPort: bound.adminPort, adminHost: bound.adminHost, ...(runtime.cluster && { daemon: runtime.cluster.id }) },
-    'listening',
-  );
-  void announceReady(log, router, config, `${base}/mcp`);
-
   reloader.start();
   onShutdownSignals(log, async (why) => {
     reloader.stop();
@@ -177,6 +169,16 @@ export async function runServe(opts: ServeOptions): Promise<number> {
     await tracing?.close();
     log.info('stopped');
   });
+  const base = `http://${host.includes(':') ? `[${host}]` : host}:${bound.port}`;
+  // Tests (and people) look for this line: msg "listening", the /mcp url and the bound port.
+  // Said once SIGINT and SIGTERM are handled: whoever signals the daemon on seeing it (a test,
+  // `npm start`'s Ctrl-C) gets the drain, not Node's default death by the signal.
+  log.info(
+    { url: `${base}/mcp`, port: bound.port, host, sse: `${base}/sse`, ws: `${base.replace('http', 'ws')}/ws`, adminPort: bound.adminPort, adminHost: bound.adminHost, ...(runtime.cluster && { daemon: runtime.cluster.id }) },
+    'listening',
+  );
+  void announceReady(log, router, config, `${base}/mcp`);
+
   // Runs until a signal; onShutdownSignals exits the process once `stop` is done.
   await new Promise<void>(() => {});
   return 0;
