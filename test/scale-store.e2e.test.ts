@@ -109,7 +109,7 @@ describe('a store that cannot be reached', () => {
     await startRedis({ port });
     await waitFor(async () => (await readyz()).detail.store === 'up', { what: 'store up in /readyz' });
     expect((await readyz()).status).toBe('ready');
-    expect(d.stderr()).toContain('the shared store (Redis) is reachable again');
+    await waitFor(() => d.stderr().includes('the shared store (Redis) is reachable again'), { what: 'the store said reachable again in the log' });
     expect(await (await fetch(`${d.base}/metrics`)).text()).toMatch(/^mcpmux_store_up 1$/m);
     expect((await d.stop()).code).toBe(0);
   });
@@ -128,14 +128,15 @@ describe('a store that cannot be reached', () => {
       const downAfter = Date.now() - stoppedAt;
       console.log(`[scale-store] a hung Redis seen down after ${downAfter} ms`);
       expect(downAfter).toBeLessThan(10_000);
-      expect(d.stderr()).toMatch(/the shared store \(Redis\) is unreachable/);
+      // The log line and /readyz's answer travel apart (stderr, HTTP): either may come first.
+      await waitFor(() => /the shared store \(Redis\) is unreachable/.test(d.stderr()), { what: 'the store said unreachable in the log' });
     } finally {
       process.kill(pid, 'SIGCONT');
     }
     const contAt = Date.now();
     await waitFor(async () => (await readyz()) === 'up', { what: 'store up again', timeoutMs: 15_000 });
     console.log(`[scale-store] up again ${Date.now() - contAt} ms after SIGCONT`);
-    expect(d.stderr()).toContain('the shared store (Redis) is reachable again');
+    await waitFor(() => d.stderr().includes('the shared store (Redis) is reachable again'), { what: 'the store said reachable again in the log' });
     expect((await d.stop()).code).toBe(0);
   }, 60_000);
 });
