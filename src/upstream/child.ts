@@ -140,13 +140,13 @@ export function spawnChild(cfg: StdioServerConfig, maxMessageBytes: number, log:
   };
 }
 
-let execaModule: Promise<typeof import('execa')> | undefined;
+/** execa's spawn once loaded (execaLoaded); the load under way or done. */
 let execa: typeof import('execa').execa | undefined;
+let loading: Promise<void> | undefined;
 
 /** Loads execa, once; a spawn without a prestarted child waits for it (before its spawn turn). */
 export function execaLoaded(): Promise<void> {
-  execaModule ??= import('execa').then((m) => ((execa = m.execa), m));
-  return execaModule.then(() => undefined);
+  return (loading ??= import('execa').then((m) => void (execa = m.execa)));
 }
 
 /** Starts the child with execa (never through a shell), as spawnRaw does (child-spawn.ts). */
