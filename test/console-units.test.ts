@@ -49,4 +49,43 @@ describe('AuditRing', () => {
     ring.push('after');
     expect(ring.snapshot()).toEqual(['after']);
   });
+
+  it('cuts at a character boundary, not inside a multi-byte character', () => {
+    const ring = new AuditRing(10);
+    // 4095 ASCII bytes, then characters of 3 bytes: the first of them does not fit in 4096.
+    ring.push(`${'a'.repeat(4095)}${'€'.repeat(10)}\n`);
+    expect(ring.snapshot()).toEqual([`${'a'.repeat(4095)}…[cut]`]);
+    // Exactly at the limit, with its newline: kept whole.
+    ring.push(`${'b'.repeat(4096)}\n`);
+    expect(ring.snapshot(1)).toEqual(['b'.repeat(4096)]);
+    ring.push('€\n');
+    ring.push('');
+    expect(ring.snapshot(2)).toEqual(['€', '']);
+  });
+
+  it('keeps the newest lines that fit in its bytes, in order, whatever their lengths', () => {
+    const capacity = 16 * 1024;
+    const ring = new AuditRing(50, capacity);
+    const pushed: string[] = [];
+    let seed = 7;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2147483648) % n);
+    for (let i = 0; i < 3000; i++) {
+      const len = rand(10) === 0 ? rand(1500) : rand(400);
+      const text = `${i}:` + Array.from({ length: len }, () => (rand(5) === 0 ? ['é', '€', '😀'][rand(3)] : 'x')).join('');
+      ring.push(`${text}\n`);
+      pushed.push(text);
+      if (i % 97 === 0 || i > 2990) {
+        const kept = ring.snapshot();
+        // The newest lines, oldest first, each whole (none of these is past the cut).
+        expect(kept).toEqual(pushed.slice(pushed.length - kept.length));
+        // Fewer than `max` only when the bytes are the bound: the next older line would not
+        // have fit beside them (room for one line at its longest, and a tail left unused).
+        if (kept.length < 50 && kept.length < pushed.length) {
+          const bytes = (ls: string[]) => ls.reduce((n, l) => n + Buffer.byteLength(l), 0);
+          const older = pushed[pushed.length - kept.length - 1]!;
+          expect(bytes(kept) + Buffer.byteLength(older)).toBeGreaterThan(capacity - 3 * (4096 + 10));
+        }
+      }
+    }
+  });
 });
