@@ -34,6 +34,8 @@ interface Chunk {
 
 const DEFAULT_MAX_QUEUED = 16 * 1024 * 1024;
 const CHUNK_BYTES = 256 * 1024;
+/** Chunk buffers kept for reuse (see `spares`). */
+const MAX_SPARES = 2;
 /** A line waits at most this long for others to share its write. */
 const FLUSH_MS = 20;
 /**
@@ -51,8 +53,13 @@ export class AuditFile {
   /** Full chunks waiting for the disk, oldest first. */
   private readonly full: Chunk[] = [];
   private queuedBytes = 0;
-  /** A chunk buffer to reuse, so a steady load allocates none. */
-  private spare: Buffer | undefined;
+  /**
+   * Chunk buffers to reuse, so a steady load allocates none. Two: a write that ends before the
+   * next line arrives hands its buffer back while the other is still spare; with room for one
+   * only, a buffer was dropped that way every few flushes, and each one dropped is 256 KB of
+   * external memory, which V8 answers with a mark-compact (issue 23: the audit log's collections).
+   */
+  private readonly spares: Buffer[] = [];
   private writing = false;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -86,7 +93,7 @@ export class AuditFile {
       if (!this.writing) this.pump();
     }
     if (!chunk) {
-      const buf = worst > CHUNK_BYTES ? Buffer.allocUnsafe(worst) : (this.takeSpare() ?? Buffer.allocUnsafe(CHUNK_BYTES));
+      const buf = worst > CHUNK_BYTES ? Buffer.allocUnsafe(worst) : (this.spares.pop() ?? Buffer.allocUnsafe(CHUNK_BYTES));
       chunk = this.filling = { buf, used: 0, lines: 0, fd: this.fd };
     }
     const n = chunk.buf.write(line, chunk.used, 'utf8');
@@ -155,12 +162,6 @@ export class AuditFile {
     }
   }
 
-  private takeSpare(): Buffer | undefined {
-    const b = this.spare;
-    this.spare = undefined;
-    return b;
-  }
-
   private pump(): void {
     const chunk = this.full.shift();
     if (!chunk) {
@@ -173,7 +174,7 @@ export class AuditFile {
     this.writing = true;
     this.writeAll(chunk.fd, chunk.buf.subarray(0, chunk.used), (err) => {
       this.queuedBytes -= chunk.used;
-      if (chunk.buf.length === CHUNK_BYTES) this.spare = chunk.buf;
+      if (chunk.buf.length === CHUNK_BYTES && this.spares.length < MAX_SPARES) this.spares.push(chunk.buf);
       // The last line for a file replaced by `reopen`: that descriptor is done.
       if (chunk.fd !== this.fd && !this.full.some((c) => c.fd === chunk.fd)) fs.close(chunk.fd, () => {});
       if (err) this.opts.onLoss(`cannot write ${this.file}: ${err.message}`, chunk.lines);
