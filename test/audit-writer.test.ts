@@ -10,6 +10,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { NO_CLIENT } from '../src/config/types.js';
 import { parseJson, restoreBigNumbers } from '../src/jsonrpc/big-numbers.js';
 import { AuditLog } from '../src/observe/audit.js';
+import { AuditFile } from '../src/observe/audit-file.js';
+import { IsoTimes, millisJson } from '../src/observe/audit-line.js';
 import { endRequest, startHostRequest, startServerRequest, type RequestEvent } from '../src/observe/events.js';
 import { createLogger, makeScrubber } from '../src/observe/logger.js';
 import { closeAll, fixture, startRawMux, tempFile, WAIT_MS, waitFor, writeConfig } from './helpers/harness.js';
@@ -119,6 +121,43 @@ describe('the hand-built audit line', () => {
     const text = readFileSync(path, 'utf8');
     expect(text).not.toContain(SECRET);
     expect(text).toContain(`"key [REDACTED]":"[REDACTED]"`);
+  });
+
+  it('writes durations and times as String() and toISOString() do, from integers', () => {
+    let seed = 11;
+    const rand = () => (seed = (seed * 16807) % 2147483647) / 2147483647;
+    const durations = [0, -0, 0.0004, 0.0005, 0.001, 0.01, 0.1, 0.15, 1, 1.05, 1.005, 1.5, 999.9995, 1e6 + 0.001, 123456789.123, 2 ** 31 + 0.5, 9e11, 1e12 - 0.001, 1e12, 5e14];
+    for (let i = 0; i < 20000; i++) durations.push(rand() * 10 ** Math.floor(rand() * 13));
+    for (const d of durations) expect(millisJson(d)).toBe(String(Math.round(d * 1000) / 1000));
+    // Off the fast path: negative, not finite, huge.
+    for (const d of [-1.5, NaN, Infinity, 1e20]) expect(millisJson(d)).toBe(JSON.stringify(Math.round(d * 1000) / 1000));
+
+    const times = new IsoTimes();
+    const epochs = [0, 1, 999, 1000, 1001, Date.UTC(2026, 10, 26, 23, 59, 59, 999), Date.UTC(2026, 10, 27), 253402300799999, 253402300800000];
+    let t = Date.UTC(2026, 10, 26, 17, 0, 0, 0);
+    for (let i = 0; i < 5000; i++) epochs.push((t += Math.floor(rand() * 3)), t);
+    for (const ms of epochs) expect(times.text(ms)).toBe(new Date(ms).toISOString());
+  });
+
+  it('reuses its chunk buffers: a steady trickle of lines allocates none after the first two', async () => {
+    const path = tempFile('trickle.jsonl');
+    const file = new AuditFile(path, { onLoss: (why) => expect.fail(why) });
+    const chunks: number[] = [];
+    const alloc = Buffer.allocUnsafe;
+    Buffer.allocUnsafe = (n: number) => (n >= 256 * 1024 && chunks.push(n), alloc(n));
+    try {
+      // Each line waits for the one before it to reach the disk (a flush, then a write), so
+      // writes end before the next line arrives: the case that dropped a buffer each time.
+      const line = `${'x'.repeat(200)}\n`;
+      for (let i = 1; i <= 30; i++) {
+        file.write(line);
+        await waitFor(() => readFileSync(path).length === i * line.length, { what: `line ${i} written` });
+      }
+    } finally {
+      Buffer.allocUnsafe = alloc;
+    }
+    await file.close();
+    expect(chunks.length).toBeLessThanOrEqual(2);
   });
 
   it('keeps a `__proto__` argument key (pino\'s copy dropped it) and cuts nesting at 32 levels', async () => {

@@ -48,6 +48,56 @@ export function jsonValue(v: unknown): string | undefined {
   }
 }
 
+/**
+ * A duration in milliseconds, rounded to the microsecond, as JSON: the very text of
+ * `String(Math.round(ms * 1000) / 1000)`, built from integers. Formatting the double took V8's
+ * general number printer (vsnprintf underneath), the largest single cost of an audit line.
+ * Below 1e15 µs a decimal of at most three places is the shortest text of its double, so the
+ * two agree; anything else (negative, huge, not finite) takes the general path.
+ */
+export function millisJson(ms: number): string {
+  const us = Math.round(ms * 1000);
+  if (!(us >= 0 && us < 1e15)) return jsonValue(us / 1000)!;
+  const whole = Math.floor(us / 1000);
+  let frac = us - whole * 1000;
+  if (frac === 0) return String(whole);
+  let places = 3;
+  while (frac % 10 === 0) {
+    frac /= 10;
+    places--;
+  }
+  const digits = String(frac);
+  return `${whole}.${ZEROS[places - digits.length]}${digits}`;
+}
+const ZEROS = ['', '0', '00'];
+
+/**
+ * ISO 8601 texts of epoch milliseconds (integers, as Date.now() gives), as Date's toISOString
+ * writes them. Under load many lines share a millisecond, and every line of a second shares its
+ * text up to the milliseconds: Date formats once a second.
+ */
+export class IsoTimes {
+  private ms = NaN;
+  private last = '';
+  private second = NaN;
+  /** "…T17:29:11." of the second's "…T17:29:11.000Z". */
+  private head = '';
+
+  text(ms: number): string {
+    if (ms === this.ms) return this.last;
+    const second = Math.floor(ms / 1000);
+    if (second !== this.second) {
+      const whole = new Date(second * 1000).toISOString();
+      this.head = whole.slice(0, whole.length - 4);
+      this.second = second;
+    }
+    const milli = ms - second * 1000;
+    this.ms = ms;
+    this.last = this.head + (milli < 10 ? '00' : milli < 100 ? '0' : '') + milli + 'Z';
+    return this.last;
+  }
+}
+
 /** `{"v":1,...}` of a flat record's defined fields, in their order (operator and reload lines). */
 export function recordLine(prefix: string, fields: Record<string, unknown>): string {
   let line = prefix;

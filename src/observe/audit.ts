@@ -15,7 +15,7 @@ import { restoreBigNumbers } from '../jsonrpc/big-numbers.js';
 import { materialise } from '../jsonrpc/opaque.js';
 import { AuditFile } from './audit-file.js';
 import type { AuditRing } from './audit-ring.js';
-import { jsonValue, quote, recordLine, REDACTED, redactedJson } from './audit-line.js';
+import { IsoTimes, jsonValue, millisJson, quote, recordLine, REDACTED, redactedJson } from './audit-line.js';
 import { CHANNEL, publishAuditError, type ConfigReloadEvent, type OperatorActionEvent, type RequestEvent } from './events.js';
 import { makeScrubber, type Logger } from './logger.js';
 
@@ -55,8 +55,7 @@ export class AuditLog {
   private readonly onReload = (msg: unknown): void => this.reload(msg as ConfigReloadEvent);
   private lost = 0;
   private lastLossLog = 0;
-  private isoMs = -1;
-  private isoText = '';
+  private readonly times = new IsoTimes();
 
   /** Opens the file; throws (with the reason) when it cannot be opened. */
   constructor(private readonly opts: AuditOptions) {
@@ -93,12 +92,12 @@ export class AuditLog {
     if (ev.roundOf) return;
     try {
       // The fields of the README's table, in its order; undefined ones are left out.
-      let line = REQUEST_PREFIX + this.iso(ev.startTime) + (ev.direction === 'host-to-server' ? '","direction":"host-to-server",' : '","direction":"server-to-host",');
+      let line = REQUEST_PREFIX + this.times.text(ev.startTime) + (ev.direction === 'host-to-server' ? '","direction":"host-to-server",' : '","direction":"server-to-host",');
       line += this.whoJson(ev.client ?? NO_CLIENT, ev.sessionId, ev.transport);
       line += ',"method":' + quote(ev.method);
       line += field(',"id":', ev.requestId) + field(',"server":', ev.server) + field(',"name":', ev.name) + field(',"upstreamName":', ev.upstreamName);
       line += field(',"outcome":', ev.outcome) + field(',"code":', ev.code) + field(',"retryAfterMs":', ev.retryAfterMs);
-      line += ',"durationMs":' + jsonValue(Math.round(ev.durationMs * 1000) / 1000);
+      line += ',"durationMs":' + millisJson(ev.durationMs);
       // A call that took several requests (input_required, then the host's retries).
       if (ev.rounds > 1) line += ',"rounds":' + jsonValue(ev.rounds);
       if (ev.direction === 'host-to-server') line += ',"bytesIn":' + jsonValue(ev.bytesIn) + ',"bytesOut":' + jsonValue(ev.bytesOut);
@@ -122,7 +121,7 @@ export class AuditLog {
   /** An operator action asked over HTTP: who, what, on which server, and the answer. */
   private operator(ev: OperatorActionEvent): void {
     this.write({
-      time: this.iso(Date.now()),
+      time: this.times.text(Date.now()),
       direction: 'operator',
       // No tokens configured: the caller is `anonymous`, as hosts are then.
       client: ev.client ?? ANONYMOUS_CLIENT,
@@ -139,7 +138,7 @@ export class AuditLog {
   private reload(ev: ConfigReloadEvent): void {
     const applied = ev.result === 'applied';
     this.write({
-      time: this.iso(Date.now()),
+      time: this.times.text(Date.now()),
       direction: 'operator',
       action: 'reload',
       trigger: ev.trigger,
@@ -163,15 +162,6 @@ export class AuditLog {
     // The console's ring gets the very line the file gets: formatted, scrubbed.
     this.ring?.push(done);
     this.file.write(done);
-  }
-
-  /** ISO time of an epoch millisecond; under load many lines share one. */
-  private iso(ms: number): string {
-    if (ms !== this.isoMs) {
-      this.isoMs = ms;
-      this.isoText = new Date(ms).toISOString();
-    }
-    return this.isoText;
   }
 
   /** The `arguments` field's JSON, or undefined when the line has none. */
