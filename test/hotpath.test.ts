@@ -4,7 +4,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { PendingTable, REQUEST_TIMEOUT } from '../src/jsonrpc/pending.js';
-import { SlotMap } from '../src/jsonrpc/slot-map.js';
+import { IdTable } from '../src/jsonrpc/id-table.js';
 import type { RpcError } from '../src/jsonrpc/message.js';
 
 /** Runs `fn` counting the timers armed meanwhile (the table's timer is unref'd: no active handle to count). */
@@ -98,14 +98,14 @@ describe('PendingTable: one timer per table', () => {
   });
 });
 
-describe('SlotMap', () => {
-  it('behaves as a Map: get, has, set over, delete, size, entries in insertion order whichever entry sits in the slot', () => {
-    const m = new SlotMap<string | number, string>();
+describe('IdTable', () => {
+  it('behaves as a Map: get, has, set over, delete, size, entries in insertion order', () => {
+    const m = new IdTable<string>();
     const ref = new Map<string | number, string>();
     const ops: [string, string | number, string?][] = [
       ['set', 1, 'a'], ['set', 2, 'b'], ['set', 1, 'a2'], ['delete', 1], ['set', 3, 'c'], ['set', '1', 'str'],
       ['delete', 2], ['delete', 3], ['delete', 'x'], ['set', 4, 'd'], ['delete', '1'], ['set', 5, 'e'], ['delete', 4], ['delete', 5],
-      ['set', 6, 'f'], ['set', 7, 'g'], ['delete', 6], ['set', 8, 'h'],
+      ['set', 6, 'f'], ['set', 7, 'g'], ['delete', 6], ['set', 8, 'h'], ['set', -0, 'zero'], ['set', 0, 'zero2'], ['delete', 0],
     ];
     for (const [op, k, v] of ops) {
       if (op === 'set') {
@@ -116,7 +116,7 @@ describe('SlotMap', () => {
       }
       expect(m.size).toBe(ref.size);
       expect(m.entries()).toEqual([...ref.entries()]);
-      for (const key of [1, 2, 3, '1', 4, 5, 6, 7, 8]) {
+      for (const key of [1, 2, 3, '1', 4, 5, 6, 7, 8, 0]) {
         expect(m.get(key)).toBe(ref.get(key));
         expect(m.has(key)).toBe(ref.has(key));
       }
@@ -124,5 +124,48 @@ describe('SlotMap', () => {
     m.clear();
     expect(m.size).toBe(0);
     expect(m.entries()).toEqual([]);
+  });
+
+  it('stays a Map through growth, shrinking and long probe runs, for numbers, big numbers and strings', () => {
+    const m = new IdTable<number>();
+    const ref = new Map<string | number, number>();
+    let seed = 5;
+    const rand = (n: number) => (seed = (seed * 48271) % 2147483647) % n;
+    // Sequential ids (as mcpmux issues them), colliding ones (multiples of the table sizes),
+    // strings, ids past 32 bits and fractions.
+    const key = (): string | number => {
+      switch (rand(5)) {
+        case 0: return rand(64);
+        case 1: return rand(8) * 1024;
+        case 2: return `req-${rand(50)}`;
+        case 3: return 2 ** 40 + rand(20);
+        default: return rand(30) + 0.5;
+      }
+    };
+    for (let round = 0; round < 40; round++) {
+      // Fill up (the table grows), then drain (it goes back to its first size when empty).
+      const fill = rand(300);
+      for (let i = 0; i < fill; i++) {
+        const k = key();
+        m.set(k, i);
+        ref.set(k, i);
+      }
+      for (let i = 0; i < 400; i++) {
+        const k = key();
+        expect(m.delete(k)).toBe(ref.delete(k));
+        if (rand(3) === 0) {
+          const k2 = key();
+          m.set(k2, -i);
+          ref.set(k2, -i);
+        }
+      }
+      expect(m.size).toBe(ref.size);
+      expect(m.entries()).toEqual([...ref.entries()]);
+      for (const k of ref.keys()) expect(m.get(k)).toBe(ref.get(k));
+      for (const [k] of m.entries()) m.delete(k);
+      ref.clear();
+      expect(m.size).toBe(0);
+      expect(m.get(1)).toBeUndefined();
+    }
   });
 });

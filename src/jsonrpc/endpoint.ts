@@ -20,7 +20,7 @@ import {
 } from './message.js';
 import { materialise } from './opaque.js';
 import { PendingTable, type PendingOptions } from './pending.js';
-import { SlotMap } from './slot-map.js';
+import { IdTable } from './id-table.js';
 import type { FrameError, Transport } from '../transport/transport.js';
 
 export type Result = Record<string, unknown>;
@@ -89,7 +89,7 @@ export class Endpoint {
   onclose?: (reason: string) => void;
 
   private readonly pending: PendingTable;
-  private readonly incoming = new SlotMap<JsonRpcId, Canceller>();
+  private readonly incoming = new IdTable<Canceller>();
   private closed = false;
 
   constructor(

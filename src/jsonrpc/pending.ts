@@ -5,7 +5,7 @@
 import { materialise } from './opaque.js';
 import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcResponse, isFailure } from './message.js';
 import { RawResult } from './raw-result.js';
-import { SlotMap } from './slot-map.js';
+import { IdTable } from './id-table.js';
 
 /** Error code for a request that ran out of time (the SDK uses the same). */
 export const REQUEST_TIMEOUT = -32001;
@@ -67,7 +67,7 @@ interface Entry {
  * next. A request answered in time therefore costs no timer work at all.
  */
 export class PendingTable {
-  private readonly entries = new SlotMap<JsonRpcId, Entry>();
+  private readonly entries = new IdTable<Entry>();
   private nextId = 1;
   private timer: NodeJS.Timeout | undefined;
   /** When `timer` fires (Infinity: not armed). */
