@@ -161,6 +161,7 @@ describe('IdTable', () => {
       }
       expect(m.size).toBe(ref.size);
       expect(m.entries()).toEqual([...ref.entries()]);
+      expect(m.values()).toEqual([...ref.values()]);
       for (const k of ref.keys()) expect(m.get(k)).toBe(ref.get(k));
       for (const [k] of m.entries()) m.delete(k);
       ref.clear();

@@ -23,7 +23,7 @@ const FREE: unique symbol = Symbol('free');
 
 export class IdTable<V> {
   private keys: (JsonRpcId | typeof FREE)[] = [];
-  private values: (V | undefined)[] = [];
+  private vals: (V | undefined)[] = [];
   /** Each slot's hash, so that moving and growing never hash a string again. */
   private hashes = new Int32Array(0);
   /** Each slot's insertion number: entries() gives insertion order, as a Map does. */
@@ -42,7 +42,7 @@ export class IdTable<V> {
 
   get(key: JsonRpcId): V | undefined {
     const i = this.find(key, hashOf(key));
-    return i < 0 ? undefined : this.values[i];
+    return i < 0 ? undefined : this.vals[i];
   }
 
   has(key: JsonRpcId): boolean {
@@ -53,7 +53,7 @@ export class IdTable<V> {
     const h = hashOf(key);
     const found = this.find(key, h);
     if (found >= 0) {
-      this.values[found] = value;
+      this.vals[found] = value;
       return;
     }
     // At most half full: probes stay short.
@@ -62,7 +62,7 @@ export class IdTable<V> {
     while (this.keys[i] !== FREE) i = (i + 1) & this.mask;
     // -0 is kept as 0, as a Map keeps it.
     this.keys[i] = key === 0 ? 0 : key;
-    this.values[i] = value;
+    this.vals[i] = value;
     this.hashes[i] = h;
     this.order[i] = this.inserted++;
     this.count++;
@@ -78,13 +78,13 @@ export class IdTable<V> {
       // The entry at j stays where it is when its home lies cyclically in (i, j].
       if (i <= j ? i < home && home <= j : i < home || home <= j) continue;
       this.keys[i] = this.keys[j]!;
-      this.values[i] = this.values[j];
+      this.vals[i] = this.vals[j];
       this.hashes[i] = this.hashes[j]!;
       this.order[i] = this.order[j]!;
       i = j;
     }
     this.keys[i] = FREE;
-    this.values[i] = undefined;
+    this.vals[i] = undefined;
     this.count--;
     // A burst grew it: back to the first size once it is empty (the only allocation after one).
     if (this.count === 0 && this.keys.length > INITIAL) this.resize(INITIAL);
@@ -96,7 +96,12 @@ export class IdTable<V> {
     const slots: number[] = [];
     for (let i = 0; i < this.keys.length; i++) if (this.keys[i] !== FREE) slots.push(i);
     slots.sort((a, b) => this.order[a]! - this.order[b]!);
-    return slots.map((i) => [this.keys[i] as JsonRpcId, this.values[i] as V]);
+    return slots.map((i) => [this.keys[i] as JsonRpcId, this.vals[i] as V]);
+  }
+
+  /** The values in insertion order, as a copy. */
+  values(): V[] {
+    return this.entries().map(([, v]) => v);
   }
 
   clear(): void {
@@ -113,7 +118,7 @@ export class IdTable<V> {
 
   /** New arrays of `size` slots, with the entries moved over (unless `keep` is false). */
   private resize(size: number, keep = true): void {
-    const { keys, values, hashes, order } = this;
+    const { keys, vals, hashes, order } = this;
     this.allocate(size);
     this.count = 0;
     if (keep) {
@@ -123,7 +128,7 @@ export class IdTable<V> {
         let j = hashes[i]! & this.mask;
         while (this.keys[j] !== FREE) j = (j + 1) & this.mask;
         this.keys[j] = key;
-        this.values[j] = values[i];
+        this.vals[j] = vals[i];
         this.hashes[j] = hashes[i]!;
         this.order[j] = order[i]!;
         this.count++;
@@ -131,12 +136,12 @@ export class IdTable<V> {
     }
     // The old arrays are garbage now; emptied, they hold nothing alive (see the top).
     keys.fill(FREE);
-    values.fill(undefined);
+    vals.fill(undefined);
   }
 
   private allocate(size: number): void {
     this.keys = new Array<JsonRpcId | typeof FREE>(size).fill(FREE);
-    this.values = new Array<V | undefined>(size).fill(undefined);
+    this.vals = new Array<V | undefined>(size).fill(undefined);
     this.hashes = new Int32Array(size);
     this.order = new Float64Array(size);
     this.mask = size - 1;

@@ -6,6 +6,7 @@
 // gets mcpmux's own request in that upstream's era.
 
 import { Canceller, NEVER, type CancelSignal } from '../jsonrpc/cancel.js';
+import { IdTable } from '../jsonrpc/id-table.js';
 import type { Result } from '../jsonrpc/endpoint.js';
 import { ErrorCode, RpcError, type JsonRpcId, type JsonRpcRequest } from '../jsonrpc/message.js';
 import { materialise } from '../jsonrpc/opaque.js';
@@ -42,11 +43,11 @@ export class ModernHost {
   /** How many of this connection's listens want each URI (subscribed upstream while any does). */
   private readonly uriRefs = new Map<string, number>();
   /** Calls started here and still in flight upstream, by the id of the request that started them. */
-  private readonly calls = new Map<JsonRpcId, BridgedCall>();
+  private readonly calls = new IdTable<BridgedCall>();
   /** Called once no call started here is in flight any more (see `busy`). */
   onIdle?: () => void;
   /** Requests that asked for log messages (`_meta` logLevel), and from which level. */
-  private readonly logLevels = new Map<JsonRpcId, LogLevel>();
+  private readonly logLevels = new IdTable<LogLevel>();
   private admitted: Promise<void> | undefined;
 
   constructor(
