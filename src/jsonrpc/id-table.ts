@@ -60,8 +60,9 @@ export class IdTable<V> {
     }
     // At most half full: probes stay short.
     if ((this.count + 1) * 2 > this.keys.length) this.resize(this.keys.length * 2);
-    let i = h & this.mask;
-    while (this.keys[i] !== FREE) i = (i + 1) & this.mask;
+    let i = (h - 1) & this.mask;
+    do i = (i + 1) & this.mask;
+    while (this.keys[i] !== FREE);
     // -0 is kept as 0, as a Map keeps it.
     this.keys[i] = key === 0 ? 0 : key;
     this.vals[i] = value;
@@ -113,7 +114,12 @@ export class IdTable<V> {
   }
 
   private find(key: JsonRpcId, h: number): number {
-    for (let i = h & this.mask; ; i = (i + 1) & this.mask) {
+    // The probe starts one before the home slot so that its step runs on every lookup:
+    // sequential ids rarely collide, and code V8 optimised before the first collision (with
+    // the step never run) was thrown away at it, callers and all, and compiled again.
+    let i = (h - 1) & this.mask;
+    for (;;) {
+      i = (i + 1) & this.mask;
       const k = this.keys[i];
       if (k === FREE) return -1;
       if (k === key) return i;
