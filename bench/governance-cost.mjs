@@ -5,7 +5,7 @@
 // audit log, metrics on an admin port).
 //
 //   node bench/governance-cost.mjs [--modes off,policy,limits,audit,metrics,all] [--calls 200,2200]
-//                                  [--inflight 16] [--gc] [--scrape-every 2000]
+//                                  [--inflight 16] [--gc] [--scrape-every 2000] [--keep]
 //
 // Each (mode, N) runs `mcpmux stdio` once, under valgrind's callgrind (or, with --gc, plainly,
 // counting scavenges), drives N light-client tools/call with `inflight` in flight, then closes
@@ -35,12 +35,17 @@ const ECHO = join(ROOT0, 'bench', 'echo-server.mjs');
 const MCPMUX = join(ROOT, 'bin', 'mcpmux.js');
 // --window W: one process per mode; W calls, then callgrind's counters zeroed, then the
 // largest --calls N, then a dump: instructions of exactly those N calls, one start-up per mode.
+// Warm up with W >= 20000: after 500 calls V8 is still optimising, and its compiler threads
+// (counted too: every thread of the process is) were ~70% of a 2 000-call window, more with
+// governance on (more code to optimise). `--window 20000 --calls 20000` is the steady state.
 const windowWarm = opt('window', undefined) === undefined ? undefined : Number(opt('window'));
 const modes = opt('modes', 'off,policy,limits,audit,metrics,all').split(',');
 const counts = opt('calls', '200,2200').split(',').map(Number);
 const inflight = Number(opt('inflight', '16'));
 const scrapeEvery = Number(opt('scrape-every', '2000'));
 const gcOnly = args.includes('--gc');
+// --keep: leave the callgrind files (for callgrind_annotate) and say where.
+const keep = args.includes('--keep');
 const tmp = mkdtempSync(join(tmpdir(), 'mcpmux-govcost-'));
 
 const deny = (kind, n) => Array.from({ length: n }, (_, i) => `nothing${i}__${kind}_*`);
@@ -145,9 +150,24 @@ async function runOnce(mode, n) {
   if (windowWarm !== undefined) {
     // The dump asked for is out.1 (the final one at exit is `out`): the window alone.
     const dump = readdirSync(tmp).find((f) => f.startsWith(`callgrind-${mode}-${n}.out.`));
-    return { instructions: total(join(tmp, dump)), perCall: total(join(tmp, dump)) / (mode === 'scrapes' ? n / 100 : n) };
+    const per = mode === 'scrapes' ? n / 100 : n;
+    return { instructions: total(join(tmp, dump)), perCall: total(join(tmp, dump)) / per, mainPerCall: mainThread(join(tmp, dump)) / per };
   }
   return { instructions: total(out) };
+}
+
+/**
+ * Instructions of the main thread alone (the event loop, and the scavenges it runs): what
+ * `main` includes. The rest is V8's worker threads, mostly its optimising compiler, whose work
+ * in a window is a one-off that varies from run to run (a function compiled late).
+ */
+function mainThread(file) {
+  try {
+    const text = execFileSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+    return Number(/^\s*([\d,]+) \([^)]*\)\s+\?\?\?:main \[/m.exec(text)?.[1]?.replace(/,/g, '') ?? NaN);
+  } catch {
+    return NaN;
+  }
 }
 
 const results = {};
@@ -160,14 +180,16 @@ for (const mode of modes) {
 }
 if (windowWarm !== undefined) {
   const n = Math.max(...counts);
-  console.log(`| mode | instructions per call (${windowWarm} calls, then ${n} counted, ${inflight} in flight) | vs off |`);
-  console.log('|---|---:|---:|');
+  console.log(`| mode | instructions per call (${windowWarm} calls, then ${n} counted, ${inflight} in flight) | vs off | main thread only | vs off |`);
+  console.log('|---|---:|---:|---:|---:|');
+  const diff = (v, off) => (off === undefined || !Number.isFinite(off) ? '' : (v >= off ? '+' : '') + Math.round(v - off));
   for (const mode of modes) {
-    const v = results[mode][n].perCall;
-    const off = results.off?.[n].perCall;
-    console.log(`| ${mode} | ${Math.round(v)} | ${mode === 'scrapes' || off === undefined ? '' : (v >= off ? '+' : '') + Math.round(v - off)} |`);
+    const { perCall, mainPerCall } = results[mode][n];
+    const off = mode === 'scrapes' ? undefined : results.off?.[n];
+    console.log(`| ${mode} | ${Math.round(perCall)} | ${diff(perCall, off?.perCall)} | ${Number.isFinite(mainPerCall) ? Math.round(mainPerCall) : ''} | ${Number.isFinite(mainPerCall) ? diff(mainPerCall, off?.mainPerCall) : ''} |`);
   }
-  rmSync(tmp, { recursive: true, force: true });
+  if (keep) console.error(`callgrind files kept in ${tmp}`);
+  else rmSync(tmp, { recursive: true, force: true });
   process.exit(0);
 }
 const lo = Math.min(...counts);
@@ -186,4 +208,5 @@ for (const mode of modes) {
 function mode0() {
   return `N=${hi} minus N=${lo}, ${inflight} in flight`;
 }
-rmSync(tmp, { recursive: true, force: true });
+if (keep) console.error(`callgrind files kept in ${tmp}`);
+else rmSync(tmp, { recursive: true, force: true });
