@@ -15,6 +15,7 @@
 // Sequential traffic (one request in flight) allocates nothing; ids compare with ===, as JSON
 // ids are strings or finite numbers (0 and -0 are one key, as in a Map).
 
+import { randomBytes } from 'node:crypto';
 import type { JsonRpcId } from './message.js';
 
 const INITIAL = 16;
@@ -158,11 +159,26 @@ export class IdTable<V> {
   }
 }
 
-/** A well-spread 32-bit hash of an id: integers mixed, anything else by its text. */
+/**
+ * Per process and unknown to peers: a host picks its request ids, and ids chosen to share a
+ * slot (multiples of 65 536, say, which a plain multiplicative hash sends to slot 0 at every
+ * table size) would make each lookup walk every request in flight, up to
+ * `limits.maxInFlightPerSession`: quadratic work for the price of ordinary requests.
+ */
+const SEED = randomBytes(4).readInt32LE(0);
+
+/** A well-spread 32-bit hash of an id, seeded: integers by value, anything else by its text. */
 function hashOf(key: JsonRpcId): number {
-  if (typeof key === 'number' && Number.isInteger(key) && Math.abs(key) <= 0x7fffffff) return Math.imul(key | 0, 0x9e3779b1) ^ ((key | 0) >>> 15);
-  const s = typeof key === 'number' ? String(key) : key;
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
-  return h;
+  let h: number;
+  if (typeof key === 'number' && Number.isInteger(key) && Math.abs(key) <= 0x7fffffff) {
+    h = (key | 0) ^ SEED;
+  } else {
+    const s = typeof key === 'number' ? String(key) : key;
+    h = 0x811c9dc5 ^ SEED;
+    for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  }
+  // murmur3's finaliser: every input bit reaches the low bits the table uses.
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return h ^ (h >>> 16);
 }
