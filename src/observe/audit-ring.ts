@@ -29,8 +29,6 @@ export class AuditRing {
   private readonly lengths: Int32Array;
   private first = 0;
   private count = 0;
-  /** Where the next line goes. */
-  private end = 0;
 
   constructor(
     private readonly max = AUDIT_RING_LINES,
@@ -48,7 +46,7 @@ export class AuditRing {
     // buffer's end.
     const limit = Math.min(AUDIT_RING_LINE_BYTES + 1, line.length * 3);
     const room = limit + CUT.length;
-    let at = this.end;
+    let at = this.end();
     if (at + room > this.capacity) {
       // The tail is too short: the lines still in it are the oldest ones; they go, and so does
       // the tail.
@@ -71,7 +69,6 @@ export class AuditRing {
     this.starts[slot] = at;
     this.lengths[slot] = n;
     this.count++;
-    this.end = at + n;
   }
 
   /** The last `last` lines kept (all of them when undefined), oldest first. */
@@ -90,7 +87,13 @@ export class AuditRing {
   clear(): void {
     this.first = 0;
     this.count = 0;
-    this.end = 0;
+  }
+
+  /** Where the next line goes: just past the newest one. */
+  private end(): number {
+    if (this.count === 0) return 0;
+    const newest = (this.first + this.count - 1) % this.max;
+    return this.starts[newest]! + this.lengths[newest]!;
   }
 
   private overlaps(slot: number, from: number, to: number): boolean {
