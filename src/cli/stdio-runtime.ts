@@ -83,7 +83,8 @@ export async function serveStdio(config: Config, opts: StdioOptions, adminPortFl
   const logins = new InteractiveLogins(log, Number(process.env.MCPMUX_LOGIN_REOPEN_MS) > 0 ? Number(process.env.MCPMUX_LOGIN_REOPEN_MS) : undefined);
   router.openLoginsWith(logins);
   router.adoptChildren(prestarted);
-  router.start();
+  // The host's initialize has waited since this process started (performance's time origin).
+  router.start(performance.now());
   // Every upstream has made its first start by then: a child not adopted (none, normally) is no one's.
   void router.ready().then(() => prestarted.stopUntaken());
   void router.ready().then(() => (started = true));

@@ -210,11 +210,15 @@ export class Router {
   /**
    * Starts every shared upstream. `ready()` waits for all of them (bounded by
    * timeouts.startupMs: readiness, commands); a host's initialize only for startupWaitMs.
+   * `waitedMs`: how long a host has already been waiting when the router starts, taken off
+   * its wait. `mcpmux stdio` passes its own age: its host spawned it and wrote `initialize` at
+   * once, so the host's wait began before mcpmux had loaded (docs/decisions.md). `serve` passes
+   * nothing: no host is waiting yet.
    */
-  start(): void {
+  start(waitedMs = 0): void {
     const starting = this.pool.startShared();
     this.startup = boundedAll(starting, this.config.timeouts.startupMs);
-    this.startupWait = boundedAll(starting, this.config.timeouts.startupWaitMs);
+    this.startupWait = boundedAll(starting, Math.max(0, this.config.timeouts.startupWaitMs - waitedMs));
   }
 
   ready(): Promise<void> {
