@@ -63,6 +63,8 @@ function host(rt: Runtime, answer: (method: string, params: any) => object = () 
       return r;
     },
     end: () => toMux.end(),
+    /** What mcpmux writes to this host (to see when an answer was handed over). */
+    out: fromMux,
   };
 }
 
@@ -94,6 +96,32 @@ const SAMPLED = { role: 'assistant', content: { type: 'text', text: 'sampled by 
 describe('events (node:diagnostics_channel)', () => {
   it('nothing is built when nobody listens', () => {
     expect(startHostRequest({ id: 's', client: 'c', transport: 'stdio' }, 'ping', 1, undefined, 10)).toBeUndefined();
+  });
+
+  it('a request ends on the bus once its answer is written to the host, not before: observers stay off the call\'s path', async () => {
+    const rt = run({ mcpServers: { fx: fixture({ name: 'fx' }) } });
+    const h = host(rt);
+    await h.init();
+    // On a busy machine the upstream may start after initialize's wait: its tool is then listed later.
+    await waitFor(async () => (await h.request('tools/list')).result.tools.some((t: { name: string }) => t.name === 'fx__echo') || undefined, { what: 'fx__echo listed' });
+    const order: string[] = [];
+    const write = h.out.write.bind(h.out) as (chunk: unknown, ...rest: unknown[]) => boolean;
+    h.out.write = ((chunk: unknown, ...rest: unknown[]) => {
+      // The one tools/call's answer (echo's result has structuredContent).
+      if (String(chunk).includes('"structuredContent"')) order.push('answer written');
+      return write(chunk, ...rest);
+    }) as typeof h.out.write;
+    const ended = (msg: unknown) => {
+      if ((msg as { method?: unknown }).method === 'tools/call') order.push('request:end published');
+    };
+    dc.subscribe(CHANNEL.requestEnd, ended);
+    try {
+      expect((await h.request('tools/call', { name: 'fx__echo', arguments: { a: 1 } })).result.structuredContent).toEqual({ a: 1 });
+      await waitFor(() => order.length === 2, { what: 'the answer written and the end published' });
+    } finally {
+      dc.unsubscribe(CHANNEL.requestEnd, ended);
+    }
+    expect(order).toEqual(['answer written', 'request:end published']);
   });
 
   it('publishes sessions, requests, upstream requests and states, denials and limitings, with the documented fields', async () => {

@@ -213,10 +213,36 @@ export class Endpoint {
     infos.forEach((info, i) => info.onAnswered?.(results[i], results[i] === undefined ? 0 : share));
   }
 
-  /** Tells the request's handler, if it asked, that its answer is out (and how big it was). */
+  /**
+   * Tells the request's handler, if it asked, that its answer is out (and how big it was), once
+   * it is: a transport that batches writes queued its flush with process.nextTick when the
+   * answer was sent, and ticks run in order, so what observers do with the answer (the audit
+   * line, metrics, a span) comes after the peer has it, not before. On the path of a sequential
+   * call that work was mcpmux's largest addition with governance on (issue 23).
+   */
   private answered(info: IncomingInfo, res: JsonRpcResponse | undefined, wire: Wire | void | undefined): void {
-    info.onAnswered?.(res, wire ? wireBytes(wire) : 0);
+    const told = info.onAnswered;
+    if (told === undefined) return;
+    // One tick for all the answers of a turn (under load, dozens), not one each.
+    if (this.answers.length === 0) process.nextTick(this.tellAnswered);
+    this.answers.push({ told, res, bytes: wire ? wireBytes(wire) : 0 });
   }
+
+  /** Answers written since the last tick whose handlers asked to hear of them (answered()). */
+  private answers: { told: NonNullable<IncomingInfo['onAnswered']>; res: JsonRpcResponse | undefined; bytes: number }[] = [];
+
+  private readonly tellAnswered = (): void => {
+    const answers = this.answers;
+    this.answers = [];
+    for (const { told, res, bytes } of answers) {
+      try {
+        told(res, bytes);
+      } catch (err) {
+        // An observer's bug costs its record, not the process (this runs outside any request).
+        this.opts.onProtocolError?.('an answer could not be observed', err);
+      }
+    }
+  };
 
   /**
    * dispatch(), but a bug or a message nobody foresaw costs that message, not the process:
