@@ -424,11 +424,11 @@ export async function exitWithin<T>(child: { kill(signal: NodeJS.Signals): unkno
 }
 
 /**
- * Runs `node bench/run.mjs ...args` (the benchmark harness) to its exit, SIGKILL past
- * `timeoutMs`; resolves with its exit code and everything it wrote.
+ * Runs `node bench/run.mjs ...args` (the benchmark harness, or another of bench/'s scripts) to
+ * its exit, SIGKILL past `timeoutMs`; resolves with its exit code and everything it wrote.
  */
-export async function runBench(args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [path.join(ROOT, 'bench/run.mjs'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+export async function runBench(args: string[], timeoutMs: number, script = 'bench/run.mjs'): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [path.join(ROOT, script), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));

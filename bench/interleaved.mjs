@@ -1,0 +1,238 @@
+#!/usr/bin/env node
+// Sequential tools/call p50 with the compared processes open at once and the calls alternating
+// between them in blocks (issue 23, the p50 clauses of targets 1 and 2).
+//
+//   node bench/interleaved.mjs [--compare relay,governance] [--rounds 3] [--blocks 30]
+//                              [--block 100] [--warmup 2000] [--out DIR]
+//
+// `bench/run.mjs` measures one target after another in each round; on a small VM the sequential
+// p50 moves by 50-100 µs between windows of a few seconds, more than the 30 µs a target allows.
+// Here every target of a comparison is spawned and warmed up first, then the blocks go round
+// (the order rotating from block to block), so a change in the machine touches all of them
+// alike; each target's p50 is taken over all its calls of the round. The light client drives
+// every target (bench/lib/light-client.mjs), one call at a time.
+//
+// - relay: the echo server direct, behind the no-op relay (bench/relay.mjs) and behind
+//   `mcpmux stdio`; target 1: mcpmux's p50 within the relay's + 30 µs.
+// - governance: `mcpmux stdio` with governance off and on (bench/run.mjs's governed config:
+//   50 policy rules, 3 rate limits, the redacted audit log, /metrics scraped every second);
+//   target 2: on within 1.1x of off.
+//
+// Prints a Markdown table (median over rounds, min-max in brackets) and writes it with the raw
+// figures to DIR/interleaved-latest.{md,json} (default bench/results).
+
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { echoCall, errText } from './lib/calls.mjs';
+import { StdioLight } from './lib/light-client.mjs';
+import { installCleanup, spawnTracked, stopTracked } from './lib/procs.mjs';
+import { fmt, median, pct } from './lib/stats.mjs';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const NODE = process.execPath;
+const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
+const RELAY = join(ROOT, 'bench', 'relay.mjs');
+const MCPMUX = join(ROOT, 'bin', 'mcpmux.js');
+
+const USAGE = 'usage: node bench/interleaved.mjs [--compare relay,governance] [--rounds N] [--blocks N] [--block N] [--warmup N] [--out DIR]';
+
+function options(argv) {
+  const o = { compare: ['relay', 'governance'], rounds: 3, blocks: 30, block: 100, warmup: 2000, out: join(ROOT, 'bench', 'results') };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const value = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value\n${USAGE}`);
+      return v;
+    };
+    const count = () => {
+      const n = Number(value());
+      if (!Number.isInteger(n) || n < 1) throw new Error(`${a} takes a whole number >= 1\n${USAGE}`);
+      return n;
+    };
+    if (a === '--compare') {
+      o.compare = value().split(',');
+      for (const c of o.compare) if (c !== 'relay' && c !== 'governance') throw new Error(`--compare takes relay and/or governance, got ${c}\n${USAGE}`);
+    } else if (a === '--rounds') o.rounds = count();
+    else if (a === '--blocks') o.blocks = count();
+    else if (a === '--block') o.block = count();
+    else if (a === '--warmup') o.warmup = count();
+    else if (a === '--out') o.out = value();
+    else if (a === '--help' || a === '-h') {
+      console.log(USAGE);
+      process.exit(0);
+    } else throw new Error(`unknown option ${a}\n${USAGE}`);
+  }
+  return o;
+}
+
+/** The governed config of bench/run.mjs: 50 policy rules, 3 rate limits that never refuse, a redacted audit log. */
+function governedConfig(auditPath) {
+  const deny = (kind, n) => Array.from({ length: n }, (_, i) => `nothing${i}__${kind}_*`);
+  return {
+    mcpServers: { echo: { command: NODE, args: [ECHO] } },
+    policy: {
+      tools: { allow: ['*'], deny: deny('tool', 20) },
+      prompts: { deny: deny('prompt', 10) },
+      resources: { deny: deny('resource', 10) },
+      clients: { anonymous: { allow: ['*'], deny: deny('anon', 10) } },
+    },
+    rateLimits: [
+      { server: 'echo', perMinute: 60_000_000, burst: 1_000_000 },
+      { tool: 'echo', perMinute: 60_000_000, burst: 1_000_000 },
+      { client: '*', perMinute: 60_000_000, burst: 1_000_000, per: ['client'] },
+    ],
+    audit: { path: auditPath, arguments: 'redacted' },
+  };
+}
+
+/** Spawns `args` under node with a light client, initialized; finds the echo tool (mcpmux lists it once its upstream is up). */
+async function open(label, args) {
+  const child = spawnTracked(NODE, args, { label });
+  const c = new StdioLight(child, { label });
+  try {
+    await c.initialize(60_000);
+    let tool;
+    const deadline = Date.now() + 60_000;
+    while (!tool) {
+      const list = await c.request('tools/list', {}, 60_000);
+      tool = list.result?.tools?.map((t) => t.name).find((n) => /(^|[^a-z])echo$/.test(n));
+      if (tool) break;
+      if (Date.now() > deadline) throw new Error('no echo tool listed within 60 s');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return { label, child, c, call: echoCall(c, tool), lat: [] };
+  } catch (e) {
+    await stopTracked(child);
+    throw new Error(`${label}: ${errText(e)}\n--- its stderr:\n${child.stderrTail()}`);
+  }
+}
+
+/** Fetches /metrics from the admin port `child` logged, every second, as Prometheus would. */
+function scrapeEverySecond(child) {
+  const m = /"port":(\d+)[^\n]*"msg":"admin listening"/.exec(child.stderrTail(64 * 1024));
+  if (!m) throw new Error('mcpmux (governance on) logged no "admin listening" line');
+  const url = `http://127.0.0.1:${m[1]}/metrics`;
+  let scrapes = 0;
+  let busy = Promise.resolve();
+  const scrape = () => fetch(url).then((r) => r.text()).then((t) => void (t.includes('mcpmux_requests_total') && scrapes++));
+  const timer = setInterval(() => (busy = busy.then(scrape, scrape)), 1000);
+  return {
+    async stop() {
+      clearInterval(timer);
+      await busy.catch(() => {});
+      return scrapes;
+    },
+  };
+}
+
+/** One round: every target warmed up, then `blocks` blocks of `block` calls each, the order rotating. */
+async function round(targets, o) {
+  for (const t of targets) for (let i = 0; i < o.warmup; i++) if (!(await t.call())) throw new Error(`${t.label}: a warm-up call did not echo`);
+  for (let b = 0; b < o.blocks; b++) {
+    for (let k = 0; k < targets.length; k++) {
+      const t = targets[(b + k) % targets.length];
+      for (let i = 0; i < o.block; i++) {
+        const t0 = performance.now();
+        const ok = await t.call();
+        t.lat.push(performance.now() - t0);
+        if (!ok) throw new Error(`${t.label}: a call did not echo`);
+      }
+    }
+  }
+  return Object.fromEntries(targets.map((t) => [t.label, p50(t.lat)]));
+}
+
+function p50(lat) {
+  return pct(Float64Array.from(lat).sort(), 50);
+}
+
+async function compare(kind, o, tmp) {
+  const rounds = [];
+  for (let r = 1; r <= o.rounds; r++) {
+    process.stderr.write(`interleaved: ${kind}, round ${r}/${o.rounds}\n`);
+    const targets = [];
+    let scraper;
+    try {
+      if (kind === 'relay') {
+        const one = join(tmp, 'one.json');
+        writeFileSync(one, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } } }));
+        targets.push(await open('direct', [ECHO]), await open('relay', [RELAY, NODE, ECHO]), await open('mcpmux', [MCPMUX, 'stdio', '--config', one]));
+      } else {
+        const one = join(tmp, 'one.json');
+        const governed = join(tmp, 'governed.json');
+        writeFileSync(one, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } } }));
+        writeFileSync(governed, JSON.stringify(governedConfig(join(tmp, `audit-${r}.jsonl`))));
+        targets.push(await open('off', [MCPMUX, 'stdio', '--config', one]), await open('on', [MCPMUX, 'stdio', '--config', governed, '--admin-port', '0']));
+        scraper = scrapeEverySecond(targets[1].child);
+      }
+      const p50s = await round(targets, o);
+      if (scraper) (p50s.scrapes = await scraper.stop()), (scraper = undefined);
+      rounds.push(p50s);
+    } finally {
+      await scraper?.stop();
+      await Promise.all(targets.map(async (t) => (await t.c.close(), stopTracked(t.child))));
+    }
+  }
+  return rounds;
+}
+
+/** "median (min-max)" of one figure's values over the rounds. */
+function cell(values, digits = fmt) {
+  return `${digits(median(values))} (${digits(Math.min(...values))}-${digits(Math.max(...values))})`;
+}
+
+function render(results, o, commit) {
+  const us = (ms) => fmt(ms * 1000);
+  const L = ['# Interleaved sequential p50 (issue 23, targets 1 and 2)', ''];
+  L.push(`Node ${process.version}; mcpmux ${commit}; ${o.rounds} round(s), ${o.warmup} warm-up calls each, then ${o.blocks} blocks of ${o.block} calls per target, the order rotating; light client, one call at a time. Cells: median over rounds (min-max).`, '');
+  if (results.relay) {
+    const r = results.relay;
+    const over = r.map((x) => (x.mcpmux - x.relay) * 1000);
+    const ok = median(over) <= 30;
+    L.push('| p50 (µs) | direct | relay | mcpmux | mcpmux − relay | target |', '|---|---:|---:|---:|---:|---|');
+    const each = (k) => cell(r.map((x) => x[k]), us);
+    L.push(`| tools/call, light client | ${each('direct')} | ${each('relay')} | ${each('mcpmux')} | ${cell(over)} | relay + 30 µs ${ok ? 'ok' : '**missed**'} |`, '');
+  }
+  if (results.governance) {
+    const g = results.governance;
+    const ratio = g.map((x) => x.on / x.off);
+    const ok = median(ratio) <= 1.1;
+    L.push('| p50 (µs) | governance off | governance on | on − off | on ÷ off | target |', '|---|---:|---:|---:|---:|---|');
+    L.push(`| tools/call, light client | ${cell(g.map((x) => x.off), us)} | ${cell(g.map((x) => x.on), us)} | ${cell(g.map((x) => x.on - x.off), us)} | ${cell(ratio, (v) => `${v.toFixed(2)}x`)} | ≤ 1.1x ${ok ? 'ok' : '**missed**'} |`);
+    L.push('', `/metrics scrapes per round: ${g.map((x) => x.scrapes).join(', ')}.`, '');
+  }
+  return L.join('\n');
+}
+
+async function main() {
+  const o = options(process.argv.slice(2));
+  installCleanup();
+  const tmp = mkdtempSync(join(tmpdir(), 'mcpmux-interleaved-'));
+  try {
+    const results = {};
+    for (const kind of o.compare) results[kind] = await compare(kind, o, tmp);
+    const { execFileSync } = await import('node:child_process');
+    let commit = 'unknown';
+    try {
+      commit = execFileSync('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    } catch {
+      // Not a git checkout: the table says unknown.
+    }
+    const md = render(results, o, commit);
+    mkdirSync(o.out, { recursive: true });
+    writeFileSync(join(o.out, 'interleaved-latest.md'), md + '\n');
+    writeFileSync(join(o.out, 'interleaved-latest.json'), JSON.stringify({ date: new Date().toISOString(), commit, options: o, results }, null, 2));
+    console.log(md);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+main().catch((e) => {
+  process.stderr.write(`interleaved: ${errText(e)}\n`);
+  process.exitCode = 1;
+});
