@@ -14,9 +14,9 @@
 //
 // - relay: the echo server direct, behind the no-op relay (bench/relay.mjs) and behind
 //   `mcpmux stdio`; target 1: mcpmux's p50 within the relay's + 30 µs.
-// - governance: `mcpmux stdio` with governance off and on (bench/run.mjs's governed config:
-//   50 policy rules, 3 rate limits, the redacted audit log, /metrics scraped every second);
-//   target 2: on within 1.1x of off.
+// - governance: `mcpmux stdio` with governance off and on (bench/lib/governed.mjs, as in
+//   bench/run.mjs: 50 policy rules, 3 rate limits, the redacted audit log; /metrics scraped
+//   every second); target 2: on within 1.1x of off.
 //
 // Prints a Markdown table (median over rounds, min-max in brackets) and writes it with the raw
 // figures to DIR/interleaved-latest.{md,json} (default bench/results).
@@ -28,6 +28,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { echoCall, errText } from './lib/calls.mjs';
 import { StdioLight } from './lib/light-client.mjs';
+import { governedConfig } from './lib/governed.mjs';
 import { installCleanup, spawnTracked, stopTracked } from './lib/procs.mjs';
 import { fmt, median, pct } from './lib/stats.mjs';
 
@@ -67,26 +68,6 @@ function options(argv) {
     } else throw new Error(`unknown option ${a}\n${USAGE}`);
   }
   return o;
-}
-
-/** The governed config of bench/run.mjs: 50 policy rules, 3 rate limits that never refuse, a redacted audit log. */
-function governedConfig(auditPath) {
-  const deny = (kind, n) => Array.from({ length: n }, (_, i) => `nothing${i}__${kind}_*`);
-  return {
-    mcpServers: { echo: { command: NODE, args: [ECHO] } },
-    policy: {
-      tools: { allow: ['*'], deny: deny('tool', 20) },
-      prompts: { deny: deny('prompt', 10) },
-      resources: { deny: deny('resource', 10) },
-      clients: { anonymous: { allow: ['*'], deny: deny('anon', 10) } },
-    },
-    rateLimits: [
-      { server: 'echo', perMinute: 60_000_000, burst: 1_000_000 },
-      { tool: 'echo', perMinute: 60_000_000, burst: 1_000_000 },
-      { client: '*', perMinute: 60_000_000, burst: 1_000_000, per: ['client'] },
-    ],
-    audit: { path: auditPath, arguments: 'redacted' },
-  };
 }
 
 /** Spawns `args` under node with a light client, initialized; finds the echo tool (mcpmux lists it once its upstream is up). */
@@ -165,7 +146,7 @@ async function compare(kind, o, tmp) {
         const one = join(tmp, 'one.json');
         const governed = join(tmp, 'governed.json');
         writeFileSync(one, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } } }));
-        writeFileSync(governed, JSON.stringify(governedConfig(join(tmp, `audit-${r}.jsonl`))));
+        writeFileSync(governed, JSON.stringify(governedConfig({ command: NODE, args: [ECHO] }, join(tmp, `audit-${r}.jsonl`))));
         targets.push(await open('off', [MCPMUX, 'stdio', '--config', one]), await open('on', [MCPMUX, 'stdio', '--config', governed, '--admin-port', '0']));
         scraper = scrapeEverySecond(targets[1].child);
       }

@@ -20,6 +20,7 @@ import { HttpLight, StdioLight, WsLight } from './lib/light-client.mjs';
 import { readOptions, sizeDefaults } from './lib/options.mjs';
 import { closeSdk, connectSdk } from './lib/sdk-client.mjs';
 import { childrenOf, cmdline, installCleanup, memory, resetPeak, spawnTracked, stopTracked } from './lib/procs.mjs';
+import { governedConfig } from './lib/governed.mjs';
 import { fmt, fmtSpread, latencySummary, median, spread } from './lib/stats.mjs';
 import { echoServersConfig } from './lib/upstreams.mjs';
 import { analyse, topTable } from './profile-top.mjs';
@@ -489,26 +490,6 @@ function startScraper(child, rec) {
       clearInterval(timer);
       await busy;
     },
-  };
-}
-
-/** The governed config: 50 policy rules, 3 rate limits that never refuse, a redacted audit log. */
-function governedConfig(auditPath) {
-  const deny = (kind, n) => Array.from({ length: n }, (_, i) => `nothing${i}__${kind}_*`);
-  return {
-    mcpServers: { echo: { command: NODE, args: [ECHO] } },
-    policy: {
-      tools: { allow: ['*'], deny: deny('tool', 20) },
-      prompts: { deny: deny('prompt', 10) },
-      resources: { deny: deny('resource', 10) },
-      clients: { anonymous: { allow: ['*'], deny: deny('anon', 10) } },
-    },
-    rateLimits: [
-      { server: 'echo', perMinute: 60_000_000, burst: 1_000_000 },
-      { tool: 'echo', perMinute: 60_000_000, burst: 1_000_000 },
-      { client: '*', perMinute: 60_000_000, burst: 1_000_000, per: ['client'] },
-    ],
-    audit: { path: auditPath, arguments: 'redacted' },
   };
 }
 
@@ -1003,7 +984,7 @@ async function main() {
     if (o.governance) {
       const auditPath = join(tmp, 'audit.jsonl');
       const governed = join(tmp, 'governed.json');
-      writeFileSync(governed, JSON.stringify(governedConfig(auditPath), null, 2));
+      writeFileSync(governed, JSON.stringify(governedConfig({ command: NODE, args: [ECHO] }, auditPath), null, 2));
       const off = stdioTarget('mcpmux', { label: 'governance off', spawnArgs: () => [MCPMUX, 'stdio', '--config', one] });
       const on = stdioTarget('mcpmux', { label: 'governance on', spawnArgs: () => [MCPMUX, 'stdio', '--config', governed, '--admin-port', '0'] });
       results.governance = { rounds: [] };
