@@ -73,8 +73,11 @@ export interface IncomingInfo {
    * none was sent: a cancelled request) and its size (0 when the transport did not say).
    * Measuring costs something only for requests whose handler set this.
    */
-  onAnswered?: (response: JsonRpcResponse | undefined, bytesOut: number) => void;
+  onAnswered?: AnswerObserver;
 }
+
+/** Hears that an answer has been written: the response (undefined: none, a cancelled request) and its size. */
+type AnswerObserver = (response: JsonRpcResponse | undefined, bytesOut: number) => void;
 
 export interface RequestOptions extends PendingOptions {
   signal?: CancelSignal;
@@ -91,6 +94,8 @@ export class Endpoint {
   private readonly pending: PendingTable;
   private readonly incoming = new IdTable<Canceller>();
   private closed = false;
+  /** Answers written this turn whose handlers asked to hear of them, told in the next tick (answered()). */
+  private answers: { told: AnswerObserver; res: JsonRpcResponse | undefined; bytes: number }[] = [];
 
   constructor(
     private readonly transport: Transport,
@@ -210,7 +215,7 @@ export class Endpoint {
     const wire = responses.length > 0 ? this.reply(responses) : undefined;
     // Each request's share of the batch answer, where the transport wrote it as one message.
     const share = wire && infos.some((i) => i.onAnswered) ? Math.round(wireBytes(wire) / responses.length) : 0;
-    infos.forEach((info, i) => info.onAnswered?.(results[i], results[i] === undefined ? 0 : share));
+    infos.forEach((info, i) => info.onAnswered && this.tellLater(info.onAnswered, results[i], results[i] === undefined ? 0 : share));
   }
 
   /**
@@ -221,15 +226,15 @@ export class Endpoint {
    * call that work was mcpmux's largest addition with governance on (issue 23).
    */
   private answered(info: IncomingInfo, res: JsonRpcResponse | undefined, wire: Wire | void | undefined): void {
-    const told = info.onAnswered;
-    if (told === undefined) return;
-    // One tick for all the answers of a turn (under load, dozens), not one each.
-    if (this.answers.length === 0) process.nextTick(this.tellAnswered);
-    this.answers.push({ told, res, bytes: wire ? wireBytes(wire) : 0 });
+    if (info.onAnswered) this.tellLater(info.onAnswered, res, wire ? wireBytes(wire) : 0);
   }
 
-  /** Answers written since the last tick whose handlers asked to hear of them (answered()). */
-  private answers: { told: NonNullable<IncomingInfo['onAnswered']>; res: JsonRpcResponse | undefined; bytes: number }[] = [];
+  /** Queues one answer for its observer (a single request's or one of a batch's); see answered(). */
+  private tellLater(told: AnswerObserver, res: JsonRpcResponse | undefined, bytes: number): void {
+    // One tick for all the answers of a turn (under load, dozens), not one each.
+    if (this.answers.length === 0) process.nextTick(this.tellAnswered);
+    this.answers.push({ told, res, bytes });
+  }
 
   private readonly tellAnswered = (): void => {
     const answers = this.answers;
