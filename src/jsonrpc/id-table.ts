@@ -61,9 +61,7 @@ export class IdTable<V> {
     }
     // At most half full: probes stay short.
     if ((this.count + 1) * 2 > this.keys.length) this.resize(this.keys.length * 2);
-    let i = (h - 1) & this.mask;
-    do i = (i + 1) & this.mask;
-    while (this.keys[i] !== FREE);
+    const i = this.freeSlot(h);
     // -0 is kept as 0, as a Map keeps it.
     this.keys[i] = key === 0 ? 0 : key;
     this.vals[i] = value;
@@ -127,6 +125,14 @@ export class IdTable<V> {
     }
   }
 
+  /** The first free slot from the home of hash `h` on (the table is never full). */
+  private freeSlot(h: number): number {
+    let i = (h - 1) & this.mask;
+    do i = (i + 1) & this.mask;
+    while (this.keys[i] !== FREE);
+    return i;
+  }
+
   /** New arrays of `size` slots, with the entries moved over (unless `keep` is false). */
   private resize(size: number, keep = true): void {
     const { keys, vals, hashes, order } = this;
@@ -136,8 +142,7 @@ export class IdTable<V> {
       for (let i = 0; i < keys.length; i++) {
         const key = keys[i]!;
         if (key === FREE) continue;
-        let j = hashes[i]! & this.mask;
-        while (this.keys[j] !== FREE) j = (j + 1) & this.mask;
+        const j = this.freeSlot(hashes[i]!);
         this.keys[j] = key;
         this.vals[j] = vals[i];
         this.hashes[j] = hashes[i]!;
