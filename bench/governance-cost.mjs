@@ -20,6 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { StdioLight } from './lib/light-client.mjs';
+import { LIMITS, POLICY } from './lib/governed.mjs';
 
 const ROOT0 = fileURLToPath(new URL('..', import.meta.url));
 const NODE = process.execPath;
@@ -47,19 +48,6 @@ const gcOnly = args.includes('--gc');
 // --keep: leave the callgrind files (for callgrind_annotate) and say where.
 const keep = args.includes('--keep');
 const tmp = mkdtempSync(join(tmpdir(), 'mcpmux-govcost-'));
-
-const deny = (kind, n) => Array.from({ length: n }, (_, i) => `nothing${i}__${kind}_*`);
-const POLICY = {
-  tools: { allow: ['*'], deny: deny('tool', 20) },
-  prompts: { deny: deny('prompt', 10) },
-  resources: { deny: deny('resource', 10) },
-  clients: { anonymous: { allow: ['*'], deny: deny('anon', 10) } },
-};
-const LIMITS = [
-  { server: 'echo', perMinute: 60_000_000, burst: 1_000_000 },
-  { tool: 'echo', perMinute: 60_000_000, burst: 1_000_000 },
-  { client: '*', perMinute: 60_000_000, burst: 1_000_000, per: ['client'] },
-];
 
 function config(mode, auditPath) {
   const c = { mcpServers: { echo: { command: NODE, args: [ECHO] } } };

@@ -28,7 +28,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { echoCall, errText } from './lib/calls.mjs';
 import { StdioLight } from './lib/light-client.mjs';
-import { governedConfig } from './lib/governed.mjs';
+import { governedConfig, startScraper } from './lib/governed.mjs';
 import { installCleanup, spawnTracked, stopTracked } from './lib/procs.mjs';
 import { fmt, median, pct } from './lib/stats.mjs';
 
@@ -92,24 +92,6 @@ async function open(label, args) {
   }
 }
 
-/** Fetches /metrics from the admin port `child` logged, every second, as Prometheus would. */
-function scrapeEverySecond(child) {
-  const m = /"port":(\d+)[^\n]*"msg":"admin listening"/.exec(child.stderrTail(64 * 1024));
-  if (!m) throw new Error('mcpmux (governance on) logged no "admin listening" line');
-  const url = `http://127.0.0.1:${m[1]}/metrics`;
-  let scrapes = 0;
-  let busy = Promise.resolve();
-  const scrape = () => fetch(url).then((r) => r.text()).then((t) => void (t.includes('mcpmux_requests_total') && scrapes++));
-  const timer = setInterval(() => (busy = busy.then(scrape, scrape)), 1000);
-  return {
-    async stop() {
-      clearInterval(timer);
-      await busy.catch(() => {});
-      return scrapes;
-    },
-  };
-}
-
 /** One round: every target warmed up, then `blocks` blocks of `block` calls each, the order rotating. */
 async function round(targets, o) {
   for (const t of targets) for (let i = 0; i < o.warmup; i++) if (!(await t.call())) throw new Error(`${t.label}: a warm-up call did not echo`);
@@ -136,6 +118,7 @@ async function compare(kind, o, tmp) {
   for (let r = 1; r <= o.rounds; r++) {
     process.stderr.write(`interleaved: ${kind}, round ${r}/${o.rounds}\n`);
     const targets = [];
+    const scrapes = { scrapes: 0 };
     let scraper;
     try {
       if (kind === 'relay') {
@@ -148,10 +131,14 @@ async function compare(kind, o, tmp) {
         writeFileSync(one, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } } }));
         writeFileSync(governed, JSON.stringify(governedConfig({ command: NODE, args: [ECHO] }, join(tmp, `audit-${r}.jsonl`))));
         targets.push(await open('off', [MCPMUX, 'stdio', '--config', one]), await open('on', [MCPMUX, 'stdio', '--config', governed, '--admin-port', '0']));
-        scraper = scrapeEverySecond(targets[1].child);
+        scraper = startScraper(targets[1].child, scrapes);
       }
       const p50s = await round(targets, o);
-      if (scraper) (p50s.scrapes = await scraper.stop()), (scraper = undefined);
+      if (scraper) {
+        await scraper.stop();
+        scraper = undefined;
+        p50s.scrapes = scrapes.scrapes;
+      }
       rounds.push(p50s);
     } finally {
       await scraper?.stop();

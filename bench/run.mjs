@@ -20,7 +20,7 @@ import { HttpLight, StdioLight, WsLight } from './lib/light-client.mjs';
 import { readOptions, sizeDefaults } from './lib/options.mjs';
 import { closeSdk, connectSdk } from './lib/sdk-client.mjs';
 import { childrenOf, cmdline, installCleanup, memory, resetPeak, spawnTracked, stopTracked } from './lib/procs.mjs';
-import { governedConfig } from './lib/governed.mjs';
+import { governedConfig, startScraper } from './lib/governed.mjs';
 import { fmt, fmtSpread, latencySummary, median, spread } from './lib/stats.mjs';
 import { echoServersConfig } from './lib/upstreams.mjs';
 import { analyse, topTable } from './profile-top.mjs';
@@ -468,29 +468,6 @@ async function measureCalls(t, o, { scrape }) {
     }
   }
   return rec;
-}
-
-/** Fetches /metrics from the admin port the process logged, every second, until stopped. */
-function startScraper(child, rec) {
-  const m = /"port":(\d+)[^\n]*"msg":"admin listening"/.exec(child.stderrTail(64 * 1024));
-  if (!m) throw new Error(`no "admin listening" line from ${child.pid}`);
-  const url = `http://127.0.0.1:${m[1]}/metrics`;
-  const scrape = () =>
-    fetch(url).then((r) => r.text()).then(
-      (text) => {
-        if (text.includes('mcpmux_requests_total')) rec.scrapes++;
-      },
-      (e) => (rec.scrapeError ??= errText(e)),
-    );
-  // Once at once (a short smoke run still scrapes), then every second, as Prometheus would.
-  let busy = scrape();
-  const timer = setInterval(() => (busy = busy.then(scrape)), 1000);
-  return {
-    async stop() {
-      clearInterval(timer);
-      await busy;
-    },
-  };
 }
 
 /** mcpmux (stdio) in front of 20 upstreams of 100 tools each, idle after listing. */
