@@ -19,13 +19,15 @@
 //   every second); target 2: on within 1.1x of off.
 //
 // Prints a Markdown table (median over rounds, min-max in brackets) and writes it with the raw
-// figures to DIR/interleaved-latest.{md,json} (default bench/results).
+// figures to DIR/interleaved-latest.{md,json} (default bench/results). `npm run bench` runs the
+// same measurement as its own section (measureInterleaved, renderInterleaved): its p50 verdicts
+// for targets 1 and 2 are these.
 
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { echoCall, errText } from './lib/calls.mjs';
 import { StdioLight } from './lib/light-client.mjs';
 import { governedConfig, startScraper } from './lib/governed.mjs';
@@ -113,10 +115,10 @@ function p50(lat) {
   return pct(Float64Array.from(lat).sort(), 50);
 }
 
-async function compare(kind, o, tmp) {
+async function compare(kind, o, tmp, say) {
   const rounds = [];
   for (let r = 1; r <= o.rounds; r++) {
-    process.stderr.write(`interleaved: ${kind}, round ${r}/${o.rounds}\n`);
+    say(`interleaved: ${kind}, round ${r}/${o.rounds}`);
     const targets = [];
     const scrapes = { scrapes: 0 };
     let scraper;
@@ -153,9 +155,26 @@ function cell(values, digits = fmt) {
   return `${digits(median(values))} (${digits(Math.min(...values))}-${digits(Math.max(...values))})`;
 }
 
-function render(results, o, commit) {
+/**
+ * Both comparisons of `o.compare` (each in its own temporary folder's configs), one after the
+ * other: { relay?: [{ direct, relay, mcpmux }], governance?: [{ off, on, scrapes }] } in ms,
+ * a record per round. `say` hears each round's start (a progress line).
+ */
+export async function measureInterleaved(o, say = (line) => process.stderr.write(line + '\n')) {
+  const tmp = mkdtempSync(join(tmpdir(), 'mcpmux-interleaved-'));
+  try {
+    const results = {};
+    for (const kind of o.compare) results[kind] = await compare(kind, o, tmp, say);
+    return results;
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/** The Markdown of measureInterleaved's results; `heading`: its title's level ('#' standalone, '##' in bench/run.mjs). */
+export function renderInterleaved(results, o, commit, heading = '#') {
   const us = (ms) => fmt(ms * 1000);
-  const L = ['# Interleaved sequential p50 (issue 23, targets 1 and 2)', ''];
+  const L = [`${heading} Interleaved sequential p50 (issue 23, targets 1 and 2)`, ''];
   L.push(`Node ${process.version}; mcpmux ${commit}; ${o.rounds} round(s), ${o.warmup} warm-up calls each, then ${o.blocks} blocks of ${o.block} calls per target, the order rotating; light client, one call at a time. Cells: median over rounds (min-max).`, '');
   if (results.relay) {
     const r = results.relay;
@@ -179,28 +198,25 @@ function render(results, o, commit) {
 async function main() {
   const o = options(process.argv.slice(2));
   installCleanup();
-  const tmp = mkdtempSync(join(tmpdir(), 'mcpmux-interleaved-'));
+  const results = await measureInterleaved(o);
+  const { execFileSync } = await import('node:child_process');
+  let commit = 'unknown';
   try {
-    const results = {};
-    for (const kind of o.compare) results[kind] = await compare(kind, o, tmp);
-    const { execFileSync } = await import('node:child_process');
-    let commit = 'unknown';
-    try {
-      commit = execFileSync('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    } catch {
-      // Not a git checkout: the table says unknown.
-    }
-    const md = render(results, o, commit);
-    mkdirSync(o.out, { recursive: true });
-    writeFileSync(join(o.out, 'interleaved-latest.md'), md + '\n');
-    writeFileSync(join(o.out, 'interleaved-latest.json'), JSON.stringify({ date: new Date().toISOString(), commit, options: o, results }, null, 2));
-    console.log(md);
-  } finally {
-    rmSync(tmp, { recursive: true, force: true });
+    commit = execFileSync('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  } catch {
+    // Not a git checkout: the table says unknown.
   }
+  const md = renderInterleaved(results, o, commit);
+  mkdirSync(o.out, { recursive: true });
+  writeFileSync(join(o.out, 'interleaved-latest.md'), md + '\n');
+  writeFileSync(join(o.out, 'interleaved-latest.json'), JSON.stringify({ date: new Date().toISOString(), commit, options: o, results }, null, 2));
+  console.log(md);
 }
 
-main().catch((e) => {
-  process.stderr.write(`interleaved: ${errText(e)}\n`);
-  process.exitCode = 1;
-});
+// Run as a script; imported by bench/run.mjs, it only lends its measurement.
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  main().catch((e) => {
+    process.stderr.write(`interleaved: ${errText(e)}\n`);
+    process.exitCode = 1;
+  });
+}
