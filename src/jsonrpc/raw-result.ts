@@ -306,11 +306,16 @@ function isDigit(c: number): boolean {
  * never writes one, so a result holding one takes the parse path and reaches hosts without it.
  */
 function skipSpace(text: string, i: number): number {
-  for (;;) {
+  // Never read past the end: a charCodeAt out of bounds (NaN) once deoptimises the function, and
+  // V8 then calls the builtin for every character instead of inlining the load (the end of every
+  // scanned line did it: issue 23).
+  const n = text.length;
+  while (i < n) {
     const c = text.charCodeAt(i);
     if (c !== 0x0d && isJsonSpace(c)) i++;
     else return i;
   }
+  return i;
 }
 
 /** Past the whitespace, the colon and the whitespace after a key ending before i; -1 without a colon. */
