@@ -2,15 +2,16 @@
 // Sequential tools/call p50 with the compared processes open at once and the calls alternating
 // between them in blocks (issue 23, the p50 clauses of targets 1 and 2).
 //
-//   node bench/interleaved.mjs [--compare relay,governance] [--rounds 3] [--blocks 30]
-//                              [--block 100] [--warmup 2000] [--out DIR]
+//   node bench/interleaved.mjs [--compare relay,governance] [--clients light,sdk] [--rounds 3]
+//                              [--blocks 30] [--block 100] [--warmup 2000] [--out DIR]
 //
 // `bench/run.mjs` measures one target after another in each round; on a small VM the sequential
 // p50 moves by 50-100 µs between windows of a few seconds, more than the 30 µs a target allows.
 // Here every target of a comparison is spawned and warmed up first, then the blocks go round
 // (the order rotating from block to block), so a change in the machine touches all of them
-// alike; each target's p50 is taken over all its calls of the round. The light client drives
-// every target (bench/lib/light-client.mjs), one call at a time.
+// alike; each target's p50 is taken over all its calls of the round. Each comparison is run
+// once per client, one call at a time: the bench's light client (bench/lib/light-client.mjs)
+// and the official SDK's Client (bench/lib/sdk-client.mjs), each with processes of its own.
 //
 // - relay: the echo server direct, behind the no-op relay (bench/relay.mjs) and behind
 //   `mcpmux stdio`; target 1: mcpmux's p50 within the relay's + 30 µs.
@@ -30,6 +31,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { echoCall, errText } from './lib/calls.mjs';
 import { StdioLight } from './lib/light-client.mjs';
+import { closeSdk, connectSdk } from './lib/sdk-client.mjs';
 import { governedConfig, startScraper } from './lib/governed.mjs';
 import { installCleanup, spawnTracked, stopTracked } from './lib/procs.mjs';
 import { fmt, median, pct } from './lib/stats.mjs';
@@ -40,10 +42,12 @@ const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
 const RELAY = join(ROOT, 'bench', 'relay.mjs');
 const MCPMUX = join(ROOT, 'bin', 'mcpmux.js');
 
-const USAGE = 'usage: node bench/interleaved.mjs [--compare relay,governance] [--rounds N] [--blocks N] [--block N] [--warmup N] [--out DIR]';
+const USAGE = 'usage: node bench/interleaved.mjs [--compare relay,governance] [--clients light,sdk] [--rounds N] [--blocks N] [--block N] [--warmup N] [--out DIR]';
+/** The clients, in the order their rows are printed. */
+const CLIENTS = { light: 'light client', sdk: 'SDK client' };
 
 function options(argv) {
-  const o = { compare: ['relay', 'governance'], rounds: 3, blocks: 30, block: 100, warmup: 2000, out: join(ROOT, 'bench', 'results') };
+  const o = { compare: ['relay', 'governance'], clients: ['light', 'sdk'], rounds: 3, blocks: 30, block: 100, warmup: 2000, out: join(ROOT, 'bench', 'results') };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -59,6 +63,9 @@ function options(argv) {
     if (a === '--compare') {
       o.compare = value().split(',');
       for (const c of o.compare) if (c !== 'relay' && c !== 'governance') throw new Error(`--compare takes relay and/or governance, got ${c}\n${USAGE}`);
+    } else if (a === '--clients') {
+      o.clients = value().split(',');
+      for (const c of o.clients) if (!(c in CLIENTS)) throw new Error(`--clients takes light and/or sdk, got ${c}\n${USAGE}`);
     } else if (a === '--rounds') o.rounds = count();
     else if (a === '--blocks') o.blocks = count();
     else if (a === '--block') o.block = count();
@@ -72,23 +79,41 @@ function options(argv) {
   return o;
 }
 
-/** Spawns `args` under node with a light client, initialized; finds the echo tool (mcpmux lists it once its upstream is up). */
-async function open(label, args) {
+const TEXT = 'hello from the benchmark';
+
+/**
+ * Spawns `args` under node with the `client` (light or sdk), initialized; finds the echo tool
+ * (mcpmux lists it once its upstream is up). Returns the target: its call and its close.
+ */
+async function open(label, args, client) {
   const child = spawnTracked(NODE, args, { label });
-  const c = new StdioLight(child, { label });
+  let close = async () => {};
   try {
-    await c.initialize(60_000);
+    let list;
+    let callTool;
+    if (client === 'sdk') {
+      const sdk = await connectSdk('stdio', child, 60_000);
+      close = () => closeSdk(sdk, 'stdio');
+      list = async () => (await sdk.client.listTools(undefined, { timeout: 60_000 })).tools;
+      callTool = (name) => () => sdk.client.callTool({ name, arguments: { text: TEXT } }).then((r) => !r.isError && r.content?.[0]?.text === TEXT);
+    } else {
+      const c = new StdioLight(child, { label });
+      close = () => c.close();
+      await c.initialize(60_000);
+      list = async () => (await c.request('tools/list', {}, 60_000)).result?.tools;
+      callTool = (name) => echoCall(c, name, TEXT);
+    }
     let tool;
     const deadline = Date.now() + 60_000;
     while (!tool) {
-      const list = await c.request('tools/list', {}, 60_000);
-      tool = list.result?.tools?.map((t) => t.name).find((n) => /(^|[^a-z])echo$/.test(n));
+      tool = (await list())?.map((t) => t.name).find((n) => /(^|[^a-z])echo$/.test(n));
       if (tool) break;
       if (Date.now() > deadline) throw new Error('no echo tool listed within 60 s');
       await new Promise((r) => setTimeout(r, 100));
     }
-    return { label, child, c, call: echoCall(c, tool), lat: [] };
+    return { label, child, close, call: callTool(tool), lat: [] };
   } catch (e) {
+    await close().catch(() => {});
     await stopTracked(child);
     throw new Error(`${label}: ${errText(e)}\n--- its stderr:\n${child.stderrTail()}`);
   }
@@ -115,10 +140,10 @@ function p50(lat) {
   return pct(Float64Array.from(lat).sort(), 50);
 }
 
-async function compare(kind, o, tmp, say) {
+async function compare(kind, client, o, tmp, say) {
   const rounds = [];
   for (let r = 1; r <= o.rounds; r++) {
-    say(`interleaved: ${kind}, round ${r}/${o.rounds}`);
+    say(`interleaved: ${kind}, ${CLIENTS[client]}, round ${r}/${o.rounds}`);
     const targets = [];
     const scrapes = { scrapes: 0 };
     let scraper;
@@ -126,13 +151,13 @@ async function compare(kind, o, tmp, say) {
       if (kind === 'relay') {
         const one = join(tmp, 'one.json');
         writeFileSync(one, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } } }));
-        targets.push(await open('direct', [ECHO]), await open('relay', [RELAY, NODE, ECHO]), await open('mcpmux', [MCPMUX, 'stdio', '--config', one]));
+        targets.push(await open('direct', [ECHO], client), await open('relay', [RELAY, NODE, ECHO], client), await open('mcpmux', [MCPMUX, 'stdio', '--config', one], client));
       } else {
         const one = join(tmp, 'one.json');
         const governed = join(tmp, 'governed.json');
         writeFileSync(one, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } } }));
-        writeFileSync(governed, JSON.stringify(governedConfig({ command: NODE, args: [ECHO] }, join(tmp, `audit-${r}.jsonl`))));
-        targets.push(await open('off', [MCPMUX, 'stdio', '--config', one]), await open('on', [MCPMUX, 'stdio', '--config', governed, '--admin-port', '0']));
+        writeFileSync(governed, JSON.stringify(governedConfig({ command: NODE, args: [ECHO] }, join(tmp, `audit-${client}-${r}.jsonl`))));
+        targets.push(await open('off', [MCPMUX, 'stdio', '--config', one], client), await open('on', [MCPMUX, 'stdio', '--config', governed, '--admin-port', '0'], client));
         scraper = startScraper(targets[1].child, scrapes);
       }
       const p50s = await round(targets, o);
@@ -144,7 +169,7 @@ async function compare(kind, o, tmp, say) {
       rounds.push(p50s);
     } finally {
       await scraper?.stop();
-      await Promise.all(targets.map(async (t) => (await t.c.close(), stopTracked(t.child))));
+      await Promise.all(targets.map(async (t) => (await t.close(), stopTracked(t.child))));
     }
   }
   return rounds;
@@ -156,15 +181,18 @@ function cell(values, digits = fmt) {
 }
 
 /**
- * Both comparisons of `o.compare` (each in its own temporary folder's configs), one after the
- * other: { relay?: [{ direct, relay, mcpmux }], governance?: [{ off, on, scrapes }] } in ms,
- * a record per round. `say` hears each round's start (a progress line).
+ * The comparisons of `o.compare`, each once per client of `o.clients`, one after the other:
+ * { relay?: { light?: [{ direct, relay, mcpmux }], sdk?: [...] }, governance?: { light?: [{ off,
+ * on, scrapes }], sdk?: [...] } } in ms, a record per round. `say` hears each round's start.
  */
 export async function measureInterleaved(o, say = (line) => process.stderr.write(line + '\n')) {
   const tmp = mkdtempSync(join(tmpdir(), 'mcpmux-interleaved-'));
   try {
     const results = {};
-    for (const kind of o.compare) results[kind] = await compare(kind, o, tmp, say);
+    for (const kind of o.compare) {
+      results[kind] = {};
+      for (const client of o.clients) results[kind][client] = await compare(kind, client, o, tmp, say);
+    }
     return results;
   } finally {
     rmSync(tmp, { recursive: true, force: true });
@@ -174,23 +202,29 @@ export async function measureInterleaved(o, say = (line) => process.stderr.write
 /** The Markdown of measureInterleaved's results; `heading`: its title's level ('#' standalone, '##' in bench/run.mjs). */
 export function renderInterleaved(results, o, commit, heading = '#') {
   const us = (ms) => fmt(ms * 1000);
+  const clients = Object.keys(CLIENTS).filter((c) => o.clients.includes(c));
   const L = [`${heading} Interleaved sequential p50 (issue 23, targets 1 and 2)`, ''];
-  L.push(`Node ${process.version}; mcpmux ${commit}; ${o.rounds} round(s), ${o.warmup} warm-up calls each, then ${o.blocks} blocks of ${o.block} calls per target, the order rotating; light client, one call at a time. Cells: median over rounds (min-max).`, '');
+  L.push(`Node ${process.version}; mcpmux ${commit}; ${o.rounds} round(s), ${o.warmup} warm-up calls each, then ${o.blocks} blocks of ${o.block} calls per target, the order rotating; one call at a time, each client with processes of its own. Cells: median over rounds (min-max).`, '');
   if (results.relay) {
-    const r = results.relay;
-    const over = r.map((x) => (x.mcpmux - x.relay) * 1000);
-    const ok = median(over) <= 30;
     L.push('| p50 (µs) | direct | relay | mcpmux | mcpmux − relay | target |', '|---|---:|---:|---:|---:|---|');
-    const each = (k) => cell(r.map((x) => x[k]), us);
-    L.push(`| tools/call, light client | ${each('direct')} | ${each('relay')} | ${each('mcpmux')} | ${cell(over)} | relay + 30 µs ${ok ? 'ok' : '**missed**'} |`, '');
+    for (const client of clients) {
+      const r = results.relay[client];
+      const over = r.map((x) => (x.mcpmux - x.relay) * 1000);
+      const ok = median(over) <= 30;
+      const each = (k) => cell(r.map((x) => x[k]), us);
+      L.push(`| tools/call, ${CLIENTS[client]} | ${each('direct')} | ${each('relay')} | ${each('mcpmux')} | ${cell(over)} | relay + 30 µs ${ok ? 'ok' : '**missed**'} |`);
+    }
+    L.push('');
   }
   if (results.governance) {
-    const g = results.governance;
-    const ratio = g.map((x) => x.on / x.off);
-    const ok = median(ratio) <= 1.1;
     L.push('| p50 (µs) | governance off | governance on | on − off | on ÷ off | target |', '|---|---:|---:|---:|---:|---|');
-    L.push(`| tools/call, light client | ${cell(g.map((x) => x.off), us)} | ${cell(g.map((x) => x.on), us)} | ${cell(g.map((x) => x.on - x.off), us)} | ${cell(ratio, (v) => `${v.toFixed(2)}x`)} | ≤ 1.1x ${ok ? 'ok' : '**missed**'} |`);
-    L.push('', `/metrics scrapes per round: ${g.map((x) => x.scrapes).join(', ')}.`, '');
+    for (const client of clients) {
+      const g = results.governance[client];
+      const ratio = g.map((x) => x.on / x.off);
+      const ok = median(ratio) <= 1.1;
+      L.push(`| tools/call, ${CLIENTS[client]} | ${cell(g.map((x) => x.off), us)} | ${cell(g.map((x) => x.on), us)} | ${cell(g.map((x) => x.on - x.off), us)} | ${cell(ratio, (v) => `${v.toFixed(2)}x`)} | ≤ 1.1x ${ok ? 'ok' : '**missed**'} |`);
+    }
+    L.push('', `/metrics scrapes per round: ${clients.map((c) => `${CLIENTS[c]} ${results.governance[c].map((x) => x.scrapes).join(', ')}`).join('; ')}.`, '');
   }
   return L.join('\n');
 }

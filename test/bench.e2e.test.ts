@@ -57,13 +57,19 @@ it('a minimal bench run measures every section, direct and through mcpmux, and l
   // The p50 clauses of targets 1 and 2 measured with the compared processes open at once
   // (bench/interleaved.mjs as a section): every figure there, and the two tables above point to it.
   expect(results.interleaved.error).toBeUndefined();
-  for (const round of results.interleaved.results.relay) for (const k of ['direct', 'relay', 'mcpmux']) expect(Number.isFinite(round[k]), `interleaved ${k}`).toBe(true);
-  for (const round of results.interleaved.results.governance) {
-    for (const k of ['off', 'on']) expect(Number.isFinite(round[k]), `interleaved governance ${k}`).toBe(true);
-    expect(round.scrapes, 'the interleaved governed side was scraped').toBeGreaterThan(0);
+  for (const client of ['light', 'sdk']) {
+    for (const round of results.interleaved.results.relay[client]) for (const k of ['direct', 'relay', 'mcpmux']) expect(Number.isFinite(round[k]), `interleaved ${client} ${k}`).toBe(true);
+    for (const round of results.interleaved.results.governance[client]) {
+      for (const k of ['off', 'on']) expect(Number.isFinite(round[k]), `interleaved governance ${client} ${k}`).toBe(true);
+      expect(round.scrapes, 'the interleaved governed side was scraped').toBeGreaterThan(0);
+    }
   }
   expect(stdout).toContain('## Interleaved sequential p50 (issue 23, targets 1 and 2)');
-  expect(stdout).toMatch(/\| tools\/call p50, light client \(ms\) \|[^\n]*\| see the interleaved section \|\n/);
+  for (const client of ['light', 'SDK']) {
+    // Twice each: the stdio table's relay verdict and the governance table's.
+    const pointers = stdout.match(new RegExp(`\\| tools/call p50, ${client} client \\(ms\\) \\|[^\\n]*\\| see the interleaved section \\|\\n`, 'g'));
+    expect(pointers, client).toHaveLength(2);
+  }
   // Governance with Redis vs in memory (redis-server is installed here and in CI): both sides
   // measured, and at most one Redis round trip per limited call.
   expect(results.sharedLimits.skipped).toBeUndefined();
