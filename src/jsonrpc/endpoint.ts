@@ -94,8 +94,12 @@ export class Endpoint {
   private readonly pending: PendingTable;
   private readonly incoming = new IdTable<Canceller>();
   private closed = false;
-  /** Answers written this turn whose handlers asked to hear of them, told in the next tick (answered()). */
-  private answers: { told: AnswerObserver; res: JsonRpcResponse | undefined; bytes: number }[] = [];
+  /**
+   * Answers written this turn whose handlers asked to hear of them, told in the next tick
+   * (answered()). A single request's size is measured then, from its `wire`; a batch entry's
+   * share of the batch answer comes as `bytes`.
+   */
+  private answers: { told: AnswerObserver; res: JsonRpcResponse | undefined; wire: Wire | undefined; bytes: number }[] = [];
 
   constructor(
     private readonly transport: Transport,
@@ -215,7 +219,7 @@ export class Endpoint {
     const wire = responses.length > 0 ? this.reply(responses) : undefined;
     // Each request's share of the batch answer, where the transport wrote it as one message.
     const share = wire && infos.some((i) => i.onAnswered) ? Math.round(wireBytes(wire) / responses.length) : 0;
-    infos.forEach((info, i) => info.onAnswered && this.tellLater(info.onAnswered, results[i], results[i] === undefined ? 0 : share));
+    infos.forEach((info, i) => info.onAnswered && this.tellLater(info.onAnswered, results[i], undefined, results[i] === undefined ? 0 : share));
   }
 
   /**
@@ -226,22 +230,23 @@ export class Endpoint {
    * call that work was mcpmux's largest addition with governance on (issue 23).
    */
   private answered(info: IncomingInfo, res: JsonRpcResponse | undefined, wire: Wire | void | undefined): void {
-    if (info.onAnswered) this.tellLater(info.onAnswered, res, wire ? wireBytes(wire) : 0);
+    // Its size is measured when observers are told, after the write: nothing on the call's path.
+    if (info.onAnswered) this.tellLater(info.onAnswered, res, wire || undefined, 0);
   }
 
-  /** Queues one answer for its observer (a single request's or one of a batch's); see answered(). */
-  private tellLater(told: AnswerObserver, res: JsonRpcResponse | undefined, bytes: number): void {
+  /** Queues one answer for its observer (a single request's, with its `wire`, or one of a batch's, with its `bytes`); see answered(). */
+  private tellLater(told: AnswerObserver, res: JsonRpcResponse | undefined, wire: Wire | undefined, bytes: number): void {
     // One tick for all the answers of a turn (under load, dozens), not one each.
     if (this.answers.length === 0) process.nextTick(this.tellAnswered);
-    this.answers.push({ told, res, bytes });
+    this.answers.push({ told, res, wire, bytes });
   }
 
   private readonly tellAnswered = (): void => {
     const answers = this.answers;
     this.answers = [];
-    for (const { told, res, bytes } of answers) {
+    for (const { told, res, wire, bytes } of answers) {
       try {
-        told(res, bytes);
+        told(res, wire === undefined ? bytes : wireBytes(wire));
       } catch (err) {
         // An observer's bug costs its record, not the process (this runs outside any request).
         this.opts.onProtocolError?.('an answer could not be observed', err);
