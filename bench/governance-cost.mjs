@@ -19,6 +19,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { echoTool } from './lib/calls.mjs';
 import { StdioLight } from './lib/light-client.mjs';
 import { LIMITS, POLICY } from './lib/governed.mjs';
 
@@ -103,7 +104,7 @@ async function runOnce(mode, n) {
     // The upstream may still be starting (under valgrind, for long): list until it is there.
     for (let i = 0; i < 600 && !name; i++) {
       const listed = await c.request('tools/list', {}, 600_000);
-      name = listed.result?.tools?.map((t) => t.name).find((x) => /(^|[^a-z])echo$/.test(x));
+      name = echoTool(listed.result?.tools?.map((t) => t.name) ?? []);
       if (!name) await new Promise((r) => setTimeout(r, 200));
     }
     const params = { name, arguments: { text: 'hello from the benchmark' } };

@@ -29,12 +29,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { echoCall, errText } from './lib/calls.mjs';
-import { StdioLight } from './lib/light-client.mjs';
-import { closeSdk, connectSdk } from './lib/sdk-client.mjs';
+import { echoCall, echoTool, errText, sdkCall } from './lib/calls.mjs';
 import { governedConfig, startScraper } from './lib/governed.mjs';
-import { installCleanup, spawnTracked, stopTracked } from './lib/procs.mjs';
-import { fmt, median, pct } from './lib/stats.mjs';
+import { installCleanup } from './lib/procs.mjs';
+import { openStdioLight, openStdioSdk } from './lib/stdio-session.mjs';
+import { fmt, latencySummary, median } from './lib/stats.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const NODE = process.execPath;
@@ -45,6 +44,8 @@ const MCPMUX = join(ROOT, 'bin', 'mcpmux.js');
 const USAGE = 'usage: node bench/interleaved.mjs [--compare relay,governance] [--clients light,sdk] [--rounds N] [--blocks N] [--block N] [--warmup N] [--out DIR]';
 /** The clients, in the order their rows are printed. */
 const CLIENTS = { light: 'light client', sdk: 'SDK client' };
+/** The section's title (bench/run.mjs prints it over a failure too). */
+export const INTERLEAVED_TITLE = 'Interleaved sequential p50 (issue 23, targets 1 and 2)';
 
 function options(argv) {
   const o = { compare: ['relay', 'governance'], clients: ['light', 'sdk'], rounds: 3, blocks: 30, block: 100, warmup: 2000, out: join(ROOT, 'bench', 'results') };
@@ -79,43 +80,24 @@ function options(argv) {
   return o;
 }
 
-const TEXT = 'hello from the benchmark';
-
 /**
- * Spawns `args` under node with the `client` (light or sdk), initialized; finds the echo tool
- * (mcpmux lists it once its upstream is up). Returns the target: its call and its close.
+ * Opens `node args` with the `client` (light or sdk); finds the echo tool (mcpmux lists it once
+ * its upstream is up). Returns the target: its call, its close and its latencies.
  */
 async function open(label, args, client) {
-  const child = spawnTracked(NODE, args, { label });
-  let close = async () => {};
+  const s = client === 'sdk' ? await openStdioSdk(args, { label, timeoutMs: 60_000 }) : await openStdioLight(args, { label, timeoutMs: 60_000 });
   try {
-    let list;
-    let callTool;
-    if (client === 'sdk') {
-      const sdk = await connectSdk('stdio', child, 60_000);
-      close = () => closeSdk(sdk, 'stdio');
-      list = async () => (await sdk.client.listTools(undefined, { timeout: 60_000 })).tools;
-      callTool = (name) => () => sdk.client.callTool({ name, arguments: { text: TEXT } }).then((r) => !r.isError && r.content?.[0]?.text === TEXT);
-    } else {
-      const c = new StdioLight(child, { label });
-      close = () => c.close();
-      await c.initialize(60_000);
-      list = async () => (await c.request('tools/list', {}, 60_000)).result?.tools;
-      callTool = (name) => echoCall(c, name, TEXT);
-    }
+    const list = async () => (s.sdk ? (await s.sdk.client.listTools(undefined, { timeout: 60_000 })).tools : (await s.c.request('tools/list', {}, 60_000)).result?.tools) ?? [];
     let tool;
     const deadline = Date.now() + 60_000;
-    while (!tool) {
-      tool = (await list())?.map((t) => t.name).find((n) => /(^|[^a-z])echo$/.test(n));
-      if (tool) break;
+    while (!(tool = echoTool((await list()).map((t) => t.name)))) {
       if (Date.now() > deadline) throw new Error('no echo tool listed within 60 s');
       await new Promise((r) => setTimeout(r, 100));
     }
-    return { label, child, close, call: callTool(tool), lat: [] };
+    return { label, child: s.child, close: s.close, call: s.sdk ? sdkCall(s.sdk.client, tool) : echoCall(s.c, tool), lat: [] };
   } catch (e) {
-    await close().catch(() => {});
-    await stopTracked(child);
-    throw new Error(`${label}: ${errText(e)}\n--- its stderr:\n${child.stderrTail()}`);
+    await s.close();
+    throw new Error(`${label}: ${errText(e)}\n--- its stderr:\n${s.child.stderrTail()}`);
   }
 }
 
@@ -133,11 +115,7 @@ async function round(targets, o) {
       }
     }
   }
-  return Object.fromEntries(targets.map((t) => [t.label, p50(t.lat)]));
-}
-
-function p50(lat) {
-  return pct(Float64Array.from(lat).sort(), 50);
+  return Object.fromEntries(targets.map((t) => [t.label, latencySummary(t.lat).p50]));
 }
 
 async function compare(kind, client, o, tmp, say) {
@@ -148,14 +126,12 @@ async function compare(kind, client, o, tmp, say) {
     const scrapes = { scrapes: 0 };
     let scraper;
     try {
+      const one = join(tmp, 'one.json');
+      writeFileSync(one, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } } }));
       if (kind === 'relay') {
-        const one = join(tmp, 'one.json');
-        writeFileSync(one, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } } }));
         targets.push(await open('direct', [ECHO], client), await open('relay', [RELAY, NODE, ECHO], client), await open('mcpmux', [MCPMUX, 'stdio', '--config', one], client));
       } else {
-        const one = join(tmp, 'one.json');
         const governed = join(tmp, 'governed.json');
-        writeFileSync(one, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } } }));
         writeFileSync(governed, JSON.stringify(governedConfig({ command: NODE, args: [ECHO] }, join(tmp, `audit-${client}-${r}.jsonl`))));
         targets.push(await open('off', [MCPMUX, 'stdio', '--config', one], client), await open('on', [MCPMUX, 'stdio', '--config', governed, '--admin-port', '0'], client));
         scraper = startScraper(targets[1].child, scrapes);
@@ -169,7 +145,7 @@ async function compare(kind, client, o, tmp, say) {
       rounds.push(p50s);
     } finally {
       await scraper?.stop();
-      await Promise.all(targets.map(async (t) => (await t.close(), stopTracked(t.child))));
+      await Promise.all(targets.map((t) => t.close()));
     }
   }
   return rounds;
@@ -203,7 +179,7 @@ export async function measureInterleaved(o, say = (line) => process.stderr.write
 export function renderInterleaved(results, o, commit, heading = '#') {
   const us = (ms) => fmt(ms * 1000);
   const clients = Object.keys(CLIENTS).filter((c) => o.clients.includes(c));
-  const L = [`${heading} Interleaved sequential p50 (issue 23, targets 1 and 2)`, ''];
+  const L = [`${heading} ${INTERLEAVED_TITLE}`, ''];
   L.push(`Node ${process.version}; mcpmux ${commit}; ${o.rounds} round(s), ${o.warmup} warm-up calls each, then ${o.blocks} blocks of ${o.block} calls per target, the order rotating; one call at a time, each client with processes of its own. Cells: median over rounds (min-max).`, '');
   if (results.relay) {
     L.push('| p50 (µs) | direct | relay | mcpmux | mcpmux − relay | target |', '|---|---:|---:|---:|---:|---|');

@@ -26,6 +26,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { echoTool } from './lib/calls.mjs';
 import { StdioLight } from './lib/light-client.mjs';
 import { connectSdk, closeSdk } from './lib/sdk-client.mjs';
 import { installCleanup, spawnTracked, stopTracked } from './lib/procs.mjs';
@@ -126,7 +127,7 @@ async function run(o, config, n, dir, window) {
   // Listed again until it is there: initialize waits for upstreams only up to startupWaitMs.
   const named = async (list) => {
     for (let i = 0; i < 600; i++) {
-      const found = (await list()).map((t) => t.name).find((n) => n === 'echo' || /(^|[^a-z])echo$/.test(n));
+      const found = echoTool((await list()).map((t) => t.name));
       if (found) return (params.name = found);
       await new Promise((r) => setTimeout(r, 100));
     }

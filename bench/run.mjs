@@ -15,12 +15,13 @@ import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { echoCall, errText, sequential, throughput } from './lib/calls.mjs';
-import { HttpLight, StdioLight, WsLight } from './lib/light-client.mjs';
+import { echoCall, echoTool, errText, sdkCall, sequential, throughput } from './lib/calls.mjs';
+import { HttpLight, WsLight } from './lib/light-client.mjs';
 import { readOptions, sizeDefaults } from './lib/options.mjs';
 import { closeSdk, connectSdk } from './lib/sdk-client.mjs';
 import { childrenOf, cmdline, installCleanup, memory, resetPeak, spawnTracked, stopTracked } from './lib/procs.mjs';
 import { governedConfig, startScraper } from './lib/governed.mjs';
+import { openStdioLight, openStdioSdk } from './lib/stdio-session.mjs';
 import { fmt, fmtSpread, latencySummary, median, spread } from './lib/stats.mjs';
 import { echoServersConfig } from './lib/upstreams.mjs';
 import { analyse, topTable } from './profile-top.mjs';
@@ -30,7 +31,7 @@ import { renderTokenSurface, runTokenSurface } from './surface/token-surface.mjs
 import { measureSharedLimits, renderSharedLimits } from './shared-limits.mjs';
 import { measureStartup, renderStartup } from './startup.mjs';
 import { measureLists, renderLists } from './lists.mjs';
-import { measureInterleaved, renderInterleaved } from './interleaved.mjs';
+import { INTERLEAVED_TITLE, measureInterleaved, renderInterleaved } from './interleaved.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
@@ -127,7 +128,8 @@ function parseOptions(argv) {
   const perTransport = 4 * o.duration + 120;
   const governance = (o.governance ? 2 * (2 * o.duration + 60) : 0) + (o.sharedLimits ? 2 * (o.duration + 60) : 0);
   const surface = o.surface ? 20 * 60 : 0; // the first fetch of the corpus installs a few dozen packages
-  const interleaved = o.interleavedRun ? 120 * o.interleavedRun.compare.length * o.interleavedRun.rounds : 0;
+  const ir = o.interleavedRun;
+  const interleaved = ir ? 60 * ir.compare.length * ir.clients.length * ir.rounds : 0;
   o.maxMinutes ??= Math.ceil((o.rounds * (o.only.length * perTransport + governance) + 300 + surface + interleaved + (o.profile ? o.duration + 60 : 0)) / 60) + 5;
   return o;
 }
@@ -177,54 +179,14 @@ function makeText(bytes) {
 //   upstreamPid(pid)         the echo server behind mcpmux (for CPU accounting), if any
 
 function stdioTarget(via, { spawnArgs, label }) {
-  const spawnOne = () => spawnTracked(NODE, spawnArgs(), { label });
   return {
     kind: 'stdio',
     via,
     label,
     async start() {},
     async stop() {},
-    async openLight(timeoutMs = 30_000) {
-      const t0 = now();
-      const child = spawnOne();
-      const c = new StdioLight(child, { label });
-      try {
-        await c.initialize(timeoutMs);
-      } catch (e) {
-        await stopTracked(child);
-        throw new Error(`${label}: ${errText(e)}${child.stderrTail() ? `\n--- its stderr:\n${child.stderrTail()}` : ''}`);
-      }
-      const initMs = now() - t0;
-      return {
-        c,
-        initMs,
-        pid: child.pid,
-        child,
-        close: async () => {
-          await c.close();
-          return stopTracked(child);
-        },
-      };
-    },
-    async openSdk() {
-      const child = spawnOne();
-      let sdk;
-      try {
-        sdk = await connectSdk('stdio', child, 30_000);
-      } catch (e) {
-        await stopTracked(child);
-        throw new Error(`${label} (SDK client): ${errText(e)}${child.stderrTail() ? `\n--- its stderr:\n${child.stderrTail()}` : ''}`);
-      }
-      return {
-        sdk,
-        pid: child.pid,
-        child,
-        close: async () => {
-          await closeSdk(sdk, 'stdio');
-          return stopTracked(child);
-        },
-      };
-    },
+    openLight: (timeoutMs = 30_000) => openStdioLight(spawnArgs(), { label, timeoutMs }),
+    openSdk: () => openStdioSdk(spawnArgs(), { label }),
   };
 }
 
@@ -341,11 +303,6 @@ async function measureList(c, repeats) {
   return { ...latencySummary(lat), toLastByteP50: toLastByte.length ? median(toLastByte) : NaN, tools: first.tools.length, pages: first.pages, bytes: first.bytes, clientParseMs: median(parse), names: first.tools.map((t) => t.name) };
 }
 
-function sdkCall(client, name, text = 'hello from the benchmark') {
-  const params = { name, arguments: { text } };
-  return () => client.callTool(params, undefined, { timeout: 30_000 }).then((r) => !r.isError && r.content?.[0]?.text === text);
-}
-
 async function echoSizes(c, name, sizes, pid) {
   const out = {};
   for (const { label, bytes, reps } of sizes) {
@@ -405,7 +362,7 @@ async function measureTarget(t, o) {
     sessionsToClose.push(L);
     phase(`${t.label}: tools/list x${o.listRepeats}`);
     const list = await measureList(L.c, o.listRepeats);
-    const tool = list.names.find((n) => n === 'echo') ?? list.names.find((n) => /(^|[^a-z])echo$/.test(n));
+    const tool = echoTool(list.names);
     if (!tool) throw new Error(`${t.label}: no echo tool in tools/list (${list.names.slice(0, 5).join(', ')}...)`);
     delete list.names;
     rec.list = list;
@@ -464,7 +421,7 @@ async function measureCalls(t, o, { scrape }) {
     try {
       const call = kind === 'light' ? (tool) => echoCall(s.c, tool) : (tool) => sdkCall(s.sdk.client, tool);
       const names = kind === 'light' ? (await listAll(s.c)).tools.map((x) => x.name) : (await s.sdk.client.listTools()).tools.map((x) => x.name);
-      const tool = names.find((n) => /(^|[^a-z])echo$/.test(n));
+      const tool = echoTool(names);
       if (!tool) throw new Error(`${t.label}: no echo tool`);
       phase(`${t.label}: sequential tools/call, ${kind} client, ${o.warmup} + ${o.calls}`);
       rec[kind === 'light' ? 'seqLight' : 'seqSdk'] = await sequential(call(tool), o.warmup, o.calls);
@@ -558,7 +515,7 @@ async function profileStdio(o, config) {
   let tput;
   try {
     const list = await listAll(L.c);
-    const tool = list.tools.map((x) => x.name).find((n) => /(^|[^a-z])echo$/.test(n));
+    const tool = echoTool(list.tools.map((x) => x.name));
     await sequential(echoCall(L.c, tool), o.warmup, 0);
     tput = await throughput(echoCall(L.c, tool), { inflight: o.inflight, durationMs: o.duration * 1000, pids: [L.pid] });
   } finally {
@@ -760,7 +717,7 @@ function renderMarkdown(results, o) {
   }
   if (results.governance) renderGovernance(L, results.governance, o, Boolean(results.interleaved?.results?.governance));
   if (results.interleaved) {
-    if (results.interleaved.error) L.push('## Interleaved sequential p50 (issue 23, targets 1 and 2)', '', `**failed:** ${results.interleaved.error.split('\n')[0]}`, '');
+    if (results.interleaved.error) L.push(`## ${INTERLEAVED_TITLE}`, '', `**failed:** ${results.interleaved.error.split('\n')[0]}`, '');
     else L.push(renderInterleaved(results.interleaved.results, o.interleavedRun, m.git, '##'));
   }
   if (results.sharedLimits) renderSharedLimits(L, results.sharedLimits, o);

@@ -15,7 +15,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { echoCall, sequential, throughput } from './lib/calls.mjs';
+import { echoCall, echoTool, sequential, throughput } from './lib/calls.mjs';
 import { HttpLight } from './lib/light-client.mjs';
 import { freePort, installCleanup, spawnTracked, stopTracked } from './lib/procs.mjs';
 import { fmtSpread, spread } from './lib/stats.mjs';
@@ -125,7 +125,7 @@ async function measureOne(config, label, o, { phase, redis }) {
     await ready(d.base, redis !== undefined);
     await c.initialize();
     const tools = (await c.request('tools/list', {})).result?.tools ?? [];
-    const tool = tools.map((t) => t.name).find((n) => /(^|[^a-z])echo$/.test(n));
+    const tool = echoTool(tools.map((t) => t.name));
     if (!tool) throw new Error(`${label}: no echo tool listed`);
     phase(`shared limits, ${label}: sequential tools/call, ${o.warmup} + ${o.calls}`);
     const seq = await sequential(echoCall(c, tool), o.warmup, o.calls, ' (a limit refused? the store down?)');

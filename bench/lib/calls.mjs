@@ -16,6 +16,17 @@ export function echoCall(c, name, text = 'hello from the benchmark') {
   return () => c.request('tools/call', params).then((r) => !r.error && !r.result?.isError && r.result?.content?.[0]?.text === text);
 }
 
+/** The same over the SDK's Client (bounded at 30 s a call, as the SDK's own default is 60). */
+export function sdkCall(client, name, text = 'hello from the benchmark') {
+  const params = { name, arguments: { text } };
+  return () => client.callTool(params, undefined, { timeout: 30_000 }).then((r) => !r.isError && r.content?.[0]?.text === text);
+}
+
+/** The echo server's echo tool among listed names: `echo` itself, or namespaced (`echo__echo`). */
+export function echoTool(names) {
+  return names.find((n) => n === 'echo') ?? names.find((n) => /(^|[^a-z])echo$/.test(n));
+}
+
 /**
  * `warmup` calls, then `n` timed one at a time; throws if any did not echo (`hint` is added to
  * that message). Returns latencySummary of the n.
