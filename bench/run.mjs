@@ -718,6 +718,8 @@ function renderMarkdown(results, o) {
   if (results.governance) renderGovernance(L, results.governance, o, Boolean(results.interleaved?.results?.governance));
   if (results.interleaved) {
     if (results.interleaved.error) L.push(`## ${INTERLEAVED_TITLE}`, '', `**failed:** ${results.interleaved.error.split('\n')[0]}`, '');
+    // A run saved before the section measured both clients (--render of an older latest.json).
+    else if (!o.interleavedRun?.clients) L.push(`## ${INTERLEAVED_TITLE}`, '', 'Saved by an older bench (the light client only, in another shape): see its latest.md.', '');
     else L.push(renderInterleaved(results.interleaved.results, o.interleavedRun, m.git, '##'));
   }
   if (results.sharedLimits) renderSharedLimits(L, results.sharedLimits, o);
