@@ -29,8 +29,13 @@ const BAD = path.join(ROOT, 'test/fixtures/bad-upstream.mjs');
 const SERVERS = { mcpServers: { bad: { command: process.execPath, args: [BAD, '{}'], logs: 'broadcast' } } };
 /** What a host that reads nothing may cost mcpmux, garbage collected. */
 const RSS_SLACK = 24 * MB;
-/** What 100 idle sessions' replay buffers may cost after a flood: their budget (16 MB) and change. */
-const REPLAY_SLACK = 40 * MB;
+/**
+ * What 100 idle sessions' replay buffers may cost after a flood: their budget (16 MB) and what
+ * the 120 MB that passed through leaves in the allocator. Measured 19-34 MB alone and beside a
+ * busy core, 42 MB once under the whole suite's load (a CI run failed on the 40 MB this was);
+ * without the budget it is +100 MB or more, which 60 MB still tells apart.
+ */
+const REPLAY_SLACK = 60 * MB;
 /** The flood: 32 MB of notifications, 32 x the shed bound. */
 const FLOOD = { n: 30_000, pad: 1000 };
 const ENV = { ...GC_ENV, MCPMUX_STUCK_MS: '600000' };
