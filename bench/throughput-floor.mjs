@@ -1,0 +1,198 @@
+#!/usr/bin/env node
+// Calls/s with many calls in flight, and what each process spends on a call, for the middle
+// processes a stdio host may talk through (issue 23, target 1's throughput clause):
+//
+//   node bench/throughput-floor.mjs [--targets relay,rewrite,parse,mcpmux,governed] [--rounds 3]
+//                                   [--seconds 10] [--warmup 2] [--inflight 64] [--out DIR]
+//
+// - relay: bench/relay.mjs, bytes piped both ways (the floor `npm run bench` divides by);
+// - rewrite: bench/rewrite-relay.mjs, the relay plus the id rewriting any multiplexer needs,
+//   without parsing JSON;
+// - parse: the same relay reading each message (JSON.parse, the id swapped, JSON.stringify);
+// - mcpmux: `mcpmux stdio` with one upstream;
+// - governed: the same with governance on (bench/lib/governed.mjs; /metrics scraped every second).
+//
+// Every target has the echo server (bench/echo-server.mjs) behind it and the bench's light
+// client in front, one after the other in each round (the order rotating). For each: calls/s
+// over `seconds` after `warmup` seconds of the same load, the ratio to the relay of the same
+// round, and the CPU each process spent per call (/proc ticks of the middle process and of the
+// echo server; the client's own from process.cpuUsage). On a machine with fewer cores than
+// processes the three share them, so a call's throughput follows the sum of the three; the
+// table shows that sum. Prints Markdown (median over rounds, min-max in brackets) and writes it
+// with the raw figures to DIR/throughput-floor-latest.{md,json} (default bench/results).
+
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { echoCall, echoTool, errText, throughput } from './lib/calls.mjs';
+import { governedConfig, startScraper } from './lib/governed.mjs';
+import { childrenOf, installCleanup } from './lib/procs.mjs';
+import { openStdioLight } from './lib/stdio-session.mjs';
+import { fmt, median } from './lib/stats.mjs';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const NODE = process.execPath;
+const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
+const MCPMUX = join(ROOT, 'bin', 'mcpmux.js');
+
+const USAGE = 'usage: node bench/throughput-floor.mjs [--targets relay,rewrite,parse,mcpmux,governed] [--rounds N] [--seconds N] [--warmup N] [--inflight N] [--out DIR]';
+const TARGETS = {
+  relay: 'no-op relay',
+  rewrite: 'id-rewriting relay',
+  parse: 'parsing relay',
+  mcpmux: 'mcpmux stdio',
+  governed: 'mcpmux stdio, governance on',
+};
+
+function options(argv) {
+  const o = { targets: ['relay', 'rewrite', 'parse', 'mcpmux'], rounds: 3, seconds: 10, warmup: 2, inflight: 64, out: join(ROOT, 'bench', 'results') };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const value = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value\n${USAGE}`);
+      return v;
+    };
+    const count = () => {
+      const n = Number(value());
+      if (!Number.isInteger(n) || n < 1) throw new Error(`${a} takes a whole number >= 1\n${USAGE}`);
+      return n;
+    };
+    if (a === '--targets') {
+      o.targets = value().split(',');
+      for (const t of o.targets) if (!(t in TARGETS)) throw new Error(`--targets takes ${Object.keys(TARGETS).join(', ')}, got ${t}\n${USAGE}`);
+      // The ratios are to the relay of the same round.
+      if (!o.targets.includes('relay')) o.targets.unshift('relay');
+    } else if (a === '--rounds') o.rounds = count();
+    else if (a === '--seconds') o.seconds = count();
+    else if (a === '--warmup') o.warmup = count();
+    else if (a === '--inflight') o.inflight = count();
+    else if (a === '--out') o.out = value();
+    else if (a === '--help' || a === '-h') {
+      console.log(USAGE);
+      process.exit(0);
+    } else throw new Error(`unknown option ${a}\n${USAGE}`);
+  }
+  return o;
+}
+
+/** The command line of a target (configs written to `tmp`). */
+function argsOf(target, tmp, round) {
+  const echo = { command: NODE, args: [ECHO] };
+  switch (target) {
+    case 'relay':
+      return [join(ROOT, 'bench', 'relay.mjs'), NODE, ECHO];
+    case 'rewrite':
+      return [join(ROOT, 'bench', 'rewrite-relay.mjs'), NODE, ECHO];
+    case 'parse':
+      return [join(ROOT, 'bench', 'rewrite-relay.mjs'), '--parse', NODE, ECHO];
+    case 'mcpmux': {
+      const file = join(tmp, 'one.json');
+      writeFileSync(file, JSON.stringify({ mcpServers: { echo } }));
+      return [MCPMUX, 'stdio', '--config', file];
+    }
+    case 'governed': {
+      const file = join(tmp, 'governed.json');
+      writeFileSync(file, JSON.stringify(governedConfig(echo, join(tmp, `audit-${round}.jsonl`))));
+      return [MCPMUX, 'stdio', '--config', file, '--admin-port', '0'];
+    }
+  }
+}
+
+/** One target, opened, warmed up and measured: { callsPerSec, cpu: { client, middle, upstream } } (µs a call). */
+async function measure(target, o, tmp, round) {
+  const s = await openStdioLight(argsOf(target, tmp, round), { label: target, timeoutMs: 60_000 });
+  const scrapes = { scrapes: 0 };
+  let scraper;
+  try {
+    let tool;
+    const deadline = Date.now() + 60_000;
+    while (!(tool = echoTool(((await s.c.request('tools/list', {}, 60_000)).result?.tools ?? []).map((t) => t.name)))) {
+      if (Date.now() > deadline) throw new Error('no echo tool listed within 60 s');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const upstream = childrenOf(s.pid)[0];
+    if (!upstream) throw new Error('its echo server was not found among its children');
+    if (target === 'governed') scraper = startScraper(s.child, scrapes);
+    const call = echoCall(s.c, tool);
+    await throughput(call, { inflight: o.inflight, durationMs: o.warmup * 1000 });
+    const t = await throughput(call, { inflight: o.inflight, durationMs: o.seconds * 1000, pids: [s.pid, upstream] });
+    if (t.errors > 0) throw new Error(`${t.errors} calls did not echo`);
+    const us = (ms) => ms * 1000;
+    return {
+      callsPerSec: t.callsPerSec,
+      cpu: { client: us(t.clientCpuMsPerCall), middle: us(t.cpuMsPerCall[0]), upstream: us(t.cpuMsPerCall[1]) },
+      ...(scraper && { scrapes: scrapes.scrapes }),
+    };
+  } catch (e) {
+    throw new Error(`${TARGETS[target]}: ${errText(e)}\n--- its stderr:\n${s.child.stderrTail()}`);
+  } finally {
+    await scraper?.stop();
+    await s.close();
+  }
+}
+
+/** Every round: each target in turn (the order rotating). [{ relay: {...}, rewrite: {...}, ... }] */
+async function measureFloor(o, say = (line) => process.stderr.write(line + '\n')) {
+  const tmp = mkdtempSync(join(tmpdir(), 'mcpmux-floor-'));
+  try {
+    const rounds = [];
+    for (let r = 0; r < o.rounds; r++) {
+      const figures = {};
+      for (let k = 0; k < o.targets.length; k++) {
+        const target = o.targets[(r + k) % o.targets.length];
+        say(`throughput-floor: ${TARGETS[target]}, round ${r + 1}/${o.rounds}`);
+        figures[target] = await measure(target, o, tmp, r);
+      }
+      rounds.push(figures);
+    }
+    return rounds;
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+function cell(values, digits = fmt) {
+  return `${digits(median(values))} (${digits(Math.min(...values))}-${digits(Math.max(...values))})`;
+}
+
+function renderFloor(rounds, o, commit) {
+  const c = cpus();
+  const L = ['# Throughput and CPU per call of the middle process (issue 23, target 1)', ''];
+  L.push(`Node ${process.version}; ${c.length} × ${c[0]?.model ?? '?'}; mcpmux ${commit}; ${o.rounds} round(s); light client, ${o.inflight} in flight, ${o.warmup} s of warm-up then ${o.seconds} s measured per target, the order rotating. Cells: median over rounds (min-max).`, '');
+  L.push('| target | calls/s | ÷ relay | CPU µs/call: client | middle | echo server | all three |', '|---|---:|---:|---:|---:|---:|---:|');
+  const x = (v) => `${v.toFixed(2)}x`;
+  // Rows in TARGETS' order, whatever the order asked.
+  for (const target of Object.keys(TARGETS).filter((t) => o.targets.includes(t))) {
+    const f = rounds.map((r) => r[target]);
+    const ratio = rounds.map((r) => r[target].callsPerSec / r.relay.callsPerSec);
+    const cpu = (k) => cell(f.map((v) => v.cpu[k]));
+    L.push(`| ${TARGETS[target]} | ${cell(f.map((v) => v.callsPerSec))} | ${cell(ratio, x)} | ${cpu('client')} | ${cpu('middle')} | ${cpu('upstream')} | ${cell(f.map((v) => v.cpu.client + v.cpu.middle + v.cpu.upstream))} |`);
+  }
+  L.push('', 'Issue 23 asks mcpmux for at least 0.95x the relay\'s calls/s. CPU per call comes from /proc clock ticks (10 ms): short runs read coarsely.', '');
+  return L.join('\n');
+}
+
+async function main() {
+  const o = options(process.argv.slice(2));
+  installCleanup();
+  const rounds = await measureFloor(o);
+  let commit = 'unknown';
+  try {
+    commit = execFileSync('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  } catch {
+    // Not a git checkout: the table says unknown.
+  }
+  const md = renderFloor(rounds, o, commit);
+  mkdirSync(o.out, { recursive: true });
+  writeFileSync(join(o.out, 'throughput-floor-latest.md'), md + '\n');
+  writeFileSync(join(o.out, 'throughput-floor-latest.json'), JSON.stringify({ date: new Date().toISOString(), commit, options: o, rounds }, null, 2));
+  console.log(md);
+}
+
+main().catch((e) => {
+  process.stderr.write(`throughput-floor: ${errText(e)}\n`);
+  process.exitCode = 1;
+});
