@@ -72,9 +72,19 @@ function lines(from, to, map) {
   });
 }
 
+/** A line as JSON, or undefined (a blank or broken line passes as it is, as the splicing relay passes it). */
+function read(line) {
+  try {
+    return JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+}
+
 /** --parse: a host's line read; its request gets our id (the host's kept as its value). */
 function upParsed(line) {
-  const m = JSON.parse(line);
+  const m = read(line);
+  if (m === undefined || m === null) return line;
   if (m.method === undefined || m.id === undefined) return line;
   const id = nextId++;
   hostIds.set(id, m.id);
@@ -84,8 +94,8 @@ function upParsed(line) {
 
 /** --parse: an upstream's line read; an answer to one of our ids gets the host's id back. */
 function downParsed(line) {
-  const m = JSON.parse(line);
-  if (m.method !== undefined) return line;
+  const m = read(line);
+  if (m === undefined || m === null || m.method !== undefined) return line;
   const host = hostIds.get(m.id);
   if (host === undefined) return line;
   hostIds.delete(m.id);

@@ -61,7 +61,7 @@ function options(argv) {
       return n;
     };
     if (a === '--targets') {
-      o.targets = value().split(',');
+      o.targets = [...new Set(value().split(','))];
       for (const t of o.targets) if (!(t in TARGETS)) throw new Error(`--targets takes ${Object.keys(TARGETS).join(', ')}, got ${t}\n${USAGE}`);
       // The ratios are to the relay of the same round.
       if (!o.targets.includes('relay')) o.targets.unshift('relay');

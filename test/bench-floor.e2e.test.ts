@@ -29,12 +29,13 @@ it('bench/throughput-floor.mjs: every target measured, a figure in every cell, t
   expect(raw.rounds[0].governed.scrapes).toBeGreaterThanOrEqual(1);
 });
 
-it.each<[string, string[]]>([['spliced', []], ['parsed', ['--parse']]])('bench/rewrite-relay.mjs (%s) gives each request its own id back, string or number', async (_how, flags) => {
+it.each<[string, string[]]>([['spliced', []], ['parsed', ['--parse']]])('bench/rewrite-relay.mjs (%s) gives each request its own id back, string or number, past a line that is not JSON', async (_how, flags) => {
   const child = spawn(process.execPath, [path.join(ROOT, 'bench/rewrite-relay.mjs'), ...flags, process.execPath, path.join(ROOT, 'bench/echo-server.mjs')], { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: child.stdout! });
   const answers = new Map<unknown, Record<string, unknown>>();
   const waiting = new Map<unknown, () => void>();
   lines.on('line', (l) => {
+    if (!l.startsWith('{')) return;
     const m = JSON.parse(l) as { id?: unknown };
     answers.set(m.id, m);
     waiting.get(m.id)?.();
@@ -51,6 +52,9 @@ it.each<[string, string[]]>([['spliced', []], ['parsed', ['--parse']]])('bench/r
     send({ jsonrpc: '2.0', id: 'init "1"', method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } });
     expect((await answer('init "1"')).result).toBeDefined();
     send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    // A line that is not JSON passes as it is (what the server makes of it is its business):
+    // the relay goes on.
+    child.stdin!.write('not json\n');
     // Ids the relay also hands out (1, 2, ...) and a string: each answer comes back to its own.
     const ids = [2, 1, 'x', 7];
     for (const id of ids) send({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'echo', arguments: { text: `for ${id}` } } });
