@@ -7,7 +7,7 @@
 // the bench's echo traffic right (no nested "id" keys), and nothing else is promised.
 //
 // With --parse it reads each line instead: JSON.parse, the id swapped on the object, and
-// JSON.stringify: the least a proxy that reads messages (to route or rename anything) does.
+// JSON.stringify: the least a proxy that parses messages (to route or rename anything) does.
 //
 // bench/throughput-floor.mjs runs both beside the no-op relay (bench/relay.mjs) and `mcpmux
 // stdio` to show how much of the throughput lost to a middle process is the rewriting every
