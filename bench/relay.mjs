@@ -6,19 +6,8 @@
 //
 //   node bench/relay.mjs node bench/echo-server.mjs
 
-import { spawn } from 'node:child_process';
+import { spawnRelayed } from './lib/relay-child.mjs';
 
-const [cmd, ...args] = process.argv.slice(2);
-if (!cmd) {
-  process.stderr.write('usage: node bench/relay.mjs COMMAND [ARGS...]\n');
-  process.exit(2);
-}
-const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+const child = spawnRelayed(process.argv.slice(2), 'usage: node bench/relay.mjs COMMAND [ARGS...]');
 process.stdin.pipe(child.stdin);
 child.stdout.pipe(process.stdout);
-child.stdin.on('error', () => {});
-process.stdout.on('error', () => {});
-child.on('exit', (code, signal) => process.exit(signal ? 1 : (code ?? 0)));
-const stop = () => child.kill('SIGTERM');
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);

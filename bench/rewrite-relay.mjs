@@ -1,30 +1,31 @@
 #!/usr/bin/env node
-// The id-rewriting relay: the least a process in the middle must do to carry several hosts'
-// requests on one upstream connection, and nothing more. It spawns the given command and copies
-// lines both ways; a host's request gets an id of the relay's own on the way up (the host's is
-// kept in a Map) and the upstream's answer gets the host's id back on the way down. No JSON is
-// parsed: the first `"id":` of a line is found with a regular expression and spliced. It reads
-// the bench's echo traffic right (no nested "id" keys), and nothing else is promised.
-//
-// With --parse it reads each line instead: JSON.parse, the id swapped on the object, and
+// The id-rewriting relay: a floor for the one rewrite a process carrying several hosts'
+// requests on one upstream connection cannot skip, and nothing more. It spawns the given
+// command and copies lines both ways; a host's request gets an id of the relay's own on the way
+// up (the host's is kept in a Map) and the upstream's answer gets the host's id back on the way
+// down. No JSON is parsed: the first `"id":` of a line is found with a regular expression and
+// spliced. With --parse it parses each line instead: JSON.parse, the id swapped on the object,
 // JSON.stringify: the least a proxy that parses messages (to route or rename anything) does.
+//
+// A floor, not a proxy: it carries the bench's echo traffic right and promises nothing else.
+// It does not map what a real multiplexer also must (the requestId of notifications/cancelled,
+// progress tokens: the bench sends neither), and the splicing mode takes the first `"id":` of a
+// line for its id and any line holding `"method"` for a request, whatever their depth (the
+// SDK writes a response's id after its result, a request's after its params: a nested "id" or
+// "method" key there would be misread). --parse keeps no number a double cannot hold, and
+// neither mode waits for a slow reader.
 //
 // bench/throughput-floor.mjs runs both beside the no-op relay (bench/relay.mjs) and `mcpmux
 // stdio` to show how much of the throughput lost to a middle process is the rewriting every
-// multiplexer needs, how much is reading each message, and how much is mcpmux's routing and
+// multiplexer needs, how much is parsing each message, and how much is mcpmux's routing and
 // bookkeeping (issue 23).
 //
 //   node bench/rewrite-relay.mjs [--parse] node bench/echo-server.mjs
 
-import { spawn } from 'node:child_process';
+import { spawnRelayed } from './lib/relay-child.mjs';
 
 const parse = process.argv[2] === '--parse';
-const [cmd, ...args] = process.argv.slice(parse ? 3 : 2);
-if (!cmd) {
-  process.stderr.write('usage: node bench/rewrite-relay.mjs [--parse] COMMAND [ARGS...]\n');
-  process.exit(2);
-}
-const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+const child = spawnRelayed(process.argv.slice(parse ? 3 : 2), 'usage: node bench/rewrite-relay.mjs [--parse] COMMAND [ARGS...]');
 
 /** The relay's id -> the host's id (as its JSON text). */
 const hostIds = new Map();
@@ -106,9 +107,3 @@ function downParsed(line) {
 lines(process.stdin, child.stdin, parse ? upParsed : up);
 lines(child.stdout, process.stdout, parse ? downParsed : down);
 process.stdin.on('end', () => child.stdin.end());
-child.stdin.on('error', () => {});
-process.stdout.on('error', () => {});
-child.on('exit', (code, signal) => process.exit(signal ? 1 : (code ?? 0)));
-const stop = () => child.kill('SIGTERM');
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
