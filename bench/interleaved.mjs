@@ -24,14 +24,16 @@
 // same measurement as its own section (measureInterleaved, renderInterleaved): its p50 verdicts
 // for targets 1 and 2 are these.
 
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { echoCall, echoTool, errText, sdkCall } from './lib/calls.mjs';
 import { governedConfig, startScraper } from './lib/governed.mjs';
+import { readArgs } from './lib/options.mjs';
 import { installCleanup } from './lib/procs.mjs';
+import { saveLatest, shortCommit } from './lib/results.mjs';
 import { openStdioLight, openStdioSdk } from './lib/stdio-session.mjs';
 import { fmt, latencySummary, median } from './lib/stats.mjs';
 
@@ -49,34 +51,21 @@ export const INTERLEAVED_TITLE = 'Interleaved sequential p50 (issue 23, targets 
 
 function options(argv) {
   const o = { compare: ['relay', 'governance'], clients: ['light', 'sdk'], rounds: 3, blocks: 30, block: 100, warmup: 2000, out: join(ROOT, 'bench', 'results') };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const value = () => {
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`${a} needs a value\n${USAGE}`);
-      return v;
-    };
-    const count = () => {
-      const n = Number(value());
-      if (!Number.isInteger(n) || n < 1) throw new Error(`${a} takes a whole number >= 1\n${USAGE}`);
-      return n;
-    };
+  readArgs(argv, USAGE, (a, value, count) => {
     if (a === '--compare') {
       o.compare = value().split(',');
       for (const c of o.compare) if (c !== 'relay' && c !== 'governance') throw new Error(`--compare takes relay and/or governance, got ${c}\n${USAGE}`);
     } else if (a === '--clients') {
       o.clients = value().split(',');
-      for (const c of o.clients) if (!(c in CLIENTS)) throw new Error(`--clients takes light and/or sdk, got ${c}\n${USAGE}`);
+      for (const c of o.clients) if (!Object.hasOwn(CLIENTS, c)) throw new Error(`--clients takes light and/or sdk, got ${c}\n${USAGE}`);
     } else if (a === '--rounds') o.rounds = count();
     else if (a === '--blocks') o.blocks = count();
     else if (a === '--block') o.block = count();
     else if (a === '--warmup') o.warmup = count();
     else if (a === '--out') o.out = value();
-    else if (a === '--help' || a === '-h') {
-      console.log(USAGE);
-      process.exit(0);
-    } else throw new Error(`unknown option ${a}\n${USAGE}`);
-  }
+    else return false;
+    return true;
+  });
   return o;
 }
 
@@ -209,18 +198,8 @@ async function main() {
   const o = options(process.argv.slice(2));
   installCleanup();
   const results = await measureInterleaved(o);
-  const { execFileSync } = await import('node:child_process');
-  let commit = 'unknown';
-  try {
-    commit = execFileSync('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-  } catch {
-    // Not a git checkout: the table says unknown.
-  }
-  const md = renderInterleaved(results, o, commit);
-  mkdirSync(o.out, { recursive: true });
-  writeFileSync(join(o.out, 'interleaved-latest.md'), md + '\n');
-  writeFileSync(join(o.out, 'interleaved-latest.json'), JSON.stringify({ date: new Date().toISOString(), commit, options: o, results }, null, 2));
-  console.log(md);
+  const commit = shortCommit(ROOT);
+  saveLatest(o.out, 'interleaved', renderInterleaved(results, o, commit), { commit, options: o, results });
 }
 
 // Run as a script; imported by bench/run.mjs, it only lends its measurement.

@@ -19,7 +19,7 @@ import { echoCall, echoTool, errText, sdkCall, sequential, throughput } from './
 import { HttpLight, WsLight } from './lib/light-client.mjs';
 import { readOptions, sizeDefaults } from './lib/options.mjs';
 import { closeSdk, connectSdk } from './lib/sdk-client.mjs';
-import { childrenOf, cmdline, installCleanup, memory, resetPeak, spawnTracked, stopTracked } from './lib/procs.mjs';
+import { childrenOf, cmdline, echoServerOf, installCleanup, memory, resetPeak, spawnTracked, stopTracked } from './lib/procs.mjs';
 import { governedConfig, startScraper } from './lib/governed.mjs';
 import { openStdioLight, openStdioSdk } from './lib/stdio-session.mjs';
 import { fmt, fmtSpread, latencySummary, median, spread } from './lib/stats.mjs';
@@ -256,10 +256,6 @@ function netTarget(kind, via, { spawnArgs, label, urlOf }) {
   };
 }
 
-function upstreamPidOf(pid) {
-  return childrenOf(pid).find((p) => cmdline(p).includes('echo-server.mjs'));
-}
-
 // ---- measurements -----------------------------------------------------------------------------
 
 /** Full tools/list (following nextCursor). Returns {tools, pages, bytes?}. */
@@ -367,7 +363,7 @@ async function measureTarget(t, o) {
     delete list.names;
     rec.list = list;
     rec.tool = tool;
-    const upstream = t.via !== 'direct' ? upstreamPidOf(L.pid) : undefined;
+    const upstream = t.via !== 'direct' ? echoServerOf(L.pid) : undefined;
     rec.upstreamPid = upstream;
 
     phase(`${t.label}: sequential tools/call, light client, ${o.warmup} + ${o.calls}`);
@@ -389,7 +385,7 @@ async function measureTarget(t, o) {
     phase(`${t.label}: sequential tools/call, SDK client, ${o.warmup} + ${o.calls}`);
     rec.seqSdk = await sequential(sdkCall(S.sdk.client, tool), o.warmup, o.calls);
     phase(`${t.label}: throughput, SDK client, ${o.inflight} in flight, ${o.duration} s`);
-    const up2 = t.via !== 'direct' ? upstreamPidOf(S.pid) : undefined;
+    const up2 = t.via !== 'direct' ? echoServerOf(S.pid) : undefined;
     rec.tputSdk = await throughput(sdkCall(S.sdk.client, tool), { inflight: o.inflight, durationMs: o.duration * 1000, pids: [S.pid, up2] });
     if (net) rec.memAfterSdk = memory(S.pid);
     sessionsToClose.splice(sessionsToClose.indexOf(S), 1);
@@ -426,7 +422,7 @@ async function measureCalls(t, o, { scrape }) {
       phase(`${t.label}: sequential tools/call, ${kind} client, ${o.warmup} + ${o.calls}`);
       rec[kind === 'light' ? 'seqLight' : 'seqSdk'] = await sequential(call(tool), o.warmup, o.calls);
       phase(`${t.label}: throughput, ${kind} client, ${o.inflight} in flight, ${o.duration} s`);
-      rec[kind === 'light' ? 'tputLight' : 'tputSdk'] = await throughput(call(tool), { inflight: o.inflight, durationMs: o.duration * 1000, pids: [s.pid, upstreamPidOf(s.pid)] });
+      rec[kind === 'light' ? 'tputLight' : 'tputSdk'] = await throughput(call(tool), { inflight: o.inflight, durationMs: o.duration * 1000, pids: [s.pid, echoServerOf(s.pid)] });
     } finally {
       await scraper?.stop();
       const left = await s.close();
@@ -464,7 +460,8 @@ async function measureTwenty(o, config) {
     phase(`${label}: idle 2 s, then VmHWM`);
     await sleep(2000);
     rec.mem = memory(L.pid);
-    rec.upstreams = childrenOf(L.pid).length;
+    // Echo servers only: mcpmux has a child of its own besides (the reaper of its process groups).
+    rec.upstreams = childrenOf(L.pid).filter((p) => cmdline(p).includes('echo-server.mjs')).length;
   } finally {
     const left = await L.close();
     if (left?.length) rec.leftovers = left;

@@ -21,14 +21,15 @@
 // table shows that sum. Prints Markdown (median over rounds, min-max in brackets) and writes it
 // with the raw figures to DIR/throughput-floor-latest.{md,json} (default bench/results).
 
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { echoCall, echoTool, errText, throughput } from './lib/calls.mjs';
 import { governedConfig, startScraper } from './lib/governed.mjs';
-import { childrenOf, installCleanup } from './lib/procs.mjs';
+import { readArgs } from './lib/options.mjs';
+import { echoServerOf, installCleanup } from './lib/procs.mjs';
+import { saveLatest, shortCommit } from './lib/results.mjs';
 import { openStdioLight } from './lib/stdio-session.mjs';
 import { fmt, median } from './lib/stats.mjs';
 
@@ -48,21 +49,10 @@ const TARGETS = {
 
 function options(argv) {
   const o = { targets: ['relay', 'rewrite', 'parse', 'mcpmux'], rounds: 3, seconds: 10, warmup: 2, inflight: 64, out: join(ROOT, 'bench', 'results') };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const value = () => {
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`${a} needs a value\n${USAGE}`);
-      return v;
-    };
-    const count = () => {
-      const n = Number(value());
-      if (!Number.isInteger(n) || n < 1) throw new Error(`${a} takes a whole number >= 1\n${USAGE}`);
-      return n;
-    };
+  readArgs(argv, USAGE, (a, value, count) => {
     if (a === '--targets') {
       o.targets = [...new Set(value().split(','))];
-      for (const t of o.targets) if (!(t in TARGETS)) throw new Error(`--targets takes ${Object.keys(TARGETS).join(', ')}, got ${t}\n${USAGE}`);
+      for (const t of o.targets) if (!Object.hasOwn(TARGETS, t)) throw new Error(`--targets takes ${Object.keys(TARGETS).join(', ')}, got ${t}\n${USAGE}`);
       // The ratios are to the relay of the same round.
       if (!o.targets.includes('relay')) o.targets.unshift('relay');
     } else if (a === '--rounds') o.rounds = count();
@@ -70,11 +60,9 @@ function options(argv) {
     else if (a === '--warmup') o.warmup = count();
     else if (a === '--inflight') o.inflight = count();
     else if (a === '--out') o.out = value();
-    else if (a === '--help' || a === '-h') {
-      console.log(USAGE);
-      process.exit(0);
-    } else throw new Error(`unknown option ${a}\n${USAGE}`);
-  }
+    else return false;
+    return true;
+  });
   return o;
 }
 
@@ -101,7 +89,11 @@ function argsOf(target, tmp, round) {
   }
 }
 
-/** One target, opened, warmed up and measured: { callsPerSec, cpu: { client, middle, upstream } } (µs a call). */
+/**
+ * One target, opened, warmed up and measured: { callsPerSec, calls, seconds, cpuUsPerCall:
+ * { client, middle, upstream } } (the client: this process, /metrics scrapes included), and the
+ * governed target's scrapes.
+ */
 async function measure(target, o, tmp, round) {
   const s = await openStdioLight(argsOf(target, tmp, round), { label: target, timeoutMs: 60_000 });
   const scrapes = { scrapes: 0 };
@@ -113,7 +105,7 @@ async function measure(target, o, tmp, round) {
       if (Date.now() > deadline) throw new Error('no echo tool listed within 60 s');
       await new Promise((r) => setTimeout(r, 100));
     }
-    const upstream = childrenOf(s.pid)[0];
+    const upstream = echoServerOf(s.pid);
     if (!upstream) throw new Error('its echo server was not found among its children');
     if (target === 'governed') scraper = startScraper(s.child, scrapes);
     const call = echoCall(s.c, tool);
@@ -123,8 +115,10 @@ async function measure(target, o, tmp, round) {
     const us = (ms) => ms * 1000;
     return {
       callsPerSec: t.callsPerSec,
-      cpu: { client: us(t.clientCpuMsPerCall), middle: us(t.cpuMsPerCall[0]), upstream: us(t.cpuMsPerCall[1]) },
-      ...(scraper && { scrapes: scrapes.scrapes }),
+      calls: t.calls,
+      seconds: t.seconds,
+      cpuUsPerCall: { client: us(t.clientCpuMsPerCall), middle: us(t.cpuMsPerCall[0]), upstream: us(t.cpuMsPerCall[1]) },
+      ...(scraper && { scrapes: scrapes.scrapes, ...(scrapes.scrapeError && { scrapeError: scrapes.scrapeError }) }),
     };
   } catch (e) {
     throw new Error(`${TARGETS[target]}: ${errText(e)}\n--- its stderr:\n${s.child.stderrTail()}`);
@@ -168,8 +162,8 @@ function renderFloor(rounds, o, commit) {
   for (const target of Object.keys(TARGETS).filter((t) => o.targets.includes(t))) {
     const f = rounds.map((r) => r[target]);
     const ratio = rounds.map((r) => r[target].callsPerSec / r.relay.callsPerSec);
-    const cpu = (k) => cell(f.map((v) => v.cpu[k]));
-    L.push(`| ${TARGETS[target]} | ${cell(f.map((v) => v.callsPerSec))} | ${cell(ratio, x)} | ${cpu('client')} | ${cpu('middle')} | ${cpu('upstream')} | ${cell(f.map((v) => v.cpu.client + v.cpu.middle + v.cpu.upstream))} |`);
+    const cpu = (k) => cell(f.map((v) => v.cpuUsPerCall[k]));
+    L.push(`| ${TARGETS[target]} | ${cell(f.map((v) => v.callsPerSec))} | ${cell(ratio, x)} | ${cpu('client')} | ${cpu('middle')} | ${cpu('upstream')} | ${cell(f.map(({ cpuUsPerCall: c }) => c.client + c.middle + c.upstream))} |`);
   }
   L.push('', 'Issue 23 asks mcpmux for at least 0.95x the relay\'s calls/s. CPU per call comes from /proc clock ticks (10 ms): short runs read coarsely.', '');
   return L.join('\n');
@@ -179,17 +173,8 @@ async function main() {
   const o = options(process.argv.slice(2));
   installCleanup();
   const rounds = await measureFloor(o);
-  let commit = 'unknown';
-  try {
-    commit = execFileSync('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-  } catch {
-    // Not a git checkout: the table says unknown.
-  }
-  const md = renderFloor(rounds, o, commit);
-  mkdirSync(o.out, { recursive: true });
-  writeFileSync(join(o.out, 'throughput-floor-latest.md'), md + '\n');
-  writeFileSync(join(o.out, 'throughput-floor-latest.json'), JSON.stringify({ date: new Date().toISOString(), commit, options: o, rounds }, null, 2));
-  console.log(md);
+  const commit = shortCommit(ROOT);
+  saveLatest(o.out, 'throughput-floor', renderFloor(rounds, o, commit), { commit, options: o, rounds });
 }
 
 main().catch((e) => {

@@ -40,7 +40,7 @@ it('bench/interleaved.mjs: relay and governance compared for both clients, a fig
     expect(Object.keys(raw.results.relay[client][0])).toEqual(['direct', 'relay', 'mcpmux']);
     expect(Object.keys(raw.results.governance[client][0])).toEqual(['off', 'on', 'scrapes']);
   }
-});
+}, 180_000);
 
 it('bench/interleaved.mjs refuses an unknown comparison, an unknown client and a count that is not a whole number', async () => {
   const bad = await runBench(['--compare', 'peers'], 30_000, SCRIPT);

@@ -36,3 +36,30 @@ export function sizeDefaults(o) {
   o.warmup ??= q ? 50 : 200;
   o.duration ??= q ? 2 : 10;
 }
+
+/**
+ * The loop of the single-purpose scripts (bench/interleaved.mjs, bench/throughput-floor.mjs):
+ * `--help` prints `usage`; every other argument goes to `on(a, value, count)`, where value()
+ * takes the following argument and count() reads it as a whole number >= 1, and `on` returns
+ * false for an option it does not know. A mistake throws, its message ending with the usage.
+ */
+export function readArgs(argv, usage, on) {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const value = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value\n${usage}`);
+      return v;
+    };
+    const count = () => {
+      const n = Number(value());
+      if (!Number.isInteger(n) || n < 1) throw new Error(`${a} takes a whole number >= 1\n${usage}`);
+      return n;
+    };
+    if (a === '--help' || a === '-h') {
+      console.log(usage);
+      process.exit(0);
+    }
+    if (!on(a, value, count)) throw new Error(`unknown option ${a}\n${usage}`);
+  }
+}

@@ -184,6 +184,11 @@ export function childrenOf(pid) {
   return out;
 }
 
+/** The bench's echo server among a process's children (mcpmux has others: its reaper), if any. */
+export function echoServerOf(pid) {
+  return childrenOf(pid).find((p) => cmdline(p).includes('echo-server.mjs'));
+}
+
 /** Pids of live (non-zombie) processes whose process group is `pgid`. */
 export function groupMembers(pgid) {
   const out = [];
