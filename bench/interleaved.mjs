@@ -2,7 +2,7 @@
 // Sequential tools/call p50 with the compared processes open at once and the calls alternating
 // between them in blocks (issue 23, the p50 clauses of targets 1 and 2).
 //
-//   node bench/interleaved.mjs [--compare relay,governance] [--clients light,sdk] [--rounds 3]
+//   node bench/interleaved.mjs [--compare relay,governance,floor] [--clients light,sdk] [--rounds 3]
 //                              [--blocks 30] [--block 100] [--warmup 2000] [--out DIR]
 //
 // `bench/run.mjs` measures one target after another in each round; on a small VM the sequential
@@ -18,6 +18,9 @@
 // - governance: `mcpmux stdio` with governance off and on (bench/lib/governed.mjs, as in
 //   bench/run.mjs: 50 policy rules, 3 rate limits, the redacted audit log; /metrics scraped
 //   every second); target 2: on within 1.1x of off.
+// - floor (not run unless asked, nor by bench/run.mjs): the no-op relay, the id-rewriting relay
+//   and the parsing relay (bench/rewrite-relay.mjs, without and with --parse) and mcpmux, each
+//   over the no-op relay: how much of mcpmux's p50 is parsing and how much its own layers.
 //
 // Prints a Markdown table (median over rounds, min-max in brackets) and writes it with the raw
 // figures to DIR/interleaved-latest.{md,json} (default bench/results). `npm run bench` runs the
@@ -43,7 +46,12 @@ const ECHO = join(ROOT, 'bench', 'echo-server.mjs');
 const RELAY = join(ROOT, 'bench', 'relay.mjs');
 const MCPMUX = join(ROOT, 'bin', 'mcpmux.js');
 
-const USAGE = 'usage: node bench/interleaved.mjs [--compare relay,governance] [--clients light,sdk] [--rounds N] [--blocks N] [--block N] [--warmup N] [--out DIR]';
+const USAGE = 'usage: node bench/interleaved.mjs [--compare relay,governance,floor] [--clients light,sdk] [--rounds N] [--blocks N] [--block N] [--warmup N] [--out DIR]';
+const REWRITE = join(ROOT, 'bench', 'rewrite-relay.mjs');
+/** What --compare takes (floor only when asked). */
+const COMPARISONS = ['relay', 'governance', 'floor'];
+/** The floor comparison's middle processes, in the order of its columns. */
+const FLOOR = { relay: 'no-op relay', rewrite: 'id-rewriting relay', parse: 'parsing relay', mcpmux: 'mcpmux' };
 /** The clients, in the order their rows are printed. */
 const CLIENTS = { light: 'light client', sdk: 'SDK client' };
 /** The section's title (bench/run.mjs prints it over a failure too). */
@@ -54,7 +62,7 @@ function options(argv) {
   readArgs(argv, USAGE, (a, value, count) => {
     if (a === '--compare') {
       o.compare = value().split(',');
-      for (const c of o.compare) if (c !== 'relay' && c !== 'governance') throw new Error(`--compare takes relay and/or governance, got ${c}\n${USAGE}`);
+      for (const c of o.compare) if (!COMPARISONS.includes(c)) throw new Error(`--compare takes ${COMPARISONS.join(', ')}, got ${c}\n${USAGE}`);
     } else if (a === '--clients') {
       o.clients = value().split(',');
       for (const c of o.clients) if (!Object.hasOwn(CLIENTS, c)) throw new Error(`--clients takes light and/or sdk, got ${c}\n${USAGE}`);
@@ -119,6 +127,13 @@ async function compare(kind, client, o, tmp, say) {
       writeFileSync(one, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } } }));
       if (kind === 'relay') {
         targets.push(await open('direct', [ECHO], client), await open('relay', [RELAY, NODE, ECHO], client), await open('mcpmux', [MCPMUX, 'stdio', '--config', one], client));
+      } else if (kind === 'floor') {
+        targets.push(
+          await open('relay', [RELAY, NODE, ECHO], client),
+          await open('rewrite', [REWRITE, NODE, ECHO], client),
+          await open('parse', [REWRITE, '--parse', NODE, ECHO], client),
+          await open('mcpmux', [MCPMUX, 'stdio', '--config', one], client),
+        );
       } else {
         const governed = join(tmp, 'governed.json');
         writeFileSync(governed, JSON.stringify(governedConfig({ command: NODE, args: [ECHO] }, join(tmp, `audit-${client}-${r}.jsonl`))));
@@ -148,7 +163,8 @@ function cell(values, digits = fmt) {
 /**
  * The comparisons of `o.compare`, each once per client of `o.clients`, one after the other:
  * { relay?: { light?: [{ direct, relay, mcpmux }], sdk?: [...] }, governance?: { light?: [{ off,
- * on, scrapes }], sdk?: [...] } } in ms, a record per round. `say` hears each round's start.
+ * on, scrapes }], sdk?: [...] }, floor?: { light?: [{ relay, rewrite, parse, mcpmux }], ... } } in
+ * ms, a record per round. `say` hears each round's start.
  */
 export async function measureInterleaved(o, say = (line) => process.stderr.write(line + '\n')) {
   const tmp = mkdtempSync(join(tmpdir(), 'mcpmux-interleaved-'));
@@ -190,6 +206,15 @@ export function renderInterleaved(results, o, commit, heading = '#') {
       L.push(`| tools/call, ${CLIENTS[client]} | ${cell(g.map((x) => x.off), us)} | ${cell(g.map((x) => x.on), us)} | ${cell(g.map((x) => x.on - x.off), us)} | ${cell(ratio, (v) => `${v.toFixed(2)}x`)} | ≤ 1.1x ${ok ? 'ok' : '**missed**'} |`);
     }
     L.push('', `/metrics scrapes per round: ${clients.map((c) => `${CLIENTS[c]} ${results.governance[c].map((x) => x.scrapes).join(', ')}`).join('; ')}.`, '');
+  }
+  if (results.floor) {
+    const over = Object.keys(FLOOR).filter((k) => k !== 'relay');
+    L.push(`| p50 over the no-op relay (µs) | no-op relay p50 | ${over.map((k) => FLOOR[k]).join(' | ')} |`, `|---|---:|${over.map(() => '---:').join('|')}|`);
+    for (const client of clients) {
+      const f = results.floor[client];
+      L.push(`| tools/call, ${CLIENTS[client]} | ${cell(f.map((x) => x.relay), us)} | ${over.map((k) => cell(f.map((x) => (x[k] - x.relay) * 1000))).join(' | ')} |`);
+    }
+    L.push('');
   }
   return L.join('\n');
 }

@@ -42,10 +42,28 @@ it('bench/interleaved.mjs: relay and governance compared for both clients, a fig
   }
 }, 180_000);
 
+it('bench/interleaved.mjs --compare floor: the id-rewriting and parsing relays and mcpmux, each over the no-op relay', async () => {
+  const out = tempDir();
+  const { code, stderr } = await runBench(['--compare', 'floor', '--clients', 'light', '--rounds', '1', '--blocks', '2', '--block', '5', '--warmup', '5', '--out', out], 120_000, SCRIPT);
+  expect(code, stderr.slice(-2000)).toBe(0);
+  const md = readFileSync(path.join(out, 'interleaved-latest.md'), 'utf8');
+  const lines = md.split('\n');
+  const at = lines.findIndex((l) => l.startsWith('| p50 over the no-op relay (µs) |'));
+  expect(lines[at]).toBe('| p50 over the no-op relay (µs) | no-op relay p50 | id-rewriting relay | parsing relay | mcpmux |');
+  const row = lines[at + 2]!.split('|').slice(1, -1).map((c) => c.trim());
+  expect(row[0]).toBe('tools/call, light client');
+  for (const c of row.slice(1)) expect(c).toMatch(/^-?\d[\d.]* \(-?\d[\d.]*--?\d[\d.]*\)$/);
+  // Asked alone, it is the only table: relay and governance are not run.
+  expect(md).not.toContain('| p50 (µs) |');
+  const raw = JSON.parse(readFileSync(path.join(out, 'interleaved-latest.json'), 'utf8'));
+  expect(Object.keys(raw.results)).toEqual(['floor']);
+  expect(Object.keys(raw.results.floor.light[0])).toEqual(['relay', 'rewrite', 'parse', 'mcpmux']);
+}, 180_000);
+
 it('bench/interleaved.mjs refuses an unknown comparison, an unknown client and a count that is not a whole number', async () => {
   const bad = await runBench(['--compare', 'peers'], 30_000, SCRIPT);
   expect(bad.code).toBe(1);
-  expect(bad.stderr).toContain('--compare takes relay and/or governance, got peers');
+  expect(bad.stderr).toContain('--compare takes relay, governance, floor, got peers');
   expect(bad.stderr).toContain('usage: node bench/interleaved.mjs');
   const client = await runBench(['--clients', 'curl'], 30_000, SCRIPT);
   expect(client.code).toBe(1);
