@@ -96,10 +96,10 @@ export class Endpoint {
   private closed = false;
   /**
    * Answers written this turn whose handlers asked to hear of them, told in the next tick
-   * (answered()). A single request's size is measured then, from its `wire`; a batch entry's
-   * share of the batch answer comes as `bytes`.
+   * (answered()), with their size: a single request's as the Wire written (measured then), a
+   * batch entry's as its share of the batch answer in bytes.
    */
-  private answers: { told: AnswerObserver; res: JsonRpcResponse | undefined; wire: Wire | undefined; bytes: number }[] = [];
+  private answers: { told: AnswerObserver; res: JsonRpcResponse | undefined; size: Wire | number }[] = [];
 
   constructor(
     private readonly transport: Transport,
@@ -219,7 +219,7 @@ export class Endpoint {
     const wire = responses.length > 0 ? this.reply(responses) : undefined;
     // Each request's share of the batch answer, where the transport wrote it as one message.
     const share = wire && infos.some((i) => i.onAnswered) ? Math.round(wireBytes(wire) / responses.length) : 0;
-    infos.forEach((info, i) => info.onAnswered && this.tellLater(info.onAnswered, results[i], undefined, results[i] === undefined ? 0 : share));
+    infos.forEach((info, i) => info.onAnswered && this.tellLater(info.onAnswered, results[i], results[i] === undefined ? 0 : share));
   }
 
   /**
@@ -231,22 +231,22 @@ export class Endpoint {
    */
   private answered(info: IncomingInfo, res: JsonRpcResponse | undefined, wire: Wire | void | undefined): void {
     // Its size is measured when observers are told, after the write: nothing on the call's path.
-    if (info.onAnswered) this.tellLater(info.onAnswered, res, wire || undefined, 0);
+    if (info.onAnswered) this.tellLater(info.onAnswered, res, wire || 0);
   }
 
-  /** Queues one answer for its observer (a single request's, with its `wire`, or one of a batch's, with its `bytes`); see answered(). */
-  private tellLater(told: AnswerObserver, res: JsonRpcResponse | undefined, wire: Wire | undefined, bytes: number): void {
+  /** Queues one answer for its observer, with its size (see `answers`); see answered(). */
+  private tellLater(told: AnswerObserver, res: JsonRpcResponse | undefined, size: Wire | number): void {
     // One tick for all the answers of a turn (under load, dozens), not one each.
     if (this.answers.length === 0) process.nextTick(this.tellAnswered);
-    this.answers.push({ told, res, wire, bytes });
+    this.answers.push({ told, res, size });
   }
 
   private readonly tellAnswered = (): void => {
     const answers = this.answers;
     this.answers = [];
-    for (const { told, res, wire, bytes } of answers) {
+    for (const { told, res, size } of answers) {
       try {
-        told(res, wire === undefined ? bytes : wireBytes(wire));
+        told(res, typeof size === 'number' ? size : wireBytes(size));
       } catch (err) {
         // An observer's bug costs its record, not the process (this runs outside any request).
         this.opts.onProtocolError?.('an answer could not be observed', err);
