@@ -32,13 +32,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { echoCall, echoTool, errText, sdkCall } from './lib/calls.mjs';
+import { echoCall, errText, listedEchoTool, sdkCall } from './lib/calls.mjs';
 import { governedConfig, startScraper } from './lib/governed.mjs';
 import { readArgs } from './lib/options.mjs';
 import { installCleanup } from './lib/procs.mjs';
 import { saveLatest, shortCommit } from './lib/results.mjs';
-import { openStdioLight, openStdioSdk } from './lib/stdio-session.mjs';
-import { fmt, latencySummary, median } from './lib/stats.mjs';
+import { openStdioLight, openStdioSdk, sessionError } from './lib/stdio-session.mjs';
+import { fmt, latencySummary, median, medianRange } from './lib/stats.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const NODE = process.execPath;
@@ -85,16 +85,11 @@ async function open(label, args, client) {
   const s = client === 'sdk' ? await openStdioSdk(args, { label, timeoutMs: 60_000 }) : await openStdioLight(args, { label, timeoutMs: 60_000 });
   try {
     const list = async () => (s.sdk ? (await s.sdk.client.listTools(undefined, { timeout: 60_000 })).tools : (await s.c.request('tools/list', {}, 60_000)).result?.tools) ?? [];
-    let tool;
-    const deadline = Date.now() + 60_000;
-    while (!(tool = echoTool((await list()).map((t) => t.name)))) {
-      if (Date.now() > deadline) throw new Error('no echo tool listed within 60 s');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const tool = await listedEchoTool(list);
     return { label, child: s.child, close: s.close, call: s.sdk ? sdkCall(s.sdk.client, tool) : echoCall(s.c, tool), lat: [] };
   } catch (e) {
     await s.close();
-    throw new Error(`${label}: ${errText(e)}\n--- its stderr:\n${s.child.stderrTail()}`);
+    throw sessionError(label, s.child, e);
   }
 }
 
@@ -115,6 +110,24 @@ async function round(targets, o) {
   return Object.fromEntries(targets.map((t) => [t.label, latencySummary(t.lat).p50]));
 }
 
+/** A comparison's processes, [label, node args] in the order they open (configs written to `tmp`; `tag` names the audit log). */
+function lineUp(kind, tmp, tag) {
+  const one = join(tmp, 'one.json');
+  writeFileSync(one, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } } }));
+  const mcpmux = ['mcpmux', [MCPMUX, 'stdio', '--config', one]];
+  switch (kind) {
+    case 'relay':
+      return [['direct', [ECHO]], ['relay', [RELAY, NODE, ECHO]], mcpmux];
+    case 'floor':
+      return [['relay', [RELAY, NODE, ECHO]], ['rewrite', [REWRITE, NODE, ECHO]], ['parse', [REWRITE, '--parse', NODE, ECHO]], mcpmux];
+    case 'governance': {
+      const governed = join(tmp, 'governed.json');
+      writeFileSync(governed, JSON.stringify(governedConfig({ command: NODE, args: [ECHO] }, join(tmp, `audit-${tag}.jsonl`))));
+      return [['off', mcpmux[1]], ['on', [MCPMUX, 'stdio', '--config', governed, '--admin-port', '0']]];
+    }
+  }
+}
+
 async function compare(kind, client, o, tmp, say) {
   const rounds = [];
   for (let r = 1; r <= o.rounds; r++) {
@@ -123,23 +136,9 @@ async function compare(kind, client, o, tmp, say) {
     const scrapes = { scrapes: 0 };
     let scraper;
     try {
-      const one = join(tmp, 'one.json');
-      writeFileSync(one, JSON.stringify({ mcpServers: { echo: { command: NODE, args: [ECHO] } } }));
-      if (kind === 'relay') {
-        targets.push(await open('direct', [ECHO], client), await open('relay', [RELAY, NODE, ECHO], client), await open('mcpmux', [MCPMUX, 'stdio', '--config', one], client));
-      } else if (kind === 'floor') {
-        targets.push(
-          await open('relay', [RELAY, NODE, ECHO], client),
-          await open('rewrite', [REWRITE, NODE, ECHO], client),
-          await open('parse', [REWRITE, '--parse', NODE, ECHO], client),
-          await open('mcpmux', [MCPMUX, 'stdio', '--config', one], client),
-        );
-      } else {
-        const governed = join(tmp, 'governed.json');
-        writeFileSync(governed, JSON.stringify(governedConfig({ command: NODE, args: [ECHO] }, join(tmp, `audit-${client}-${r}.jsonl`))));
-        targets.push(await open('off', [MCPMUX, 'stdio', '--config', one], client), await open('on', [MCPMUX, 'stdio', '--config', governed, '--admin-port', '0'], client));
-        scraper = startScraper(targets[1].child, scrapes);
-      }
+      // Each process is in `targets` as soon as it is open, so a later one failing closes it too.
+      for (const [label, args] of lineUp(kind, tmp, `${client}-${r}`)) targets.push(await open(label, args, client));
+      if (kind === 'governance') scraper = startScraper(targets[1].child, scrapes);
       const p50s = await round(targets, o);
       if (scraper) {
         await scraper.stop();
@@ -153,11 +152,6 @@ async function compare(kind, client, o, tmp, say) {
     }
   }
   return rounds;
-}
-
-/** "median (min-max)" of one figure's values over the rounds. */
-function cell(values, digits = fmt) {
-  return `${digits(median(values))} (${digits(Math.min(...values))}-${digits(Math.max(...values))})`;
 }
 
 /**
@@ -192,8 +186,8 @@ export function renderInterleaved(results, o, commit, heading = '#') {
       const r = results.relay[client];
       const over = r.map((x) => (x.mcpmux - x.relay) * 1000);
       const ok = median(over) <= 30;
-      const each = (k) => cell(r.map((x) => x[k]), us);
-      L.push(`| tools/call, ${CLIENTS[client]} | ${each('direct')} | ${each('relay')} | ${each('mcpmux')} | ${cell(over)} | relay + 30 µs ${ok ? 'ok' : '**missed**'} |`);
+      const each = (k) => medianRange(r.map((x) => x[k]), us);
+      L.push(`| tools/call, ${CLIENTS[client]} | ${each('direct')} | ${each('relay')} | ${each('mcpmux')} | ${medianRange(over)} | relay + 30 µs ${ok ? 'ok' : '**missed**'} |`);
     }
     L.push('');
   }
@@ -203,7 +197,7 @@ export function renderInterleaved(results, o, commit, heading = '#') {
       const g = results.governance[client];
       const ratio = g.map((x) => x.on / x.off);
       const ok = median(ratio) <= 1.1;
-      L.push(`| tools/call, ${CLIENTS[client]} | ${cell(g.map((x) => x.off), us)} | ${cell(g.map((x) => x.on), us)} | ${cell(g.map((x) => x.on - x.off), us)} | ${cell(ratio, (v) => `${v.toFixed(2)}x`)} | ≤ 1.1x ${ok ? 'ok' : '**missed**'} |`);
+      L.push(`| tools/call, ${CLIENTS[client]} | ${medianRange(g.map((x) => x.off), us)} | ${medianRange(g.map((x) => x.on), us)} | ${medianRange(g.map((x) => x.on - x.off), us)} | ${medianRange(ratio, (v) => `${v.toFixed(2)}x`)} | ≤ 1.1x ${ok ? 'ok' : '**missed**'} |`);
     }
     L.push('', `/metrics scrapes per round: ${clients.map((c) => `${CLIENTS[c]} ${results.governance[c].map((x) => x.scrapes).join(', ')}`).join('; ')}.`, '');
   }
@@ -212,7 +206,7 @@ export function renderInterleaved(results, o, commit, heading = '#') {
     L.push(`| p50 over the no-op relay (µs) | no-op relay p50 | ${over.map((k) => FLOOR[k]).join(' | ')} |`, `|---|---:|${over.map(() => '---:').join('|')}|`);
     for (const client of clients) {
       const f = results.floor[client];
-      L.push(`| tools/call, ${CLIENTS[client]} | ${cell(f.map((x) => x.relay), us)} | ${over.map((k) => cell(f.map((x) => (x[k] - x.relay) * 1000))).join(' | ')} |`);
+      L.push(`| tools/call, ${CLIENTS[client]} | ${medianRange(f.map((x) => x.relay), us)} | ${over.map((k) => medianRange(f.map((x) => (x[k] - x.relay) * 1000))).join(' | ')} |`);
     }
     L.push('');
   }

@@ -19,7 +19,7 @@ import { echoCall, echoTool, errText, sdkCall, sequential, throughput } from './
 import { HttpLight, WsLight } from './lib/light-client.mjs';
 import { readOptions, sizeDefaults } from './lib/options.mjs';
 import { closeSdk, connectSdk } from './lib/sdk-client.mjs';
-import { childrenOf, cmdline, echoServerOf, installCleanup, memory, resetPeak, spawnTracked, stopTracked } from './lib/procs.mjs';
+import { echoServerOf, echoServersOf, installCleanup, memory, resetPeak, spawnTracked, stopTracked } from './lib/procs.mjs';
 import { governedConfig, startScraper } from './lib/governed.mjs';
 import { openStdioLight, openStdioSdk } from './lib/stdio-session.mjs';
 import { fmt, fmtSpread, latencySummary, median, spread } from './lib/stats.mjs';
@@ -460,8 +460,7 @@ async function measureTwenty(o, config) {
     phase(`${label}: idle 2 s, then VmHWM`);
     await sleep(2000);
     rec.mem = memory(L.pid);
-    // Echo servers only: mcpmux has a child of its own besides (the reaper of its process groups).
-    rec.upstreams = childrenOf(L.pid).filter((p) => cmdline(p).includes('echo-server.mjs')).length;
+    rec.upstreams = echoServersOf(L.pid).length;
   } finally {
     const left = await L.close();
     if (left?.length) rec.leftovers = left;

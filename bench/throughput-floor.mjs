@@ -25,13 +25,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { echoCall, echoTool, errText, throughput } from './lib/calls.mjs';
+import { echoCall, errText, listedEchoTool, throughput } from './lib/calls.mjs';
 import { governedConfig, startScraper } from './lib/governed.mjs';
 import { readArgs } from './lib/options.mjs';
 import { echoServerOf, installCleanup } from './lib/procs.mjs';
 import { saveLatest, shortCommit } from './lib/results.mjs';
-import { openStdioLight } from './lib/stdio-session.mjs';
-import { fmt, median } from './lib/stats.mjs';
+import { openStdioLight, sessionError } from './lib/stdio-session.mjs';
+import { medianRange } from './lib/stats.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const NODE = process.execPath;
@@ -99,12 +99,7 @@ async function measure(target, o, tmp, round) {
   const scrapes = { scrapes: 0 };
   let scraper;
   try {
-    let tool;
-    const deadline = Date.now() + 60_000;
-    while (!(tool = echoTool(((await s.c.request('tools/list', {}, 60_000)).result?.tools ?? []).map((t) => t.name)))) {
-      if (Date.now() > deadline) throw new Error('no echo tool listed within 60 s');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const tool = await listedEchoTool(async () => (await s.c.request('tools/list', {}, 60_000)).result?.tools ?? []);
     const upstream = echoServerOf(s.pid);
     if (!upstream) throw new Error('its echo server was not found among its children');
     if (target === 'governed') scraper = startScraper(s.child, scrapes);
@@ -121,7 +116,7 @@ async function measure(target, o, tmp, round) {
       ...(scraper && { scrapes: scrapes.scrapes, ...(scrapes.scrapeError && { scrapeError: scrapes.scrapeError }) }),
     };
   } catch (e) {
-    throw new Error(`${TARGETS[target]}: ${errText(e)}\n--- its stderr:\n${s.child.stderrTail()}`);
+    throw sessionError(TARGETS[target], s.child, e);
   } finally {
     await scraper?.stop();
     await s.close();
@@ -148,10 +143,6 @@ async function measureFloor(o, say = (line) => process.stderr.write(line + '\n')
   }
 }
 
-function cell(values, digits = fmt) {
-  return `${digits(median(values))} (${digits(Math.min(...values))}-${digits(Math.max(...values))})`;
-}
-
 function renderFloor(rounds, o, commit) {
   const c = cpus();
   const L = ['# Throughput and CPU per call of the middle process (issue 23, target 1)', ''];
@@ -162,8 +153,8 @@ function renderFloor(rounds, o, commit) {
   for (const target of Object.keys(TARGETS).filter((t) => o.targets.includes(t))) {
     const f = rounds.map((r) => r[target]);
     const ratio = rounds.map((r) => r[target].callsPerSec / r.relay.callsPerSec);
-    const cpu = (k) => cell(f.map((v) => v.cpuUsPerCall[k]));
-    L.push(`| ${TARGETS[target]} | ${cell(f.map((v) => v.callsPerSec))} | ${cell(ratio, x)} | ${cpu('client')} | ${cpu('middle')} | ${cpu('upstream')} | ${cell(f.map(({ cpuUsPerCall: c }) => c.client + c.middle + c.upstream))} |`);
+    const cpu = (k) => medianRange(f.map((v) => v.cpuUsPerCall[k]));
+    L.push(`| ${TARGETS[target]} | ${medianRange(f.map((v) => v.callsPerSec))} | ${medianRange(ratio, x)} | ${cpu('client')} | ${cpu('middle')} | ${cpu('upstream')} | ${medianRange(f.map(({ cpuUsPerCall: c }) => c.client + c.middle + c.upstream))} |`);
   }
   L.push('', 'Issue 23 asks mcpmux for at least 0.95x the relay\'s calls/s. CPU per call comes from /proc clock ticks (10 ms): short runs read coarsely.', '');
   return L.join('\n');

@@ -28,6 +28,20 @@ export function echoTool(names) {
 }
 
 /**
+ * The echo tool's name once `list()` (the listed tools) holds it: mcpmux lists it once its
+ * upstream is up. Throws after `timeoutMs`.
+ */
+export async function listedEchoTool(list, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const tool = echoTool((await list()).map((t) => t.name));
+    if (tool) return tool;
+    if (Date.now() > deadline) throw new Error(`no echo tool listed within ${timeoutMs / 1000} s`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/**
  * `warmup` calls, then `n` timed one at a time; throws if any did not echo (`hint` is added to
  * that message). Returns latencySummary of the n.
  */

@@ -184,9 +184,14 @@ export function childrenOf(pid) {
   return out;
 }
 
-/** The bench's echo server among a process's children (mcpmux has others: its reaper), if any. */
+/** The bench's echo servers among a process's children (mcpmux has another: its reaper). */
+export function echoServersOf(pid) {
+  return childrenOf(pid).filter((p) => cmdline(p).includes('echo-server.mjs'));
+}
+
+/** The one echo server behind a middle process, if any. */
 export function echoServerOf(pid) {
-  return childrenOf(pid).find((p) => cmdline(p).includes('echo-server.mjs'));
+  return echoServersOf(pid)[0];
 }
 
 /** Pids of live (non-zombie) processes whose process group is `pgid`. */

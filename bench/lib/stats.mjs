@@ -42,6 +42,11 @@ export function fmt(x) {
   return x.toPrecision(2);
 }
 
+/** "median (min-max)" of one figure's values over rounds, each written by `digits`. */
+export function medianRange(values, digits = fmt) {
+  return `${digits(median(values))} (${digits(Math.min(...values))}-${digits(Math.max(...values))})`;
+}
+
 export function fmtSpread(s) {
   if (!s || !s.n) return '—';
   if (s.n === 1 || s.min === s.max) return fmt(s.med);

@@ -1,6 +1,6 @@
 // One host session over stdio: `node ARGS` spawned (tracked, its own process group) with the
 // bench's light client or the official SDK's Client on its pipes, initialized. Shared by
-// bench/run.mjs (its stdio targets) and bench/interleaved.mjs.
+// bench/run.mjs (its stdio targets), bench/interleaved.mjs and bench/throughput-floor.mjs.
 
 import { performance } from 'node:perf_hooks';
 import { errText } from './calls.mjs';
@@ -8,8 +8,8 @@ import { StdioLight } from './light-client.mjs';
 import { spawnTracked, stopTracked } from './procs.mjs';
 import { closeSdk, connectSdk } from './sdk-client.mjs';
 
-/** Why a session did not open, with the tail of the process's stderr. */
-function failed(label, child, e) {
+/** Why a session failed (to open, or later), with the tail of the process's stderr. */
+export function sessionError(label, child, e) {
   const tail = child.stderrTail();
   return new Error(`${label}: ${errText(e)}${tail ? `\n--- its stderr:\n${tail}` : ''}`);
 }
@@ -26,7 +26,7 @@ export async function openStdioLight(args, { label, timeoutMs = 30_000 }) {
     await c.initialize(timeoutMs);
   } catch (e) {
     await stopTracked(child);
-    throw failed(label, child, e);
+    throw sessionError(label, child, e);
   }
   return {
     c,
@@ -48,7 +48,7 @@ export async function openStdioSdk(args, { label, timeoutMs = 30_000 }) {
     sdk = await connectSdk('stdio', child, timeoutMs);
   } catch (e) {
     await stopTracked(child);
-    throw failed(`${label} (SDK client)`, child, e);
+    throw sessionError(`${label} (SDK client)`, child, e);
   }
   return {
     sdk,
